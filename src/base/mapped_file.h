@@ -1,0 +1,41 @@
+// Read-only memory map of a whole file (the GGUF weights are used in place from here).
+#ifndef FGEMMA_BASE_MAPPED_FILE_H_
+#define FGEMMA_BASE_MAPPED_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "fgemma/status.h"
+
+namespace fg {
+
+class MappedFile {
+ public:
+  // Maps `path` read-only. An empty file maps to an empty span.
+  static StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile(std::string path, const uint8_t* data, size_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+  std::string path_;
+  const uint8_t* data_;
+  size_t size_;
+};
+
+// Reads a whole file into a string (small files: JSON catalogs, goldens).
+StatusOr<std::string> ReadFileToString(const std::string& path);
+
+}  // namespace fg
+
+#endif  // FGEMMA_BASE_MAPPED_FILE_H_

@@ -1,0 +1,28 @@
+// The subcommands of the fgemma CLI. Each lives in its own cmd_<name>.cc, takes argv with
+// argv[0] = the subcommand name, and returns an exit code (flags.h: 0, 1 runtime, 2 usage).
+#ifndef FGEMMA_TOOLS_COMMANDS_H_
+#define FGEMMA_TOOLS_COMMANDS_H_
+
+namespace fg::cli {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int argc, char** argv);
+};
+
+int CmdInspect(int argc, char** argv);
+int CmdMkmodel(int argc, char** argv);
+
+// Every subcommand, in the order `fgemma --help` lists them.
+inline constexpr Command kCommands[] = {
+    {"inspect", "Show a GGUF file's metadata and tensor table", CmdInspect},
+    {"mkmodel", "Write a deterministic random Gemma 3 GGUF (tests, benchmarks)", CmdMkmodel},
+};
+
+// Runs the CLI (main() calls this; tests call it in-process).
+int Main(int argc, char** argv);
+
+}  // namespace fg::cli
+
+#endif  // FGEMMA_TOOLS_COMMANDS_H_

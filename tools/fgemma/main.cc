@@ -1,0 +1,3 @@
+#include "tools/fgemma/commands.h"
+
+int main(int argc, char** argv) { return fg::cli::Main(argc, argv); }
