@@ -44,9 +44,9 @@ std::string_view ValueTypeName(ValueType t);
 struct Value {
   ValueType type = ValueType::kUint8;
   // Scalars (type != kString/kArray): exactly one of these is meaningful, by type.
-  uint64_t u = 0;   // unsigned integers and bool
+  uint64_t u = 0;   // unsigned integers and bool; for float32/float64 the raw IEEE bits
   int64_t i = 0;    // signed integers
-  double f = 0.0;   // float32 / float64
+  double f = 0.0;   // float32 / float64 (widened)
   std::string_view str;  // kString
   // kArray: element type, count and, for numeric elements, the raw little-endian payload.
   ValueType elem_type = ValueType::kUint8;
