@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Generates tests/data/logits_goldens.json: llama.cpp's logits for a few prompts on a GGUF.
+
+llama.cpp (through llama-cpp-python, scripts/requirements-reference.txt) is the independent
+reference of the oracle ladder (docs/DESIGN.md). For each prompt we store the token ids (from
+llama.cpp's own tokenizer, with BOS), the top-20 (id, logit) pairs and summary statistics of
+the final position's logits, and the greedy next 8 tokens with each step's top-1/top-2 margin
+(so a test can tell a real disagreement from a near-tie).
+
+Usage: gen_goldens_logits.py MODEL.gguf [OUT.json]
+"""
+import hashlib
+import json
+import os
+import sys
+
+import llama_cpp
+import numpy as np
+from llama_cpp import Llama
+
+# Short and long, plain text and the FunctionGemma format. Token counts are printed; the
+# reference test runs the prompts below its token budget (tests/golden/reference_real_test.cc).
+PROMPTS = [
+    ("capital", "The capital of France is"),
+    ("count", "1, 2, 3, 4, 5, 6, 7, 8,"),
+    ("function_call",
+     "<start_of_turn>developer\nYou are a model that can do function calling with the following "
+     "functions<start_function_declaration>declaration:get_weather{description:<escape>Gets the "
+     "weather.<escape>,parameters:{properties:{city:{description:<escape>City name<escape>,type:"
+     "<escape>STRING<escape>}},required:[<escape>city<escape>],type:<escape>OBJECT<escape>}}"
+     "<end_function_declaration><end_of_turn>\n<start_of_turn>user\nWhat's the weather in Tokyo?"
+     "<end_of_turn>\n<start_of_turn>model\n"),
+    ("story",
+     "Once upon a time, in a small village at the edge of a great forest, there lived an old "
+     "clockmaker named Elias. Every morning he opened the shutters of his shop, wound the "
+     "hundred clocks that hung on its walls, and waited for visitors who rarely came. One winter "
+     "evening, as snow fell softly on the cobblestones, a young girl knocked on his door holding "
+     "a broken pocket watch. She said it had belonged to her grandmother, and that"),
+    ("long",
+     " ".join([
+         "Photosynthesis is the process by which green plants, algae and some bacteria convert "
+         "light energy into chemical energy. During this process, carbon dioxide and water are "
+         "combined to form glucose and oxygen, using the energy of sunlight captured by "
+         "chlorophyll in the chloroplasts.",
+         "The light-dependent reactions take place in the thylakoid membranes, where water is "
+         "split and ATP and NADPH are produced. The Calvin cycle, which occurs in the stroma, "
+         "uses that ATP and NADPH to fix carbon dioxide into three-carbon sugars.",
+         "Factors such as light intensity, temperature and the concentration of carbon dioxide "
+         "all influence the rate of photosynthesis. When any one of them is in short supply it "
+         "becomes the limiting factor, and increasing the others has little effect.",
+         "Because nearly all life on Earth depends directly or indirectly on the sugars made by "
+         "photosynthesis, and because it releases the oxygen that animals breathe, it is often "
+         "described as the most important chemical process on the planet.",
+         "In summary, the three main stages of photosynthesis are",
+     ])),
+]
+TOP_K = 20
+
+
+def last_logits(llm, n_vocab):
+    # llama-cpp-python only copies logits into llm.scores with logits_all=True; read the last
+    # output row from the context instead.
+    ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+    return np.ctypeslib.as_array(ptr, shape=(n_vocab,)).astype(np.float32).copy()
+
+
+GREEDY_STEPS = 8
+
+
+def top_k(logits, k):
+    # Stable order: by logit descending, then id ascending.
+    idx = np.lexsort((np.arange(len(logits)), -logits.astype(np.float64)))[:k]
+    return [[int(i), float(logits[i])] for i in idx]
+
+
+def main():
+    model = sys.argv[1]
+    out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
+        os.path.dirname(__file__), "..", "tests", "data", "logits_goldens.json")
+    llm = Llama(model_path=model, logits_all=False, n_ctx=2048, n_threads=2, verbose=False)
+    n_vocab = llm.n_vocab()
+    with open(model, "rb") as f:
+        head = hashlib.sha256(f.read(1 << 20)).hexdigest()
+    goldens = []
+    for name, text in PROMPTS:
+        tokens = llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+        llm.reset()
+        llm.eval(tokens)
+        logits = last_logits(llm, n_vocab)
+        assert logits.shape == (n_vocab,)
+        greedy, margins = [], []
+        step_logits = logits
+        for _ in range(GREEDY_STEPS):
+            order = np.argsort(-step_logits, kind="stable")
+            nxt = int(order[0])
+            greedy.append(nxt)
+            margins.append(float(step_logits[order[0]] - step_logits[order[1]]))
+            llm.eval([nxt])
+            step_logits = last_logits(llm, n_vocab)
+        goldens.append({
+            "name": name,
+            "n_tokens": len(tokens),
+            "tokens": [int(t) for t in tokens],
+            "top_k": top_k(logits, TOP_K),
+            "stats": {
+                "mean": float(logits.mean(dtype=np.float64)),
+                "std": float(logits.std(dtype=np.float64)),
+                "min": float(logits.min()),
+                "max": float(logits.max()),
+                "sum_sq": float(np.square(logits, dtype=np.float64).sum()),
+            },
+            "greedy": greedy,
+            "greedy_margins": margins,
+        })
+        print(f"{name}: {len(tokens)} tokens, top1 {goldens[-1]['top_k'][0]}, greedy {greedy}")
+    doc = {
+        "generator": "scripts/gen_goldens_logits.py (llama-cpp-python "
+                     + llama_cpp.__version__ + ")",
+        "model": os.path.basename(model),
+        "model_sha256_first_mib": head,
+        "n_vocab": n_vocab,
+        "prompts": goldens,
+    }
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()
