@@ -1,0 +1,268 @@
+// AVX-512 (F/BW/VL/DQ + VNNI) kernels of the plain and 32-element block types: vec_dot of every
+// type and the Q8_0 / Q8_1 activation quantizers. Scalar twins: quant_basic.cc.
+//
+// Block dots handle two blocks per 512-bit register (block i in the low half, i + 1 in the
+// high half) and use VNNI's _mm512_dpbusd_epi32 (u8 x s8, four products summed into s32, no
+// saturation). Signed weights use the sign trick |w| * (a * sign(w)) = w * a; |w| = 128 is
+// fine since dpbusd reads it as an unsigned byte. A leftover odd block takes the 256-bit form.
+//
+// BF16 weights are widened to f32 (exact) rather than using _mm512_dpbf16_ps: that instruction
+// needs the activations in bf16 too, which would round them (relative error up to 2^-9) while
+// the contract of vec_dot is an f32 activation row (dot_type F32).
+// ref: ggml/src/ggml-cpu/arch/x86/quants.c (the AVX512/VNNI paths).
+#include <immintrin.h>
+
+#include "src/kernels/blocks.h"
+#include "src/kernels/quant_basic_internal.h"
+#include "src/kernels/registry.h"
+#include "src/tensor/half.h"
+
+namespace fg::kernels::internal {
+namespace {
+
+using tensor::Bf16ToFp32;
+using tensor::Fp16ToFp32;
+using tensor::Fp32ToFp16;
+
+inline float Hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i Load32(const int8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// 16 packed bytes -> 32 bytes in element order (low nibbles = elements 0..15 first).
+inline __m256i Nibbles(const uint8_t* qs) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+inline __mmask32 QhMask(const uint8_t qh[4]) { return LoadQh(qh); }
+
+// ---------------------------------------------------------------- plain types
+
+// Sum of x[i] * y[i] where Load widens 16 weights to f32; the tail uses masked loads.
+template <typename LoadW>
+inline float DotWide(int64_t n, const float* y, LoadW load) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    s0 = _mm512_fmadd_ps(load(i, 0xffff), _mm512_loadu_ps(y + i), s0);
+    s1 = _mm512_fmadd_ps(load(i + 16, 0xffff), _mm512_loadu_ps(y + i + 16), s1);
+    s2 = _mm512_fmadd_ps(load(i + 32, 0xffff), _mm512_loadu_ps(y + i + 32), s2);
+    s3 = _mm512_fmadd_ps(load(i + 48, 0xffff), _mm512_loadu_ps(y + i + 48), s3);
+  }
+  for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(load(i, 0xffff), _mm512_loadu_ps(y + i), s0);
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    s1 = _mm512_fmadd_ps(load(i, m), _mm512_maskz_loadu_ps(m, y + i), s1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+void DotF32(int64_t n, const void* w, const void* a, float* out) {
+  const float* x = static_cast<const float*>(w);
+  *out = DotWide(n, static_cast<const float*>(a),
+                 [x](int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, x + i); });
+}
+
+void DotF16(int64_t n, const void* w, const void* a, float* out) {
+  const uint16_t* x = static_cast<const uint16_t*>(w);
+  *out = DotWide(n, static_cast<const float*>(a), [x](int64_t i, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
+  });
+}
+
+void DotBf16(int64_t n, const void* w, const void* a, float* out) {
+  const uint16_t* x = static_cast<const uint16_t*>(w);
+  *out = DotWide(n, static_cast<const float*>(a), [x](int64_t i, __mmask16 m) {
+    const __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  });
+}
+
+// ---------------------------------------------------------------- activation quantizers
+
+// One block of 32 floats -> 32 int8 rounded to nearest even (as the scalar twin) and the
+// unrounded scale; returns the sum of the quants (for Q8_1).
+inline int QuantBlock8(const float* x, float* d_out, int8_t* qs) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const float d = amax / 127.f;
+  const float id = d != 0 ? 1.f / d : 0.f;
+  *d_out = d;
+  const __m512 vid = _mm512_set1_ps(id);
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512i i0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v0, vid), kRound));
+  const __m512i i1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(v1, vid), kRound));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtsepi32_epi8(i0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtsepi32_epi8(i1));
+  return _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+}
+
+void QuantQ8_0(const float* src, void* dst, int64_t n) {
+  block_q8_0* y = static_cast<block_q8_0*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    float d;
+    QuantBlock8(src + i * kQK, &d, y[i].qs);
+    y[i].d = Fp32ToFp16(d);
+  }
+}
+
+void QuantQ8_1(const float* src, void* dst, int64_t n) {
+  block_q8_1* y = static_cast<block_q8_1*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    float d;
+    const int sum = QuantBlock8(src + i * kQK, &d, y[i].qs);
+    y[i].d = Fp32ToFp16(d);
+    y[i].s = Fp32ToFp16(static_cast<float>(sum) * d);
+  }
+}
+
+// ---------------------------------------------------------------- block dots
+
+inline __m512i Pair(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+template <bool kSigned>
+inline __m512i Dot64(__m512i w, __m512i a) {
+  const __m512i zero = _mm512_setzero_si512();
+  if constexpr (kSigned) {
+    const __m512i sa = _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(w), zero, a);
+    return _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(w), sa);
+  } else {
+    return _mm512_dpbusd_epi32(zero, w, a);
+  }
+}
+
+template <bool kSigned>
+inline __m256i Dot32(__m256i w, __m256i a) {
+  const __m256i zero = _mm256_setzero_si256();
+  if constexpr (kSigned) {
+    const __m256i sa = _mm256_mask_sub_epi8(a, _mm256_movepi8_mask(w), zero, a);
+    return _mm256_dpbusd_epi32(zero, _mm256_abs_epi8(w), sa);
+  } else {
+    return _mm256_dpbusd_epi32(zero, w, a);
+  }
+}
+
+// sum over blocks of dx * dy * (weights(x[i]) . y[i].qs); `weights` expands one weight block
+// to 32 bytes in element order (signed or unsigned as kSigned says).
+template <bool kSigned, typename BX, typename BY, typename Weights>
+inline float DotBlocks(int64_t nb, const BX* x, const BY* y, Weights weights) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+  auto scales = [&](int64_t i) {
+    return _mm512_insertf32x8(_mm512_set1_ps(Fp16ToFp32(x[i].d) * Fp16ToFp32(y[i].d)),
+                              _mm256_set1_ps(Fp16ToFp32(x[i + 1].d) * Fp16ToFp32(y[i + 1].d)), 1);
+  };
+  auto pair = [&](int64_t i) {
+    return Dot64<kSigned>(Pair(weights(x[i]), weights(x[i + 1])),
+                          Pair(Load32(y[i].qs), Load32(y[i + 1].qs)));
+  };
+  int64_t i = 0;
+  for (; i + 4 <= nb; i += 4) {
+    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair(i)), scales(i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair(i + 2)), scales(i + 2), acc1);
+  }
+  if (i + 2 <= nb) {
+    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair(i)), scales(i), acc0);
+    i += 2;
+  }
+  float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  if (i < nb) {
+    const __m256i sumi = Dot32<kSigned>(weights(x[i]), Load32(y[i].qs));
+    s += Hsum256(_mm256_mul_ps(_mm256_cvtepi32_ps(sumi),
+                               _mm256_set1_ps(Fp16ToFp32(x[i].d) * Fp16ToFp32(y[i].d))));
+  }
+  return s;
+}
+
+void DotQ8_0(int64_t n, const void* w, const void* a, float* out) {
+  *out = DotBlocks<true>(n / kQK, static_cast<const block_q8_0*>(w),
+                         static_cast<const block_q8_0*>(a),
+                         [](const block_q8_0& b) { return Load32(b.qs); });
+}
+
+void DotQ8_1(int64_t n, const void* w, const void* a, float* out) {
+  *out = DotBlocks<true>(n / kQK, static_cast<const block_q8_1*>(w),
+                         static_cast<const block_q8_1*>(a),
+                         [](const block_q8_1& b) { return Load32(b.qs); });
+}
+
+void DotQ4_0(int64_t n, const void* w, const void* a, float* out) {
+  const __m256i eight = _mm256_set1_epi8(8);
+  *out = DotBlocks<true>(
+      n / kQK, static_cast<const block_q4_0*>(w), static_cast<const block_q8_0*>(a),
+      [eight](const block_q4_0& b) { return _mm256_sub_epi8(Nibbles(b.qs), eight); });
+}
+
+// Q4_1 / Q5_1 add the block-sum term m * s separately (see the scalar twin).
+template <typename BX>
+inline float SumMs(int64_t nb, const BX* x, const block_q8_1* y) {
+  float s = 0;
+  for (int64_t i = 0; i < nb; ++i) s += Fp16ToFp32(x[i].m) * Fp16ToFp32(y[i].s);
+  return s;
+}
+
+void DotQ4_1(int64_t n, const void* w, const void* a, float* out) {
+  const block_q4_1* x = static_cast<const block_q4_1*>(w);
+  const block_q8_1* y = static_cast<const block_q8_1*>(a);
+  *out = DotBlocks<false>(n / kQK, x, y, [](const block_q4_1& b) { return Nibbles(b.qs); }) +
+         SumMs(n / kQK, x, y);
+}
+
+void DotQ5_0(int64_t n, const void* w, const void* a, float* out) {
+  const __m256i f0 = _mm256_set1_epi8(static_cast<char>(0xf0));
+  // q - 16 as int8: or 0xf0 into the nibble where the 5th bit is clear.
+  *out = DotBlocks<true>(n / kQK, static_cast<const block_q5_0*>(w),
+                         static_cast<const block_q8_0*>(a), [f0](const block_q5_0& b) {
+                           const __m256i hi = _mm256_maskz_mov_epi8(~QhMask(b.qh), f0);
+                           return _mm256_or_si256(Nibbles(b.qs), hi);
+                         });
+}
+
+void DotQ5_1(int64_t n, const void* w, const void* a, float* out) {
+  const block_q5_1* x = static_cast<const block_q5_1*>(w);
+  const block_q8_1* y = static_cast<const block_q8_1*>(a);
+  const __m256i b4 = _mm256_set1_epi8(0x10);
+  *out = DotBlocks<false>(n / kQK, x, y,
+                          [b4](const block_q5_1& b) {
+                            const __m256i hi = _mm256_maskz_mov_epi8(QhMask(b.qh), b4);
+                            return _mm256_or_si256(Nibbles(b.qs), hi);
+                          }) +
+         SumMs(n / kQK, x, y);
+}
+
+void DotIq4nl(int64_t n, const void* w, const void* a, float* out) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  const __m256i table = _mm256_inserti128_si256(_mm256_castsi128_si256(t), t, 1);
+  *out = DotBlocks<true>(
+      n / kQK, static_cast<const block_iq4_nl*>(w), static_cast<const block_q8_0*>(a),
+      [table](const block_iq4_nl& b) { return _mm256_shuffle_epi8(table, Nibbles(b.qs)); });
+}
+
+}  // namespace
+
+void RegisterBasicAvx512(OpsTable& t) {
+  auto op = [&t](DType type) -> TypeOps& { return t.ops[static_cast<int>(type)]; };
+  op(DType::kF32).vec_dot = DotF32;
+  op(DType::kF16).vec_dot = DotF16;
+  op(DType::kBF16).vec_dot = DotBf16;
+  op(DType::kQ8_0).vec_dot = DotQ8_0;
+  op(DType::kQ8_0).quantize_row = QuantQ8_0;
+  op(DType::kQ8_1).vec_dot = DotQ8_1;
+  op(DType::kQ8_1).quantize_row = QuantQ8_1;
+  op(DType::kQ4_0).vec_dot = DotQ4_0;
+  op(DType::kQ4_1).vec_dot = DotQ4_1;
+  op(DType::kQ5_0).vec_dot = DotQ5_0;
+  op(DType::kQ5_1).vec_dot = DotQ5_1;
+  op(DType::kIQ4_NL).vec_dot = DotIq4nl;
+}
+
+}  // namespace fg::kernels::internal
