@@ -1,0 +1,453 @@
+#include "src/exec/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "src/kernels/matmul.h"
+#include "src/kernels/ops.h"
+#include "src/kernels/quant.h"
+#include "src/tensor/half.h"
+
+namespace fg::exec {
+
+namespace {
+
+using graph::Node;
+using graph::OpKind;
+using graph::Value;
+using graph::ValueType;
+
+constexpr size_t kAlign = 64;
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+size_t ValueBytes(const Value& v) {
+  return static_cast<size_t>(v.elements()) * 4;  // f32 and i32 alike
+}
+
+bool IsAlias(OpKind op) { return op == OpKind::kReshape || op == OpKind::kCacheWrite; }
+
+// Runs fn(begin, end) over [0, n) on the pool when the work is large enough to pay for a job.
+template <typename F>
+void MaybeParallel(ThreadPool* pool, int64_t n, int64_t work_per_item, F&& fn) {
+  constexpr int64_t kMinWork = 1 << 15;
+  if (pool == nullptr || pool->size() == 1 || n * work_per_item < kMinWork || n < 2) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  int64_t grain = std::max<int64_t>(1, kMinWork / std::max<int64_t>(1, work_per_item));
+  pool->ParallelFor(n, fn, grain);
+}
+
+}  // namespace
+
+Executor::~Executor() = default;
+
+StatusOr<std::unique_ptr<Executor>> Executor::Create(graph::Graph graph,
+                                                     const WeightResolver& weights,
+                                                     ThreadPool* pool, ExecOptions options) {
+  std::unique_ptr<Executor> e(new Executor());
+  e->graph_ = std::move(graph);
+  e->pool_ = pool;
+  e->options_ = options;
+  e->isa_ = options.reference ? kernels::Isa::kScalar : kernels::ActiveIsa();
+  const auto& values = e->graph_.values();
+  e->weight_data_.resize(values.size());
+  e->norm_f32_.resize(values.size());
+  for (int id : e->graph_.weights()) {
+    const Value& v = values[id];
+    FG_ASSIGN_OR_RETURN(WeightData wd, weights(v.name));
+    if (wd.shape != v.shape || wd.type != v.stored_dtype) {
+      return InvalidArgumentError("exec: weight '" + v.name + "' is " +
+                                  std::string(tensor::DTypeName(wd.type)) + " " +
+                                  graph::ShapeString(wd.shape) + ", the graph expects " +
+                                  std::string(tensor::DTypeName(v.stored_dtype)) + " " +
+                                  graph::ShapeString(v.shape));
+    }
+    if (!tensor::Info(wd.type).supported || kernels::GetTypeOps(wd.type, e->isa_) == nullptr) {
+      return UnimplementedError("exec: weight '" + v.name + "' has type " +
+                                std::string(tensor::DTypeName(wd.type)) + ", which has no kernels");
+    }
+    e->weight_data_[id] = std::move(wd);
+  }
+  // Norm weights are read as f32 vectors: convert the rare F16/BF16 ones once.
+  for (const Node& n : e->graph_.nodes()) {
+    if (n.op != OpKind::kRmsNorm) continue;
+    int w = n.inputs[1];
+    if (values[w].type != ValueType::kStored) continue;
+    const WeightData& wd = e->weight_data_[w];
+    if (wd.type == tensor::DType::kF32) continue;
+    std::vector<float> f(values[w].elements());
+    FG_RETURN_IF_ERROR(
+        kernels::DequantizeRow(wd.type, wd.data, f.data(), static_cast<int64_t>(f.size()))
+            .WithContext("exec: norm weight '" + values[w].name + "'"));
+    e->norm_f32_[w] = std::move(f);
+  }
+  FG_RETURN_IF_ERROR(e->Plan());
+  return e;
+}
+
+Status Executor::Plan() {
+  const auto& values = graph_.values();
+  const auto& nodes = graph_.nodes();
+  const int nv = static_cast<int>(values.size());
+  const int nn = static_cast<int>(nodes.size());
+  // The value whose storage a value uses (itself unless it is an alias).
+  std::vector<int> root(nv);
+  for (int i = 0; i < nv; ++i) root[i] = i;
+  for (const Node& n : nodes) {
+    if (IsAlias(n.op)) root[n.output] = root[n.inputs[0]];
+  }
+  std::vector<int> last_use(nv, -1);
+  for (int i = 0; i < nn; ++i) {
+    for (int in : nodes[i].inputs) last_use[root[in]] = std::max(last_use[root[in]], i);
+    last_use[root[nodes[i].output]] = std::max(last_use[root[nodes[i].output]], i);
+  }
+  for (int out : graph_.outputs()) last_use[root[out]] = nn;
+  for (int in : graph_.inputs()) last_use[in] = nn;  // inputs are set before Run()
+
+  // Greedy first-fit over the node order.
+  struct Block {
+    size_t off, size;
+    int value;
+  };
+  std::vector<Block> live;
+  offset_.assign(nv, SIZE_MAX);
+  size_t peak = 0;
+  auto allocate = [&](int v) {
+    size_t size = AlignUp(std::max<size_t>(ValueBytes(values[v]), 1));
+    std::sort(live.begin(), live.end(), [](const Block& a, const Block& b) { return a.off < b.off; });
+    size_t off = 0;
+    for (const Block& b : live) {
+      if (b.off >= off + size) break;
+      off = std::max(off, b.off + b.size);
+    }
+    live.push_back({off, size, v});
+    offset_[v] = off;
+    peak = std::max(peak, off + size);
+  };
+  for (int in : graph_.inputs()) allocate(in);
+  for (int i = 0; i < nn; ++i) {
+    const Node& n = nodes[i];
+    if (n.op != OpKind::kInput && n.op != OpKind::kWeight && n.op != OpKind::kState && !IsAlias(n.op)) {
+      allocate(n.output);
+    }
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](const Block& b) { return last_use[b.value] == i; }),
+               live.end());
+  }
+  int64_t max_rows = 0;
+  for (const Node& n : nodes) {
+    if (n.op == OpKind::kAttention) max_rows = std::max(max_rows, values[n.inputs[1]].shape[0]);
+  }
+  scores_.assign(static_cast<size_t>(max_rows) * (pool_ ? pool_->size() : 1), 0.0f);
+  arena_bytes_ = peak;
+  arena_.reset(new (std::nothrow) uint8_t[std::max<size_t>(peak, 1) + kAlign]);
+  if (!arena_) {
+    return ResourceExhaustedError("exec: cannot allocate " + std::to_string(peak) +
+                                  " bytes of activation memory");
+  }
+  uint8_t* base = reinterpret_cast<uint8_t*>(AlignUp(reinterpret_cast<uintptr_t>(arena_.get())));
+  ptr_.assign(nv, nullptr);
+  state_bound_.assign(nv, false);
+  for (int v = 0; v < nv; ++v) {
+    if (offset_[v] != SIZE_MAX) ptr_[v] = base + offset_[v];
+    if (values[v].type == ValueType::kStored) {
+      ptr_[v] = const_cast<uint8_t*>(static_cast<const uint8_t*>(weight_data_[v].data));
+      if (!norm_f32_[v].empty()) ptr_[v] = reinterpret_cast<uint8_t*>(norm_f32_[v].data());
+    }
+  }
+  return OkStatus();
+}
+
+Status Executor::SetInput(std::string_view name, std::span<const int32_t> data) {
+  int id = graph_.Find(name);
+  if (id < 0 || graph_.nodes()[graph_.value(id).producer].op != OpKind::kInput) {
+    return NotFoundError("exec: no input named '" + std::string(name) + "'");
+  }
+  const Value& v = graph_.value(id);
+  if (v.type != ValueType::kI32 || static_cast<int64_t>(data.size()) != v.elements()) {
+    return InvalidArgumentError("exec: input '" + v.name + "' wants " +
+                                std::to_string(v.elements()) + " i32 values, got " +
+                                std::to_string(data.size()));
+  }
+  std::memcpy(ptr_[id], data.data(), data.size_bytes());
+  return OkStatus();
+}
+
+Status Executor::SetInput(std::string_view name, std::span<const float> data) {
+  int id = graph_.Find(name);
+  if (id < 0 || graph_.nodes()[graph_.value(id).producer].op != OpKind::kInput) {
+    return NotFoundError("exec: no input named '" + std::string(name) + "'");
+  }
+  const Value& v = graph_.value(id);
+  if (v.type != ValueType::kF32 || static_cast<int64_t>(data.size()) != v.elements()) {
+    return InvalidArgumentError("exec: input '" + v.name + "' wants " +
+                                std::to_string(v.elements()) + " f32 values, got " +
+                                std::to_string(data.size()));
+  }
+  std::memcpy(ptr_[id], data.data(), data.size_bytes());
+  return OkStatus();
+}
+
+Status Executor::BindState(std::string_view name, float* data, size_t elements) {
+  int id = graph_.Find(name);
+  if (id < 0 || graph_.nodes()[graph_.value(id).producer].op != OpKind::kState) {
+    return NotFoundError("exec: no state named '" + std::string(name) + "'");
+  }
+  if (static_cast<int64_t>(elements) != graph_.value(id).elements()) {
+    return InvalidArgumentError("exec: state '" + std::string(name) + "' has " +
+                                std::to_string(graph_.value(id).elements()) + " elements, got " +
+                                std::to_string(elements));
+  }
+  ptr_[id] = reinterpret_cast<uint8_t*>(data);
+  state_bound_[id] = true;
+  // Aliases (cache writes) share the state's storage.
+  for (const Node& n : graph_.nodes()) {
+    if (IsAlias(n.op)) ptr_[n.output] = ptr_[n.inputs[0]];
+  }
+  return OkStatus();
+}
+
+Status Executor::Run() {
+  for (int s : graph_.states()) {
+    if (!state_bound_[s]) {
+      return FailedPreconditionError("exec: state '" + graph_.value(s).name + "' is not bound");
+    }
+  }
+  for (auto& rc : rope_cache_) rc.pos_value = -1;
+  for (const Node& n : graph_.nodes()) {
+    FG_RETURN_IF_ERROR(RunNode(n));
+    if (dump_ && n.op != OpKind::kInput && n.op != OpKind::kWeight && n.op != OpKind::kState &&
+        n.op != OpKind::kCacheWrite) {
+      const Value& v = graph_.value(n.output);
+      if (v.type == ValueType::kF32) {
+        dump_(v.name, v.shape, {F32(n.output), static_cast<size_t>(v.elements())});
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Status Executor::RunNode(const Node& n) {
+  const auto& values = graph_.values();
+  const Value& out = values[n.output];
+  const kernels::ElementOps& ops = kernels::GetElementOps(isa_);
+  switch (n.op) {
+    case OpKind::kInput:
+    case OpKind::kWeight:
+    case OpKind::kState:
+    case OpKind::kReshape:
+      return OkStatus();  // data already in place
+
+    case OpKind::kEmbedding: {
+      const WeightData& wd = weight_data_[n.inputs[0]];
+      const int64_t vocab = wd.shape[0], hidden = wd.shape[1];
+      const kernels::TypeOps* to = kernels::GetTypeOps(wd.type, isa_);
+      const size_t row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, hidden));
+      const int32_t* ids = I32(n.inputs[1]);
+      float* y = F32(n.output);
+      for (int64_t t = 0; t < out.shape[0]; ++t) {
+        if (ids[t] < 0 || ids[t] >= vocab) {
+          return OutOfRangeError("exec: token id " + std::to_string(ids[t]) +
+                                 " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+        }
+        to->dequantize_row(static_cast<const uint8_t*>(wd.data) + row_bytes * ids[t], y + t * hidden,
+                           hidden);
+        ops.scale(y + t * hidden, n.f0, hidden);
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kRmsNorm: {
+      const int64_t width = out.shape.back();
+      const int64_t rows = out.elements() / width;
+      const float* x = F32(n.inputs[0]);
+      const float* w = F32(n.inputs[1]);
+      float* y = F32(n.output);
+      MaybeParallel(pool_, rows, width, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) ops.rms_norm(x + r * width, w, y + r * width, width, n.f0);
+      });
+      return OkStatus();
+    }
+
+    case OpKind::kMatMul: {
+      const WeightData& wd = weight_data_[n.inputs[1]];
+      kernels::WeightMatrix w;
+      w.type = wd.type;
+      w.data = wd.data;
+      w.rows = wd.shape[0];
+      w.cols = wd.shape[1];
+      w.row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, w.cols));
+      const int64_t m = values[n.inputs[0]].shape[0];
+      if (options_.reference) {
+        kernels::MatMulReference(w, F32(n.inputs[0]), m, F32(n.output), w.rows);
+      } else {
+        kernels::MatMulIsa(isa_, w, F32(n.inputs[0]), m, F32(n.output), w.rows, pool_);
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kRope: {
+      const int64_t S = out.shape[0], heads = out.shape[1], D = out.shape[2];
+      const int32_t* pos = I32(n.inputs[1]);
+      RopeCache* rc = nullptr;
+      for (auto& c : rope_cache_) {
+        if (c.pos_value == n.inputs[1] && c.base == n.base) rc = &c;
+      }
+      if (rc == nullptr) {
+        for (auto& c : rope_cache_) {
+          if (c.pos_value == -1) rc = &c;
+        }
+        if (rc == nullptr) rc = &rope_cache_.emplace_back();
+        rc->pos_value = n.inputs[1];
+        rc->base = n.base;
+        rc->cos.resize(S * D / 2);
+        rc->sin.resize(S * D / 2);
+        for (int64_t t = 0; t < S; ++t) {
+          if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
+          kernels::RopeTable(pos[t], D, n.base, rc->cos.data() + t * D / 2, rc->sin.data() + t * D / 2);
+        }
+      }
+      const float* x = F32(n.inputs[0]);
+      float* y = F32(n.output);
+      if (x != y) std::memcpy(y, x, ValueBytes(out));
+      for (int64_t t = 0; t < S; ++t) {
+        ops.apply_rope(y + t * heads * D, heads, D, rc->cos.data() + t * D / 2,
+                       rc->sin.data() + t * D / 2);
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kCacheWrite: {
+      const Value& cache = values[n.inputs[0]];
+      const int64_t R = cache.shape[0], row = cache.shape[1] * cache.shape[2];
+      const float* x = F32(n.inputs[1]);
+      const int32_t* pos = I32(n.inputs[2]);
+      float* c = F32(n.inputs[0]);
+      for (int64_t t = 0; t < values[n.inputs[1]].shape[0]; ++t) {
+        if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
+        std::memcpy(c + (pos[t] % R) * row, x + t * row, row * sizeof(float));
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kAttention: {
+      const Value& q = values[n.inputs[0]];
+      const Value& kc = values[n.inputs[1]];
+      const int64_t S = q.shape[0], Hq = q.shape[1], D = q.shape[2];
+      const int64_t R = kc.shape[0], KV = kc.shape[1];
+      const int64_t group = Hq / KV;
+      const int32_t* pos = I32(n.inputs[3]);
+      const float* qd = F32(n.inputs[0]);
+      const float* kd = F32(n.inputs[1]);
+      const float* vd = F32(n.inputs[2]);
+      float* y = F32(n.output);
+      for (int64_t t = 0; t < S; ++t) {
+        const int64_t p = pos[t];
+        const int64_t lo = n.window > 0 ? std::max<int64_t>(0, p - n.window + 1) : 0;
+        if (p - lo + 1 > R) {
+          return OutOfRangeError("exec: position " + std::to_string(p) + " needs " +
+                                 std::to_string(p - lo + 1) + " cached keys, the cache holds " +
+                                 std::to_string(R));
+        }
+      }
+      // One task per (token, query head); each thread has R floats of scores (sized in Plan).
+      const int threads = pool_ ? pool_->size() : 1;
+      auto task = [&](int64_t begin, int64_t end, int thread) {
+        float* sc = scores_.data() + thread * R;
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t t = i / Hq, h = i % Hq, kvh = h / group;
+          const int64_t p = pos[t];
+          const int64_t lo = n.window > 0 ? std::max<int64_t>(0, p - n.window + 1) : 0;
+          const int64_t nk = p - lo + 1;
+          const float* qv = qd + (t * Hq + h) * D;
+          for (int64_t j = 0; j < nk; ++j) {
+            const int64_t row = (lo + j) % R;
+            sc[j] = ops.dot(qv, kd + (row * KV + kvh) * D, D) * n.f0;
+          }
+          ops.softmax(sc, nk);
+          float* o = y + (t * Hq + h) * D;
+          std::memset(o, 0, D * sizeof(float));
+          for (int64_t j = 0; j < nk; ++j) {
+            const int64_t row = (lo + j) % R;
+            ops.axpy(sc[j], vd + (row * KV + kvh) * D, o, D);
+          }
+        }
+      };
+      const int64_t tasks = S * Hq;
+      if (pool_ == nullptr || threads == 1 || tasks == 1) {
+        task(0, tasks, 0);
+      } else {
+        pool_->RunOnAll([&](int th, int nth) {
+          int64_t b = tasks * th / nth, e = tasks * (th + 1) / nth;
+          if (b < e) task(b, e, th);
+        });
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kGeluMul: {
+      const float* g = F32(n.inputs[0]);
+      const float* u = F32(n.inputs[1]);
+      float* y = F32(n.output);
+      const int64_t total = out.elements();
+      constexpr int64_t kChunk = 4096;
+      MaybeParallel(pool_, (total + kChunk - 1) / kChunk, kChunk * 8, [&](int64_t b, int64_t e) {
+        int64_t lo = b * kChunk, hi = std::min(total, e * kChunk);
+        ops.gelu_tanh_mul(g + lo, u + lo, y + lo, hi - lo);
+      });
+      return OkStatus();
+    }
+
+    case OpKind::kAdd:
+      ops.add(F32(n.inputs[0]), F32(n.inputs[1]), F32(n.output), out.elements());
+      return OkStatus();
+
+    case OpKind::kSelectRows: {
+      const Value& x = values[n.inputs[0]];
+      const int64_t S = x.shape[0], width = x.shape[1];
+      const int32_t* rows = I32(n.inputs[1]);
+      for (int64_t r = 0; r < out.shape[0]; ++r) {
+        if (rows[r] < 0 || rows[r] >= S) {
+          return OutOfRangeError("exec: row " + std::to_string(rows[r]) + " is outside [0, " +
+                                 std::to_string(S) + ")");
+        }
+        std::memcpy(F32(n.output) + r * width, F32(n.inputs[0]) + rows[r] * width,
+                    width * sizeof(float));
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kArgmax: {
+      const Value& x = values[n.inputs[0]];
+      const int64_t width = x.shape[1];
+      for (int64_t r = 0; r < x.shape[0]; ++r) {
+        I32(n.output)[r] = static_cast<int32_t>(ops.argmax(F32(n.inputs[0]) + r * width, width));
+      }
+      return OkStatus();
+    }
+  }
+  return InternalError("exec: unknown op");
+}
+
+StatusOr<std::span<const float>> Executor::OutputF32(std::string_view name) const {
+  int id = graph_.Find(name);
+  if (id < 0 || graph_.value(id).type != ValueType::kF32 ||
+      std::find(graph_.outputs().begin(), graph_.outputs().end(), id) == graph_.outputs().end()) {
+    return NotFoundError("exec: no f32 output named '" + std::string(name) + "'");
+  }
+  return std::span<const float>(F32(id), static_cast<size_t>(graph_.value(id).elements()));
+}
+
+StatusOr<std::span<const int32_t>> Executor::OutputI32(std::string_view name) const {
+  int id = graph_.Find(name);
+  if (id < 0 || graph_.value(id).type != ValueType::kI32 ||
+      std::find(graph_.outputs().begin(), graph_.outputs().end(), id) == graph_.outputs().end()) {
+    return NotFoundError("exec: no i32 output named '" + std::string(name) + "'");
+  }
+  return std::span<const int32_t>(I32(id), static_cast<size_t>(graph_.value(id).elements()));
+}
+
+}  // namespace fg::exec

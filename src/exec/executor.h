@@ -1,0 +1,103 @@
+// The CPU executor: runs a graph::Graph with fgemma's kernels.
+//
+// Create() resolves every weight by name, converts norm vectors to f32 once, and plans memory
+// from value lifetimes: every computed value gets an offset in one arena, reused once its last
+// reader has run (reshapes alias their input, cache writes alias their state). The arena is
+// allocated once, so Run() allocates nothing.
+//
+// Two kernel sets: the fast one (SIMD, threaded) and the reference one (scalar twins, the
+// double-accumulating reference matmul), so tests can hold every op to its oracle.
+#ifndef FGEMMA_EXEC_EXECUTOR_H_
+#define FGEMMA_EXEC_EXECUTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fgemma/status.h"
+#include "src/base/thread_pool.h"
+#include "src/graph/graph.h"
+#include "src/kernels/cpu.h"
+#include "src/tensor/dtype.h"
+
+namespace fg::exec {
+
+// A stored tensor the graph refers to by name.
+struct WeightData {
+  tensor::DType type = tensor::DType::kF32;
+  std::vector<int64_t> shape;  // outermost-first
+  const void* data = nullptr;
+  size_t size_bytes = 0;
+};
+using WeightResolver = std::function<StatusOr<WeightData>(std::string_view name)>;
+
+struct ExecOptions {
+  bool reference = false;  // scalar twins + reference matmul instead of the fast kernels
+};
+
+// Called after each node with the value's name, shape and contents (f32 values only).
+using DumpFn = std::function<void(std::string_view name, const std::vector<int64_t>& shape,
+                                  std::span<const float> data)>;
+
+class Executor {
+ public:
+  static StatusOr<std::unique_ptr<Executor>> Create(graph::Graph graph,
+                                                    const WeightResolver& weights,
+                                                    ThreadPool* pool, ExecOptions options = {});
+  ~Executor();
+
+  const graph::Graph& graph() const { return graph_; }
+
+  // Inputs are copied in; the caller's buffer can go away afterwards.
+  Status SetInput(std::string_view name, std::span<const int32_t> data);
+  Status SetInput(std::string_view name, std::span<const float> data);
+  // States are the caller's buffers (KV caches), read and written in place by Run().
+  Status BindState(std::string_view name, float* data, size_t elements);
+
+  void SetDump(DumpFn fn) { dump_ = std::move(fn); }
+
+  Status Run();
+
+  // Outputs of the last Run(); valid until the next Run().
+  StatusOr<std::span<const float>> OutputF32(std::string_view name) const;
+  StatusOr<std::span<const int32_t>> OutputI32(std::string_view name) const;
+
+  // Bytes of the activation arena (the peak of planned scratch memory).
+  size_t arena_bytes() const { return arena_bytes_; }
+
+ private:
+  Executor() = default;
+  Status Plan();
+  Status RunNode(const graph::Node& node);
+  float* F32(int value) const { return reinterpret_cast<float*>(ptr_[value]); }
+  int32_t* I32(int value) const { return reinterpret_cast<int32_t*>(ptr_[value]); }
+
+  graph::Graph graph_;
+  ThreadPool* pool_ = nullptr;
+  ExecOptions options_;
+  kernels::Isa isa_ = kernels::Isa::kScalar;
+  std::vector<WeightData> weight_data_;      // by value id (kStored values only)
+  std::vector<std::vector<float>> norm_f32_;  // by value id: non-F32 norm vectors, converted
+  std::vector<uint8_t*> ptr_;                // by value id: where the value lives
+  std::vector<size_t> offset_;               // by value id: arena offset (computed values)
+  std::vector<bool> state_bound_;
+  std::unique_ptr<uint8_t[]> arena_;
+  size_t arena_bytes_ = 0;
+  DumpFn dump_;
+  // RoPE tables of the current run, keyed by (positions value, base).
+  struct RopeCache {
+    int pos_value = -1;
+    double base = 0;
+    std::vector<float> cos, sin;
+  };
+  std::vector<RopeCache> rope_cache_;
+  std::vector<float> scores_;  // attention scores: one row of cache-length floats per thread
+};
+
+}  // namespace fg::exec
+
+#endif  // FGEMMA_EXEC_EXECUTOR_H_

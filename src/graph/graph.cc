@@ -1,0 +1,286 @@
+#include "src/graph/graph.h"
+
+#include <utility>
+
+namespace fg::graph {
+
+std::string_view OpName(OpKind op) {
+  switch (op) {
+    case OpKind::kInput: return "input";
+    case OpKind::kWeight: return "weight";
+    case OpKind::kState: return "state";
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kRmsNorm: return "rms_norm";
+    case OpKind::kMatMul: return "matmul";
+    case OpKind::kReshape: return "reshape";
+    case OpKind::kRope: return "rope";
+    case OpKind::kCacheWrite: return "cache_write";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kGeluMul: return "gelu_mul";
+    case OpKind::kAdd: return "add";
+    case OpKind::kSelectRows: return "select_rows";
+    case OpKind::kArgmax: return "argmax";
+  }
+  return "?";
+}
+
+int64_t Value::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int Graph::Find(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  return it == by_name_.end() ? -1 : it->second;
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+namespace {
+
+Status ShapeError(std::string_view op, std::string_view name, const std::string& what) {
+  return InvalidArgumentError("graph: " + std::string(op) + " '" + std::string(name) + "': " + what);
+}
+
+bool ValidShape(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (d > 0 && n > (int64_t{1} << 48) / d) return false;
+    n *= d;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status Builder::CheckId(int id, std::string_view what) const {
+  if (id < 0 || id >= static_cast<int>(g_.values_.size())) {
+    return InvalidArgumentError("graph: " + std::string(what) + ": no value with id " +
+                                std::to_string(id));
+  }
+  return OkStatus();
+}
+
+StatusOr<int> Builder::Add(OpKind op, std::string name, std::vector<int> inputs,
+                           std::vector<int64_t> shape, ValueType type, Node attrs) {
+  for (int in : inputs) FG_RETURN_IF_ERROR(CheckId(in, name));
+  if (!ValidShape(shape)) return ShapeError(OpName(op), name, "invalid shape " + ShapeString(shape));
+  if (g_.Find(name) >= 0) return ShapeError(OpName(op), name, "duplicate value name");
+  Value v;
+  v.name = std::move(name);
+  v.shape = std::move(shape);
+  v.type = type;
+  v.producer = static_cast<int>(g_.nodes_.size());
+  g_.values_.push_back(std::move(v));
+  attrs.op = op;
+  attrs.inputs = std::move(inputs);
+  const int id = static_cast<int>(g_.values_.size()) - 1;
+  g_.by_name_.emplace(g_.values_[id].name, id);
+  attrs.output = id;
+  g_.nodes_.push_back(std::move(attrs));
+  return id;
+}
+
+StatusOr<int> Builder::Input(std::string name, std::vector<int64_t> shape, ValueType type) {
+  if (type == ValueType::kStored) return ShapeError("input", name, "inputs are f32 or i32");
+  FG_ASSIGN_OR_RETURN(int id, Add(OpKind::kInput, std::move(name), {}, std::move(shape), type));
+  g_.inputs_.push_back(id);
+  return id;
+}
+
+StatusOr<int> Builder::Weight(std::string name, std::vector<int64_t> shape, tensor::DType dtype) {
+  FG_ASSIGN_OR_RETURN(int id,
+                      Add(OpKind::kWeight, std::move(name), {}, std::move(shape), ValueType::kStored));
+  g_.values_[id].stored_dtype = dtype;
+  g_.weights_.push_back(id);
+  return id;
+}
+
+StatusOr<int> Builder::State(std::string name, std::vector<int64_t> shape) {
+  FG_ASSIGN_OR_RETURN(int id,
+                      Add(OpKind::kState, std::move(name), {}, std::move(shape), ValueType::kF32));
+  g_.states_.push_back(id);
+  return id;
+}
+
+StatusOr<int> Builder::Embedding(std::string name, int weight, int ids, float scale) {
+  FG_RETURN_IF_ERROR(CheckId(weight, name));
+  FG_RETURN_IF_ERROR(CheckId(ids, name));
+  const Value& w = g_.values_[weight];
+  const Value& t = g_.values_[ids];
+  if (w.shape.size() != 2) return ShapeError("embedding", name, "table must be 2-D, is " + ShapeString(w.shape));
+  if (t.type != ValueType::kI32 || t.shape.size() != 1) {
+    return ShapeError("embedding", name, "ids must be i32 [S], are " + ShapeString(t.shape));
+  }
+  Node n;
+  n.f0 = scale;
+  return Add(OpKind::kEmbedding, std::move(name), {weight, ids}, {t.shape[0], w.shape[1]},
+             ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::RmsNorm(std::string name, int x, int w, float eps) {
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  FG_RETURN_IF_ERROR(CheckId(w, name));
+  const Value& xv = g_.values_[x];
+  const Value& wv = g_.values_[w];
+  if (xv.type != ValueType::kF32 || xv.shape.empty()) return ShapeError("rms_norm", name, "x must be f32 with rank >= 1");
+  if (wv.shape.size() != 1 || wv.shape[0] != xv.shape.back()) {
+    return ShapeError("rms_norm", name,
+                      "weight " + ShapeString(wv.shape) + " does not match x " + ShapeString(xv.shape));
+  }
+  if (wv.type == ValueType::kI32) return ShapeError("rms_norm", name, "norm weight must be a float vector");
+  Node n;
+  n.f0 = eps;
+  return Add(OpKind::kRmsNorm, std::move(name), {x, w}, xv.shape, ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::MatMul(std::string name, int x, int w) {
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  FG_RETURN_IF_ERROR(CheckId(w, name));
+  const Value& xv = g_.values_[x];
+  const Value& wv = g_.values_[w];
+  if (xv.type != ValueType::kF32 || xv.shape.size() != 2) return ShapeError("matmul", name, "x must be f32 [S,K], is " + ShapeString(xv.shape));
+  if (wv.type != ValueType::kStored || wv.shape.size() != 2) return ShapeError("matmul", name, "w must be a stored [N,K] weight");
+  if (wv.shape[1] != xv.shape[1]) {
+    return ShapeError("matmul", name,
+                      "x " + ShapeString(xv.shape) + " and w " + ShapeString(wv.shape) + " disagree on K");
+  }
+  return Add(OpKind::kMatMul, std::move(name), {x, w}, {xv.shape[0], wv.shape[0]}, ValueType::kF32);
+}
+
+StatusOr<int> Builder::Reshape(std::string name, int x, std::vector<int64_t> shape) {
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  const Value& xv = g_.values_[x];
+  Value probe;
+  probe.shape = shape;
+  if (!ValidShape(shape) || probe.elements() != xv.elements()) {
+    return ShapeError("reshape", name, ShapeString(xv.shape) + " cannot become " + ShapeString(shape));
+  }
+  return Add(OpKind::kReshape, std::move(name), {x}, std::move(shape), xv.type);
+}
+
+StatusOr<int> Builder::Rope(std::string name, int x, int pos, double base) {
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  FG_RETURN_IF_ERROR(CheckId(pos, name));
+  const Value& xv = g_.values_[x];
+  const Value& pv = g_.values_[pos];
+  if (xv.type != ValueType::kF32 || xv.shape.size() != 3 || xv.shape[2] % 2 != 0) {
+    return ShapeError("rope", name, "x must be f32 [S,heads,D] with even D, is " + ShapeString(xv.shape));
+  }
+  if (pv.type != ValueType::kI32 || pv.shape != std::vector<int64_t>{xv.shape[0]}) {
+    return ShapeError("rope", name, "positions must be i32 [S]");
+  }
+  if (!(base > 1.0)) return ShapeError("rope", name, "base must be > 1");
+  Node n;
+  n.base = base;
+  return Add(OpKind::kRope, std::move(name), {x, pos}, xv.shape, ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::CacheWrite(std::string name, int cache, int x, int pos) {
+  FG_RETURN_IF_ERROR(CheckId(cache, name));
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  FG_RETURN_IF_ERROR(CheckId(pos, name));
+  const Value& cv = g_.values_[cache];
+  const Value& xv = g_.values_[x];
+  const Value& pv = g_.values_[pos];
+  const Node& producer = g_.nodes_[cv.producer];
+  if (producer.op != OpKind::kState && producer.op != OpKind::kCacheWrite) {
+    return ShapeError("cache_write", name, "target must be a state");
+  }
+  if (cv.shape.size() != 3 || xv.shape.size() != 3 || cv.shape[1] != xv.shape[1] ||
+      cv.shape[2] != xv.shape[2]) {
+    return ShapeError("cache_write", name,
+                      "rows " + ShapeString(xv.shape) + " do not fit cache " + ShapeString(cv.shape));
+  }
+  if (pv.type != ValueType::kI32 || pv.shape != std::vector<int64_t>{xv.shape[0]}) {
+    return ShapeError("cache_write", name, "positions must be i32 [S]");
+  }
+  if (xv.shape[0] > cv.shape[0]) return ShapeError("cache_write", name, "more rows than the cache holds");
+  return Add(OpKind::kCacheWrite, std::move(name), {cache, x, pos}, cv.shape, ValueType::kF32);
+}
+
+StatusOr<int> Builder::Attention(std::string name, int q, int kcache, int vcache, int pos,
+                                 float scale, int64_t window) {
+  for (int id : {q, kcache, vcache, pos}) FG_RETURN_IF_ERROR(CheckId(id, name));
+  const Value& qv = g_.values_[q];
+  const Value& kv = g_.values_[kcache];
+  const Value& vv = g_.values_[vcache];
+  const Value& pv = g_.values_[pos];
+  if (qv.shape.size() != 3 || kv.shape.size() != 3 || kv.shape != vv.shape) {
+    return ShapeError("attention", name, "q [S,Hq,D] and caches [R,KV,D] expected");
+  }
+  if (kv.shape[2] != qv.shape[2] || kv.shape[1] == 0 || qv.shape[1] % kv.shape[1] != 0) {
+    return ShapeError("attention", name,
+                      "q " + ShapeString(qv.shape) + " and cache " + ShapeString(kv.shape) + " disagree");
+  }
+  if (pv.type != ValueType::kI32 || pv.shape != std::vector<int64_t>{qv.shape[0]}) {
+    return ShapeError("attention", name, "positions must be i32 [S]");
+  }
+  if (window < 0) return ShapeError("attention", name, "window must be >= 0");
+  if (window > 0 && kv.shape[0] < window + qv.shape[0] - 1) {
+    return ShapeError("attention", name,
+                      "a ring of " + std::to_string(kv.shape[0]) + " rows cannot hold window " +
+                          std::to_string(window) + " for " + std::to_string(qv.shape[0]) + " queries");
+  }
+  Node n;
+  n.f0 = scale;
+  n.window = window;
+  return Add(OpKind::kAttention, std::move(name), {q, kcache, vcache, pos},
+             {qv.shape[0], qv.shape[1] * qv.shape[2]}, ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::GeluMul(std::string name, int gate, int up) {
+  FG_RETURN_IF_ERROR(CheckId(gate, name));
+  FG_RETURN_IF_ERROR(CheckId(up, name));
+  if (g_.values_[gate].shape != g_.values_[up].shape) return ShapeError("gelu_mul", name, "shapes differ");
+  return Add(OpKind::kGeluMul, std::move(name), {gate, up}, g_.values_[gate].shape, ValueType::kF32);
+}
+
+StatusOr<int> Builder::Add(std::string name, int a, int b) {
+  FG_RETURN_IF_ERROR(CheckId(a, name));
+  FG_RETURN_IF_ERROR(CheckId(b, name));
+  if (g_.values_[a].shape != g_.values_[b].shape) {
+    return ShapeError("add", name,
+                      ShapeString(g_.values_[a].shape) + " + " + ShapeString(g_.values_[b].shape));
+  }
+  return Add(OpKind::kAdd, std::move(name), {a, b}, g_.values_[a].shape, ValueType::kF32);
+}
+
+StatusOr<int> Builder::SelectRows(std::string name, int x, int rows) {
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  FG_RETURN_IF_ERROR(CheckId(rows, name));
+  const Value& xv = g_.values_[x];
+  const Value& rv = g_.values_[rows];
+  if (xv.shape.size() != 2 || rv.type != ValueType::kI32 || rv.shape.size() != 1) {
+    return ShapeError("select_rows", name, "x [S,N] and rows i32 [R] expected");
+  }
+  return Add(OpKind::kSelectRows, std::move(name), {x, rows}, {rv.shape[0], xv.shape[1]}, xv.type);
+}
+
+StatusOr<int> Builder::Argmax(std::string name, int x) {
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  const Value& xv = g_.values_[x];
+  if (xv.shape.size() != 2 || xv.type != ValueType::kF32 || xv.shape[1] == 0) {
+    return ShapeError("argmax", name, "x must be f32 [R,N] with N > 0");
+  }
+  return Add(OpKind::kArgmax, std::move(name), {x}, {xv.shape[0]}, ValueType::kI32);
+}
+
+Status Builder::MarkOutput(int value) {
+  FG_RETURN_IF_ERROR(CheckId(value, "output"));
+  g_.outputs_.push_back(value);
+  return OkStatus();
+}
+
+Graph Builder::Finish() { return std::exchange(g_, Graph{}); }
+
+}  // namespace fg::graph

@@ -1,0 +1,116 @@
+#include "src/model/gemma3/forward.h"
+
+#include <vector>
+
+namespace fg::model {
+
+namespace {
+
+using graph::Builder;
+using graph::ValueType;
+
+StatusOr<int> W(Builder& b, const gguf::TensorInfo* t) {
+  return b.Weight(std::string(t->name), t->shape, t->type);
+}
+
+std::string Blk(int64_t l, const char* what) { return "blk." + std::to_string(l) + "." + what; }
+
+}  // namespace
+
+std::string KCacheName(int64_t layer) { return Blk(layer, "k_cache"); }
+std::string VCacheName(int64_t layer) { return Blk(layer, "v_cache"); }
+
+// ref: llama.cpp src/models/gemma3.cpp (graph), MODEL.md (numerics).
+StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const ForwardSpec& spec) {
+  const int64_t S = spec.n_tokens;
+  if (S <= 0) return InvalidArgumentError("forward: n_tokens must be > 0");
+  if (spec.n_logit_rows < 0 || spec.n_logit_rows > S) {
+    return InvalidArgumentError("forward: n_logit_rows must be in [0, n_tokens]");
+  }
+  if (spec.argmax && spec.n_logit_rows == 0) {
+    return InvalidArgumentError("forward: argmax needs logit rows");
+  }
+  if (static_cast<int64_t>(w.layers.size()) != c.n_layers) {
+    return InvalidArgumentError("forward: weights have " + std::to_string(w.layers.size()) +
+                                " layers, config " + std::to_string(c.n_layers));
+  }
+  Builder b;
+  FG_ASSIGN_OR_RETURN(int tokens, b.Input("tokens", {S}, ValueType::kI32));
+  FG_ASSIGN_OR_RETURN(int pos, b.Input("pos", {S}, ValueType::kI32));
+  FG_ASSIGN_OR_RETURN(int embd_w, W(b, w.token_embd));
+  FG_ASSIGN_OR_RETURN(int x, b.Embedding("inp_embd", embd_w, tokens, c.embed_scale));
+
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const bool global = c.IsGlobal(l);
+    const int64_t rows = global ? spec.global_cache_rows : spec.local_cache_rows;
+    FG_ASSIGN_OR_RETURN(int kc, b.State(KCacheName(l), {rows, c.n_kv_heads, c.head_dim}));
+    FG_ASSIGN_OR_RETURN(int vc, b.State(VCacheName(l), {rows, c.n_kv_heads, c.head_dim}));
+
+    // Attention block.
+    FG_ASSIGN_OR_RETURN(int an_w, W(b, lw.attn_norm));
+    FG_ASSIGN_OR_RETURN(int h, b.RmsNorm(Blk(l, "attn_norm"), x, an_w, c.rms_eps));
+    FG_ASSIGN_OR_RETURN(int wq, W(b, lw.attn_q));
+    FG_ASSIGN_OR_RETURN(int wk, W(b, lw.attn_k));
+    FG_ASSIGN_OR_RETURN(int wv, W(b, lw.attn_v));
+    FG_ASSIGN_OR_RETURN(int q, b.MatMul(Blk(l, "q"), h, wq));
+    FG_ASSIGN_OR_RETURN(int k, b.MatMul(Blk(l, "k"), h, wk));
+    FG_ASSIGN_OR_RETURN(int v, b.MatMul(Blk(l, "v"), h, wv));
+    FG_ASSIGN_OR_RETURN(int q3, b.Reshape(Blk(l, "q_heads"), q, {S, c.n_heads, c.head_dim}));
+    FG_ASSIGN_OR_RETURN(int k3, b.Reshape(Blk(l, "k_heads"), k, {S, c.n_kv_heads, c.head_dim}));
+    FG_ASSIGN_OR_RETURN(int v3, b.Reshape(Blk(l, "v_heads"), v, {S, c.n_kv_heads, c.head_dim}));
+    // Per-head norms before RoPE; no norm on v.
+    FG_ASSIGN_OR_RETURN(int qn_w, W(b, lw.attn_q_norm));
+    FG_ASSIGN_OR_RETURN(int kn_w, W(b, lw.attn_k_norm));
+    FG_ASSIGN_OR_RETURN(int qn, b.RmsNorm(Blk(l, "q_normed"), q3, qn_w, c.rms_eps));
+    FG_ASSIGN_OR_RETURN(int kn, b.RmsNorm(Blk(l, "k_normed"), k3, kn_w, c.rms_eps));
+    FG_ASSIGN_OR_RETURN(int qr, b.Rope(Blk(l, "q_rope"), qn, pos, c.RopeBase(l)));
+    FG_ASSIGN_OR_RETURN(int kr, b.Rope(Blk(l, "k_rope"), kn, pos, c.RopeBase(l)));
+    FG_ASSIGN_OR_RETURN(int kc2, b.CacheWrite(Blk(l, "k_cache_w"), kc, kr, pos));
+    FG_ASSIGN_OR_RETURN(int vc2, b.CacheWrite(Blk(l, "v_cache_w"), vc, v3, pos));
+    FG_ASSIGN_OR_RETURN(int att, b.Attention(Blk(l, "attn_out"), qr, kc2, vc2, pos, c.query_scale,
+                                             global ? 0 : c.sliding_window));
+    FG_ASSIGN_OR_RETURN(int wo, W(b, lw.attn_output));
+    FG_ASSIGN_OR_RETURN(int proj, b.MatMul(Blk(l, "attn_proj"), att, wo));
+    FG_ASSIGN_OR_RETURN(int pan_w, W(b, lw.post_attention_norm));
+    FG_ASSIGN_OR_RETURN(int pan, b.RmsNorm(Blk(l, "attn_post_norm"), proj, pan_w, c.rms_eps));
+    FG_ASSIGN_OR_RETURN(int res, b.Add(Blk(l, "attn_residual"), x, pan));
+
+    // Feed-forward block.
+    FG_ASSIGN_OR_RETURN(int fn_w, W(b, lw.ffn_norm));
+    FG_ASSIGN_OR_RETURN(int fh, b.RmsNorm(Blk(l, "ffn_norm"), res, fn_w, c.rms_eps));
+    FG_ASSIGN_OR_RETURN(int wg, W(b, lw.ffn_gate));
+    FG_ASSIGN_OR_RETURN(int wu, W(b, lw.ffn_up));
+    FG_ASSIGN_OR_RETURN(int wd, W(b, lw.ffn_down));
+    FG_ASSIGN_OR_RETURN(int gate, b.MatMul(Blk(l, "ffn_gate"), fh, wg));
+    FG_ASSIGN_OR_RETURN(int up, b.MatMul(Blk(l, "ffn_up"), fh, wu));
+    FG_ASSIGN_OR_RETURN(int act, b.GeluMul(Blk(l, "ffn_act"), gate, up));
+    FG_ASSIGN_OR_RETURN(int down, b.MatMul(Blk(l, "ffn_down"), act, wd));
+    FG_ASSIGN_OR_RETURN(int pfn_w, W(b, lw.post_ffw_norm));
+    FG_ASSIGN_OR_RETURN(int pfn, b.RmsNorm(Blk(l, "ffn_post_norm"), down, pfn_w, c.rms_eps));
+    FG_ASSIGN_OR_RETURN(x, b.Add(Blk(l, "out"), res, pfn));
+  }
+
+  if (spec.n_logit_rows > 0) {
+    // Only the rows whose logits are used go through the final norm and the LM head.
+    FG_ASSIGN_OR_RETURN(int rows, b.Input("logit_rows", {spec.n_logit_rows}, ValueType::kI32));
+    FG_ASSIGN_OR_RETURN(int sel, b.SelectRows("result_rows", x, rows));
+    FG_ASSIGN_OR_RETURN(int on_w, W(b, w.output_norm));
+    FG_ASSIGN_OR_RETURN(int norm, b.RmsNorm("result_norm", sel, on_w, c.rms_eps));
+    int head = embd_w;
+    if (w.output != nullptr && w.output != w.token_embd) {
+      FG_ASSIGN_OR_RETURN(head, W(b, w.output));
+    }
+    FG_ASSIGN_OR_RETURN(int logits, b.MatMul("result_output", norm, head));
+    FG_RETURN_IF_ERROR(b.MarkOutput(logits));
+    if (spec.argmax) {
+      FG_ASSIGN_OR_RETURN(int am, b.Argmax("result_argmax", logits));
+      FG_RETURN_IF_ERROR(b.MarkOutput(am));
+    }
+  } else {
+    FG_RETURN_IF_ERROR(b.MarkOutput(x));
+  }
+  return b.Finish();
+}
+
+}  // namespace fg::model

@@ -1,0 +1,48 @@
+// The Gemma 3 forward pass as a graph: the one place the model is written.
+//
+// BuildForward makes the session's function: S new tokens at given positions against
+// per-layer KV caches held as states, logits only for the requested rows (the LM head is never
+// applied to rows nobody reads, so no S x vocab value exists unless asked for).
+//   inputs:  tokens i32 [S], pos i32 [S], logit_rows i32 [R] (when R > 0)
+//   states:  blk.N.k_cache, blk.N.v_cache  f32 [rows, n_kv_heads, head_dim]; a global layer's
+//            cache holds positions 0..rows-1, a sliding layer's is a ring (row = pos % rows)
+//   outputs: result_output f32 [R, vocab] (when R > 0), result_argmax i32 [R] (when asked)
+// Value names follow llama.cpp's graph callbacks where they exist (inp_embd, result_norm,
+// result_output) and blk.N.<stage> otherwise; `fgemma run --dump` prints them.
+#ifndef FGEMMA_MODEL_GEMMA3_FORWARD_H_
+#define FGEMMA_MODEL_GEMMA3_FORWARD_H_
+
+#include <cstdint>
+#include <string>
+
+#include "fgemma/status.h"
+#include "src/graph/graph.h"
+#include "src/model/gemma3/config.h"
+#include "src/model/gemma3/weights.h"
+
+namespace fg::model {
+
+struct ForwardSpec {
+  int64_t n_tokens = 1;         // S
+  int64_t n_logit_rows = 1;     // R: rows of the last hidden state that get logits (0: none)
+  bool argmax = false;          // also output the argmax of each logit row
+  int64_t global_cache_rows = 0;  // capacity of a global layer's cache (>= max position + 1)
+  int64_t local_cache_rows = 0;   // ring rows of a sliding layer (>= window + S - 1)
+};
+
+// Rows a sliding layer's ring needs so that a chunk of `max_chunk` tokens never overwrites a
+// key one of its own queries still reads.
+inline int64_t LocalCacheRows(const Config& c, int64_t max_chunk, int64_t context) {
+  int64_t rows = c.sliding_window + max_chunk - 1;
+  return rows < context ? rows : context;
+}
+
+std::string KCacheName(int64_t layer);
+std::string VCacheName(int64_t layer);
+
+StatusOr<graph::Graph> BuildForward(const Config& config, const Weights& weights,
+                                    const ForwardSpec& spec);
+
+}  // namespace fg::model
+
+#endif  // FGEMMA_MODEL_GEMMA3_FORWARD_H_

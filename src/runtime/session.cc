@@ -1,0 +1,162 @@
+#include "src/runtime/session.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/model/gemma3/forward.h"
+
+namespace fg::runtime {
+
+StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, SessionOptions options) {
+  const model::Config& c = model.config();
+  if (options.context <= 0) return InvalidArgumentError("session: context must be > 0");
+  if (c.context_length > 0 && options.context > c.context_length) {
+    return InvalidArgumentError("session: context " + std::to_string(options.context) +
+                                " exceeds the model's trained context " +
+                                std::to_string(c.context_length));
+  }
+  if (options.max_chunk <= 0) return InvalidArgumentError("session: max_chunk must be > 0");
+  options.max_chunk = std::min(options.max_chunk, options.context);
+  std::unique_ptr<Session> s(new Session(model, options));
+  s->local_rows_ = model::LocalCacheRows(c, options.max_chunk, options.context);
+  s->k_.resize(c.n_layers);
+  s->v_.resize(c.n_layers);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    size_t n = static_cast<size_t>(s->CacheRows(l) * c.kv_dim());
+    s->k_[l].assign(n, 0.0f);
+    s->v_[l].assign(n, 0.0f);
+  }
+  return s;
+}
+
+int64_t Session::CacheRows(int64_t layer) const {
+  return model_.config().IsGlobal(layer) ? options_.context : local_rows_;
+}
+
+StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens) {
+  auto it = executors_.find(n_tokens);
+  if (it != executors_.end()) return it->second.get();
+  // Keep a handful of chunk lengths: the full chunk, 1 (decode) and recent remainders.
+  if (executors_.size() >= 8) {
+    for (auto e = executors_.begin(); e != executors_.end(); ++e) {
+      if (e->first != 1 && e->first != options_.max_chunk) {
+        executors_.erase(e);
+        break;
+      }
+    }
+  }
+  model::ForwardSpec spec;
+  spec.n_tokens = n_tokens;
+  spec.n_logit_rows = 1;
+  spec.global_cache_rows = options_.context;
+  spec.local_cache_rows = local_rows_;
+  FG_ASSIGN_OR_RETURN(graph::Graph g, model::BuildForward(model_.config(), model_.weights(), spec));
+  exec::ExecOptions eo;
+  eo.reference = options_.reference;
+  FG_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> e,
+                      exec::Executor::Create(std::move(g), model_.resolver(), options_.pool, eo));
+  for (int64_t l = 0; l < model_.config().n_layers; ++l) {
+    FG_RETURN_IF_ERROR(e->BindState(model::KCacheName(l), k_[l].data(), k_[l].size()));
+    FG_RETURN_IF_ERROR(e->BindState(model::VCacheName(l), v_[l].data(), v_[l].size()));
+  }
+  if (dump_) e->SetDump(dump_);
+  exec::Executor* raw = e.get();
+  executors_[n_tokens] = std::move(e);
+  return raw;
+}
+
+Status Session::Append(std::span<const int32_t> tokens) {
+  if (tokens.empty()) return OkStatus();
+  if (position_ + static_cast<int64_t>(tokens.size()) > options_.context) {
+    return OutOfRangeError("session: " + std::to_string(position_) + " + " +
+                           std::to_string(tokens.size()) + " tokens exceed the context of " +
+                           std::to_string(options_.context));
+  }
+  const int64_t vocab = model_.config().vocab;
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= vocab) {
+      return OutOfRangeError("session: token id " + std::to_string(t) +
+                             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+  }
+  size_t done = 0;
+  while (done < tokens.size()) {
+    const int64_t n = std::min<int64_t>(options_.max_chunk, tokens.size() - done);
+    FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n));
+    pos_buf_.resize(n);
+    for (int64_t i = 0; i < n; ++i) pos_buf_[i] = static_cast<int32_t>(position_ + i);
+    const int32_t last_row = static_cast<int32_t>(n - 1);
+    FG_RETURN_IF_ERROR(e->SetInput("tokens", tokens.subspan(done, n)));
+    FG_RETURN_IF_ERROR(e->SetInput("pos", std::span<const int32_t>(pos_buf_)));
+    FG_RETURN_IF_ERROR(e->SetInput("logit_rows", std::span<const int32_t>(&last_row, 1)));
+    FG_RETURN_IF_ERROR(e->Run());
+    position_ += n;
+    done += n;
+    if (done == tokens.size()) {
+      FG_ASSIGN_OR_RETURN(std::span<const float> out, e->OutputF32("result_output"));
+      logits_.assign(out.begin(), out.end());
+    }
+  }
+  return OkStatus();
+}
+
+Session::Snapshot Session::Save() const {
+  Snapshot s;
+  s.position = position_;
+  s.logits = logits_;
+  const int64_t kv = model_.config().kv_dim();
+  s.k.resize(k_.size());
+  s.v.resize(v_.size());
+  for (size_t l = 0; l < k_.size(); ++l) {
+    // Global caches: rows 0..position-1; rings: all rows once wrapped.
+    const int64_t rows = std::min<int64_t>(position_, CacheRows(static_cast<int64_t>(l)));
+    s.k[l].assign(k_[l].begin(), k_[l].begin() + rows * kv);
+    s.v[l].assign(v_[l].begin(), v_[l].begin() + rows * kv);
+  }
+  return s;
+}
+
+Status Session::Restore(const Snapshot& s) {
+  const int64_t kv = model_.config().kv_dim();
+  if (s.k.size() != k_.size() || s.v.size() != v_.size() || s.position < 0 ||
+      s.position > options_.context) {
+    return InvalidArgumentError("session: snapshot does not fit this session");
+  }
+  for (size_t l = 0; l < k_.size(); ++l) {
+    const int64_t rows = std::min<int64_t>(s.position, CacheRows(static_cast<int64_t>(l)));
+    if (static_cast<int64_t>(s.k[l].size()) != rows * kv ||
+        static_cast<int64_t>(s.v[l].size()) != rows * kv) {
+      return InvalidArgumentError("session: snapshot layer " + std::to_string(l) +
+                                  " has the wrong size");
+    }
+    std::copy(s.k[l].begin(), s.k[l].end(), k_[l].begin());
+    std::copy(s.v[l].begin(), s.v[l].end(), v_[l].begin());
+  }
+  position_ = s.position;
+  logits_ = s.logits;
+  return OkStatus();
+}
+
+void Session::Reset() {
+  position_ = 0;
+  logits_.clear();
+}
+
+void Session::SetDump(exec::DumpFn fn) {
+  dump_ = std::move(fn);
+  for (auto& [n, e] : executors_) e->SetDump(dump_);
+}
+
+size_t Session::cache_bytes() const {
+  size_t b = 0;
+  for (size_t l = 0; l < k_.size(); ++l) b += (k_[l].size() + v_[l].size()) * sizeof(float);
+  return b;
+}
+
+size_t Session::scratch_bytes() const {
+  size_t b = 0;
+  for (const auto& [n, e] : executors_) b += e->arena_bytes();
+  return b;
+}
+
+}  // namespace fg::runtime
