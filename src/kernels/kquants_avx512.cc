@@ -1,0 +1,194 @@
+// AVX-512 (F/BW/VL) + VNNI K-quant kernels: Q4_K/Q5_K/Q6_K . Q8_K dot products and the Q8_K
+// activation quantizer. Same integer sums as the scalar twins in kquants.cc.
+//
+// One zmm holds 64 consecutive elements of a super-block: for Q4_K/Q5_K the low nibbles of 32
+// bytes (sub-block 2k) and their high nibbles (sub-block 2k + 1), which line up with 64
+// contiguous Q8_K bytes; for Q6_K two 32-element quarters. vpmaddubsw makes u8 x s8 i16 pair
+// sums (<= 16002, no saturation) and VNNI vpdpwssd multiplies them by the per-lane i16
+// sub-block scale and accumulates in i32, one instruction where AVX2 needs vpmaddwd + vpaddd.
+// (vpdpbusd would fuse the u8 x s8 step instead, but the sub-block scale then needs a vpmulld
+// per vector, which costs more than it saves.) Q6_K's offset 32 is folded in through the bsums.
+// ref: ggml-cpu/arch/x86/quants.c ggml_vec_dot_q4_K_q8_K for the approach; the code is fgemma's.
+//
+// Nothing here is an inline function shared with scalar files (see kquants_avx2.cc).
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "src/kernels/kquant_blocks.h"
+#include "src/kernels/kquants_internal.h"
+#include "src/kernels/registry.h"
+
+namespace fg::kernels::internal {
+namespace {
+
+inline float F16(uint16_t h) { return _cvtsh_ss(h); }
+
+// See kquants_avx2.cc UnpackK4: bytes 0-7 scales, 8-15 mins.
+inline void UnpackK4(const uint8_t* q, uint32_t out[4]) {
+  uint32_t u[3];
+  std::memcpy(u, q, sizeof(u));
+  out[0] = u[0] & 0x3f3f3f3fu;
+  out[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  out[2] = u[1] & 0x3f3f3f3fu;
+  out[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+}
+
+inline float HsumPs128(__m128 s) {
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// i16 lane permutation: lanes 0-15 take element `lo`, lanes 16-31 element `hi`.
+inline __m512i SplitIndex(int lo, int hi) {
+  return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<int16_t>(lo)),
+                                 _mm512_set1_epi16(static_cast<int16_t>(hi)));
+}
+
+template <bool kHigh, typename Block>
+inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const Block*>(w);
+  const auto* y = static_cast<const BlockQ8K*>(a);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m1 = _mm256_set1_epi8(1);
+  const __m512i idx[4] = {SplitIndex(0, 1), SplitIndex(2, 3), SplitIndex(4, 5), SplitIndex(6, 7)};
+  __m512 acc = _mm512_setzero_ps();
+  __m128 acc_m = _mm_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = y[b].d * F16(x[b].d);
+    const float dmin = y[b].d * F16(x[b].dmin);
+    uint32_t sm[4];
+    UnpackK4(x[b].scales, sm);
+    const __m256i scales_mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums));
+    const __m128i bs_pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mins_dot = _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs);
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins_dot), acc_m);
+
+    const __m512i scales = _mm512_castsi256_si512(scales_mins);  // i16 lanes 0-7: the scales
+    __m256i hbits;
+    if constexpr (kHigh) hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh));
+    __m512i sumi = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * k));
+      __m256i q_lo = _mm256_and_si256(q4, m4);
+      __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+      if constexpr (kHigh) {
+        q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(_mm256_and_si256(hbits, m1), 4));
+        q_hi = _mm256_or_si256(q_hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 1), m1), 4));
+        hbits = _mm256_srli_epi16(hbits, 2);
+      }
+      const __m512i qv = _mm512_inserti64x4(_mm512_castsi256_si512(q_lo), q_hi, 1);
+      const __m512i av = _mm512_loadu_si512(y[b].qs + 64 * k);
+      const __m512i s = _mm512_permutexvar_epi16(idx[k], scales);
+      sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(qv, av), s);
+    }
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+  }
+  *out = _mm512_reduce_add_ps(acc) - HsumPs128(acc_m);
+}
+
+void VecDotQ4K(int64_t n, const void* w, const void* a, float* out) {
+  VecDotQ45K<false, BlockQ4K>(n, w, a, out);
+}
+void VecDotQ5K(int64_t n, const void* w, const void* a, float* out) {
+  VecDotQ45K<true, BlockQ5K>(n, w, a, out);
+}
+
+void VecDotQ6K(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ6K*>(w);
+  const auto* y = static_cast<const BlockQ8K*>(a);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  // Quarter c (64 elements) uses scales 4c .. 4c + 3, 16 elements (8 i16 pair lanes) each.
+  __m512i idx[4];
+  for (int c = 0; c < 4; ++c) {
+    alignas(64) int16_t v[32];
+    for (int l = 0; l < 32; ++l) v[l] = static_cast<int16_t>(4 * c + l / 8);
+    idx[c] = _mm512_load_si512(v);
+  }
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = y[b].d * F16(x[b].d);
+    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums));
+    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, bs), 5);
+    const __m512i scales = _mm512_castsi256_si512(scales16);
+    __m512i sumi = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = x[b].ql + 64 * h;
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh + 32 * h));
+      // [ql0 | ql1] gives elements 0-63 from the low nibbles, 64-127 from the high ones; the
+      // high 2 bits: qh bits 0-1 / 2-3 for elements 0-31 / 32-63, bits 4-5 / 6-7 for 64-127.
+      const __m512i lq = _mm512_inserti64x4(_mm512_castsi256_si512(ql0), ql1, 1);
+      const __m512i hq = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_slli_epi16(qh, 4)),
+                                            _mm256_slli_epi16(qh, 2), 1);
+      const __m512i hq2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+      const __m512i q01 = _mm512_or_si512(_mm512_and_si512(lq, m4), _mm512_and_si512(hq, m30));
+      const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lq, 4), m4),
+                                          _mm512_and_si512(hq2, m30));
+      const __m512i a01 = _mm512_loadu_si512(y[b].qs + 128 * h);
+      const __m512i a23 = _mm512_loadu_si512(y[b].qs + 128 * h + 64);
+      sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q01, a01),
+                                 _mm512_permutexvar_epi16(idx[2 * h], scales));
+      sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q23, a23),
+                                 _mm512_permutexvar_epi16(idx[2 * h + 1], scales));
+    }
+    sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(offset));
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+  }
+  *out = _mm512_reduce_add_ps(acc);
+}
+
+// Q8_K activation quantizer, bit-identical to the scalar one for finite inputs.
+void QuantizeRowQ8K(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8K*>(dst);
+  const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+    __m512 vmax = _mm512_setzero_ps();
+    for (int i = 0; i < kQK_K; i += 16) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+    const float amax = _mm512_reduce_max_ps(vmax);
+    if (!(amax > 0)) {
+      std::memset(&y[b], 0, sizeof(BlockQ8K));
+      continue;
+    }
+    const __m512 va = _mm512_set1_ps(amax);
+    float max = amax;
+    for (int i = 0; i < kQK_K; i += 16) {
+      const __mmask16 mask = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), va, _CMP_EQ_OQ);
+      if (mask != 0) {
+        max = x[i + __builtin_ctz(static_cast<unsigned>(mask))];
+        break;
+      }
+    }
+    const float iscale = -127.f / max;
+    const __m512 vs = _mm512_set1_ps(iscale);
+    for (int g = 0; g < 16; ++g) {
+      const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), vs));
+      const __m128i q = _mm512_cvtsepi32_epi8(v);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16 * g), q);
+      const __m128i s = _mm_sad_epu8(_mm_xor_si128(q, bias), _mm_setzero_si128());
+      y[b].bsums[g] = static_cast<int16_t>(_mm_cvtsi128_si32(_mm_add_epi64(s, _mm_unpackhi_epi64(s, s))) - 16 * 128);
+    }
+    y[b].d = 1 / iscale;
+  }
+}
+
+}  // namespace
+
+void RegisterKQuantAvx512(OpsTable& t) {
+  t.ops[static_cast<int>(DType::kQ4_K)].vec_dot = VecDotQ4K;
+  t.ops[static_cast<int>(DType::kQ5_K)].vec_dot = VecDotQ5K;
+  t.ops[static_cast<int>(DType::kQ6_K)].vec_dot = VecDotQ6K;
+  t.ops[static_cast<int>(DType::kQ8_K)].quantize_row = QuantizeRowQ8K;
+}
+
+}  // namespace fg::kernels::internal
+
+#endif  // x86
