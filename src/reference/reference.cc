@@ -25,11 +25,15 @@ StatusOr<std::vector<float>> ToF32(const gguf::TensorInfo& t) {
                         t.size_bytes) {
     return DataLossError("reference: tensor '" + name + "' is smaller than its shape");
   }
+  // The scalar kernels on purpose: SIMD dequantizers are among the things this oracle checks.
+  const kernels::TypeOps* ops = kernels::GetTypeOps(t.type, kernels::Isa::kScalar);
+  if (ops == nullptr) {
+    return UnimplementedError("reference: tensor '" + name + "' has type " +
+                              std::string(tensor::DTypeName(t.type)) + " with no dequantizer");
+  }
   std::vector<float> out(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {
-    Status s = kernels::DequantizeRow(t.type, t.data + r * *row_bytes, out.data() + r * cols,
-                                      cols);
-    if (!s.ok()) return s.WithContext("reference: tensor '" + name + "'");
+    ops->dequantize_row(t.data + r * *row_bytes, out.data() + r * cols, cols);
   }
   return out;
 }
