@@ -15,6 +15,7 @@ int CmdInspect(int argc, char** argv);
 int CmdMkmodel(int argc, char** argv);
 int CmdTokenize(int argc, char** argv);
 int CmdRun(int argc, char** argv);
+int CmdBench(int argc, char** argv);
 
 // Every subcommand, in the order `fgemma --help` lists them.
 inline constexpr Command kCommands[] = {
@@ -22,6 +23,7 @@ inline constexpr Command kCommands[] = {
     {"inspect", "Show a GGUF file's metadata and tensor table", CmdInspect},
     {"mkmodel", "Write a deterministic random Gemma 3 GGUF (tests, benchmarks)", CmdMkmodel},
     {"tokenize", "Tokenize text with a model's vocabulary (ids, pieces)", CmdTokenize},
+    {"bench", "Measure prompt processing and generation speed (ppN, tgN)", CmdBench},
 };
 
 // Runs the CLI (main() calls this; tests call it in-process).

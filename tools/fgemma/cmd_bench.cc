@@ -1,0 +1,174 @@
+// fgemma bench: prompt processing (ppN) and generation (tgN) speed, like llama-bench.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/base/thread_pool.h"
+#include "src/kernels/cpu.h"
+#include "src/runtime/model.h"
+#include "src/runtime/session.h"
+#include "tools/fgemma/commands.h"
+#include "tools/fgemma/flags.h"
+
+namespace fg::cli {
+
+namespace {
+
+StatusOr<std::vector<int64_t>> ParseList(const std::string& s, const std::string& flag) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0) {
+      return InvalidArgumentError(flag + " expects a comma-separated list of integers >= 0, got '" +
+                                  s + "'");
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+struct Stats {
+  double median = 0, stddev = 0;
+};
+
+Stats Summarize(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= v.size();
+  double var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  s.stddev = v.size() > 1 ? std::sqrt(var / (v.size() - 1)) : 0.0;
+  return s;
+}
+
+// Deterministic token ids spread over the vocabulary (control tokens are fine for speed).
+std::vector<int32_t> BenchTokens(int64_t n, int64_t vocab) {
+  std::vector<int32_t> t(n);
+  uint64_t x = 0x2545f4914f6cdd1dull;
+  for (int64_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    t[i] = static_cast<int32_t>(1000 + x % static_cast<uint64_t>(std::max<int64_t>(vocab - 1000, 1)));
+  }
+  if (vocab <= 1000) {
+    for (auto& id : t) id %= static_cast<int32_t>(vocab);
+  }
+  return t;
+}
+
+}  // namespace
+
+int CmdBench(int argc, char** argv) {
+  std::string model_path, pp_list = "64,512,1024", tg_list = "128", th_list;
+  int64_t reps = 5, chunk = 512;
+  bool json = false;
+  FlagParser p("bench", "Measure prompt processing (ppN) and generation (tgN) in tokens/s.");
+  p.AddString("-m,--model", &model_path, "FILE", "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
+  p.AddString("-p,--n-prompt", &pp_list, "N,..", "Prompt lengths (default 64,512,1024; empty: none)");
+  p.AddString("-n,--n-gen", &tg_list, "N,..", "Generation lengths (default 128; empty: none)");
+  p.AddString("-t,--threads", &th_list, "N,..", "Thread counts (default: 1 and the core count)");
+  p.AddInt("-r,--repetitions", &reps, "N", "Repetitions per test; the median is reported (default 5)");
+  p.AddInt("--chunk", &chunk, "N", "Prefill chunk length (default 512)");
+  p.AddBool("--json", &json, "Print a JSON list of results instead of a table");
+  p.AddNote("ppN: time to process N prompt tokens from an empty context. tgN: time to generate N "
+            "tokens one at a time from an empty context (as llama-bench measures them).");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
+  auto pps = ParseList(pp_list, "-p");
+  if (!pps.ok()) return ReportError("bench", pps.status(), true);
+  auto tgs = ParseList(tg_list, "-n");
+  if (!tgs.ok()) return ReportError("bench", tgs.status(), true);
+  std::vector<int64_t> ths;
+  if (th_list.empty()) {
+    ths = {1};
+    if (ThreadPool::DefaultThreads() > 1) ths.push_back(ThreadPool::DefaultThreads());
+  } else {
+    auto t = ParseList(th_list, "-t");
+    if (!t.ok()) return ReportError("bench", t.status(), true);
+    ths = *t;
+  }
+  for (int64_t t : ths) {
+    if (t < 1 || t > 256) return ReportError("bench", InvalidArgumentError("-t values must be in [1, 256]"), true);
+  }
+  if (reps < 1) return ReportError("bench", InvalidArgumentError("-r must be >= 1"), true);
+  if (chunk < 1) return ReportError("bench", InvalidArgumentError("--chunk must be >= 1"), true);
+  if (model_path.empty()) {
+    auto d = DefaultModelPath();
+    if (!d.ok()) return ReportError("bench", d.status());
+    model_path = *d;
+  }
+  auto model = runtime::Model::Load(model_path);
+  if (!model.ok()) return ReportError("bench", model.status());
+  const int64_t vocab = (*model)->config().vocab;
+
+  nlohmann::json results = nlohmann::json::array();
+  if (!json) {
+    std::printf("| model | isa | test | threads | tokens/s | stddev |\n|---|---|---|---|---|---|\n");
+  }
+  std::string model_name = model_path.substr(model_path.find_last_of('/') + 1);
+  auto run_test = [&](const std::string& test, int64_t threads, int64_t n_prompt,
+                      int64_t n_gen) -> Status {
+    ThreadPool pool(static_cast<int>(threads));
+    runtime::SessionOptions so;
+    so.context = std::max<int64_t>(n_prompt + n_gen, 1);
+    so.max_chunk = chunk;
+    so.pool = &pool;
+    FG_ASSIGN_OR_RETURN(auto session, runtime::Session::Create(**model, so));
+    std::vector<int32_t> toks = BenchTokens(std::max(n_prompt, n_gen), vocab);
+    std::vector<double> rates;
+    for (int64_t r = -1; r < reps; ++r) {  // r = -1: warm-up (graphs built, pages faulted in)
+      session->Reset();
+      auto t0 = std::chrono::steady_clock::now();
+      if (n_prompt > 0) {
+        FG_RETURN_IF_ERROR(session->Append(std::span<const int32_t>(toks.data(), n_prompt)));
+      } else {
+        for (int64_t i = 0; i < n_gen; ++i) {
+          FG_RETURN_IF_ERROR(session->Append(std::span<const int32_t>(&toks[i], 1)));
+        }
+      }
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r >= 0) rates.push_back((n_prompt > 0 ? n_prompt : n_gen) / std::max(s, 1e-9));
+    }
+    Stats st = Summarize(rates);
+    std::string isa(kernels::IsaName(kernels::ActiveIsa()));
+    if (json) {
+      results.push_back({{"model", model_name}, {"isa", isa}, {"test", test}, {"threads", threads},
+                         {"n_prompt", n_prompt}, {"n_gen", n_gen}, {"repetitions", reps},
+                         {"tokens_per_s", st.median}, {"stddev", st.stddev}, {"samples", rates}});
+    } else {
+      std::printf("| %s | %s | %s | %lld | %.2f | %.2f |\n", model_name.c_str(), isa.c_str(),
+                  test.c_str(), static_cast<long long>(threads), st.median, st.stddev);
+      std::fflush(stdout);
+    }
+    return OkStatus();
+  };
+  for (int64_t t : ths) {
+    for (int64_t n : *pps) {
+      if (n == 0) continue;
+      if (Status s = run_test("pp" + std::to_string(n), t, n, 0); !s.ok()) return ReportError("bench", s);
+    }
+    for (int64_t n : *tgs) {
+      if (n == 0) continue;
+      if (Status s = run_test("tg" + std::to_string(n), t, 0, n); !s.ok()) return ReportError("bench", s);
+    }
+  }
+  if (json) std::printf("%s\n", results.dump(2).c_str());
+  return kExitOk;
+}
+
+}  // namespace fg::cli
