@@ -30,9 +30,12 @@ model: venv
 	@echo "model: $$(cat $(BUILD)/model_path.txt)"
 
 run: build model
-	@m=$$(cat $(BUILD)/model_path.txt); \
-	$(BUILD)/fgemma --help && \
-	$(BUILD)/fgemma inspect "$$m" | head -40
+	@m=$$(cat $(BUILD)/model_path.txt); set -e; \
+	echo "== fgemma --help"; $(BUILD)/fgemma --help; \
+	echo "== fgemma inspect (first lines)"; $(BUILD)/fgemma inspect "$$m" | head -30; \
+	echo "== fgemma run (greedy)"; \
+	$(BUILD)/fgemma run -m "$$m" -p "Turn the light on in the kitchen, please." -n 32 --temp 0 -v; \
+	echo "== fgemma call: function calling lands with issue 5 (FunctionGemma prompts, parser, grammar); not yet"
 
 test: build model
 	cd $(BUILD) && FGEMMA_MODEL=$$(cat model_path.txt) FGEMMA_VENV=$(abspath $(VENV)) \
