@@ -1,0 +1,155 @@
+// The matmul driver: quantizes the activations once to the weight type's dot_type, then splits
+// the weight rows over the pool and runs the per-type vec_dot kernels.
+//
+// Loop order (per thread, over its contiguous share of rows): for each tile of activation rows
+// sized to stay in L2, for each weight row, for each activation row in the tile. One weight
+// row (at most a few KiB) stays in L1 while it meets every activation of the tile, and the
+// weight matrix is streamed from memory once per tile (once in total for m <= the tile).
+//
+// Every output element is one vec_dot call on the same inputs whatever the split, so results
+// do not depend on the number of threads.
+#include "src/kernels/matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "src/base/check.h"
+#include "src/kernels/quant.h"
+
+namespace fg::kernels {
+namespace {
+
+// Activation tile in bytes: about half of a small core's L2.
+constexpr size_t kActTileBytes = 128 * 1024;
+constexpr int64_t kMaxTokTile = 64;
+// Smallest amount of work (multiply-adds) worth handing a thread of its own.
+constexpr int64_t kMinWorkPerThread = 32 * 1024;
+
+struct Plan {
+  const TypeOps* ops = nullptr;
+  const uint8_t* act = nullptr;  // m activation rows in ops->dot_type
+  size_t act_stride = 0;         // bytes between activation rows
+};
+
+const TypeOps& OpsFor(Isa isa, const WeightMatrix& w) {
+  const TypeOps* ops = GetTypeOps(w.type, isa);
+  FG_CHECK(ops != nullptr);  // the loader admits only types with kernels
+  const auto row_bytes = tensor::RowBytes(w.type, w.cols);
+  FG_CHECK(row_bytes.has_value());
+  FG_CHECK(w.row_bytes >= static_cast<size_t>(*row_bytes));
+  return *ops;
+}
+
+// Brings the m activation rows into the dot type. F32 dot types use x in place; others are
+// quantized into a per-calling-thread buffer that only ever grows (no allocation per call once
+// warm). Large batches quantize in parallel (rows are independent, so results do not change).
+Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPool* pool) {
+  Plan p;
+  p.ops = &OpsFor(isa, w);
+  if (p.ops->dot_type == tensor::DType::kF32) {
+    p.act = reinterpret_cast<const uint8_t*>(x);
+    p.act_stride = static_cast<size_t>(w.cols) * sizeof(float);
+    return p;
+  }
+  const TypeOps* act_ops = GetTypeOps(p.ops->dot_type, isa);
+  FG_CHECK(act_ops != nullptr && act_ops->quantize_row != nullptr);
+  const auto stride = tensor::RowBytes(p.ops->dot_type, w.cols);
+  FG_CHECK(stride.has_value());
+  p.act_stride = static_cast<size_t>(*stride);
+  thread_local std::vector<uint8_t> buffer;
+  const size_t need = p.act_stride * static_cast<size_t>(m);
+  if (buffer.size() < need) buffer.resize(need);
+  uint8_t* act = buffer.data();
+  const int64_t cols = w.cols;
+  const size_t stride_bytes = p.act_stride;
+  auto quantize = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      act_ops->quantize_row(x + i * cols, act + static_cast<size_t>(i) * stride_bytes, cols);
+    }
+  };
+  if (pool != nullptr && m > 1) {
+    pool->ParallelFor(m, quantize, std::max<int64_t>(1, kMinWorkPerThread / (cols * 8)));
+  } else {
+    quantize(0, m);
+  }
+  p.act = act;
+  return p;
+}
+
+// Rows [r0, r1) of Y for all m activation rows.
+void ComputeRows(const Plan& p, const WeightMatrix& w, int64_t m, float* y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
+  const auto dot = p.ops->vec_dot;
+  const int64_t n = w.cols;
+  if (m == 1) {
+    for (int64_t r = r0; r < r1; ++r) dot(n, w.row(r), p.act, &y[r]);
+    return;
+  }
+  const int64_t tile = std::clamp<int64_t>(
+      static_cast<int64_t>(kActTileBytes / std::max<size_t>(p.act_stride, 1)), 1, kMaxTokTile);
+  for (int64_t t0 = 0; t0 < m; t0 += tile) {
+    const int64_t t1 = std::min(m, t0 + tile);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = w.row(r);
+      const uint8_t* a = p.act + static_cast<size_t>(t0) * p.act_stride;
+      for (int64_t t = t0; t < t1; ++t, a += p.act_stride) dot(n, wr, a, &y[t * ldy + r]);
+    }
+  }
+}
+
+}  // namespace
+
+void MatMulIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy,
+               ThreadPool* pool) {
+  if (m <= 0 || w.rows <= 0) return;
+  FG_CHECK(ldy >= w.rows);
+  const Plan p = Prepare(isa, w, x, m, pool);
+  if (pool == nullptr || pool->size() == 1) {
+    ComputeRows(p, w, m, y, ldy, 0, w.rows);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, w.cols * m));
+  pool->ParallelFor(
+      w.rows, [&](int64_t r0, int64_t r1) { ComputeRows(p, w, m, y, ldy, r0, r1); }, grain);
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy,
+            ThreadPool* pool) {
+  MatMulIsa(ActiveIsa(), w, x, m, y, ldy, pool);
+}
+
+void MatVecRows(const WeightMatrix& w, const float* x, std::span<const int32_t> row_ids, float* y,
+                ThreadPool* pool) {
+  if (row_ids.empty()) return;
+  const Plan p = Prepare(ActiveIsa(), w, x, 1, nullptr);
+  auto run = [&](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) {
+      const int32_t r = row_ids[static_cast<size_t>(j)];
+      FG_CHECK(r >= 0 && r < w.rows);
+      p.ops->vec_dot(w.cols, w.row(r), p.act, &y[j]);
+    }
+  };
+  const int64_t n = static_cast<int64_t>(row_ids.size());
+  if (pool == nullptr || pool->size() == 1) {
+    run(0, n);
+  } else {
+    pool->ParallelFor(n, run, std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, w.cols)));
+  }
+}
+
+void MatMulReference(const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy) {
+  const TypeOps* ops = GetTypeOps(w.type, Isa::kScalar);
+  FG_CHECK(ops != nullptr);
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    ops->dequantize_row(w.row(r), row.data(), w.cols);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * w.cols;
+      double s = 0;
+      for (int64_t k = 0; k < w.cols; ++k) s += static_cast<double>(row[k]) * xi[k];
+      y[i * ldy + r] = static_cast<float>(s);
+    }
+  }
+}
+
+}  // namespace fg::kernels
