@@ -1,0 +1,204 @@
+// fgemma's tokenizer against llama.cpp on the real Gemma 3 vocabulary: every golden string in
+// three modes (BOS + special, BOS + no special, no BOS + special), detokenization, streaming
+// decoding, the piece of every token (digest) and llama.cpp's token attributes.
+// Goldens: tests/data/tokenizer_goldens.json, written by scripts/gen_goldens_tokenizer.py.
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "src/base/status_matchers.h"
+#include "src/gguf/reader.h"
+#include "src/text/tokenizer.h"
+
+namespace fg::text {
+namespace {
+
+using nlohmann::json;
+
+std::string FromHex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+std::string ToHex(const std::string& s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+uint64_t Fnv1a(uint64_t h, const std::string& piece) {
+  const uint32_t len = static_cast<uint32_t>(piece.size());
+  std::string chunk(reinterpret_cast<const char*>(&len), 4);  // little-endian hosts only
+  chunk += piece;
+  for (unsigned char b : chunk) {
+    h ^= b;
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
+
+class TokenizerGoldenTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* path = std::getenv("FGEMMA_MODEL");
+    if (path == nullptr || *path == '\0') {
+      skip_reason_ = new std::string("FGEMMA_MODEL is not set");
+      return;
+    }
+    if (std::ifstream(path).fail()) {
+      skip_reason_ = new std::string(std::string("FGEMMA_MODEL does not exist: ") + path);
+      return;
+    }
+    auto file = gguf::File::Open(path);
+    ASSERT_THAT(file, testing::IsOk());
+    file_ = std::move(*file).release();
+    auto tok = Tokenizer::FromGguf(*file_);
+    ASSERT_THAT(tok, testing::IsOk());
+    tok_ = std::move(*tok).release();
+    std::ifstream in(std::string(FG_SOURCE_DIR) + "/tests/data/tokenizer_goldens.json");
+    ASSERT_TRUE(in.good()) << "missing tests/data/tokenizer_goldens.json";
+    goldens_ = new json(json::parse(in));
+  }
+  static void TearDownTestSuite() {
+    delete tok_;
+    delete file_;
+    delete goldens_;
+    delete skip_reason_;
+    tok_ = nullptr;
+    file_ = nullptr;
+    goldens_ = nullptr;
+    skip_reason_ = nullptr;
+  }
+  void SetUp() override {
+    if (skip_reason_ != nullptr) GTEST_SKIP() << *skip_reason_;
+    ASSERT_NE(tok_, nullptr);
+    ASSERT_NE(goldens_, nullptr);
+  }
+
+  static inline gguf::File* file_ = nullptr;
+  static inline Tokenizer* tok_ = nullptr;
+  static inline json* goldens_ = nullptr;
+  static inline std::string* skip_reason_ = nullptr;
+};
+
+TEST_F(TokenizerGoldenTest, VocabularySize) {
+  EXPECT_EQ(tok_->size(), (*goldens_)["n_vocab"].get<int>());
+  EXPECT_EQ(tok_->vocab().bos, 2);
+  EXPECT_EQ(tok_->vocab().eos, 1);
+  EXPECT_FALSE(tok_->vocab().add_space_prefix);
+}
+
+TEST_F(TokenizerGoldenTest, EncodeMatchesLlamaCpp) {
+  const json& cases = (*goldens_)["cases"];
+  ASSERT_GE(cases.size(), 60u);
+  int checked = 0;
+  for (const json& c : cases) {
+    const std::string text = FromHex(c["text_hex"].get<std::string>());
+    SCOPED_TRACE("case " + c["name"].get<std::string>());
+    EXPECT_EQ(tok_->Encode(text, true, true), c["bos_special"].get<std::vector<int32_t>>())
+        << "mode: add_bos, parse_special";
+    EXPECT_EQ(tok_->Encode(text, true, false), c["bos_nospecial"].get<std::vector<int32_t>>())
+        << "mode: add_bos, no parse_special";
+    EXPECT_EQ(tok_->Encode(text, false, true), c["nobos_special"].get<std::vector<int32_t>>())
+        << "mode: no bos, parse_special";
+    checked += 3;
+  }
+  EXPECT_EQ(checked, static_cast<int>(cases.size()) * 3);
+}
+
+TEST_F(TokenizerGoldenTest, LongTextIsLong) {
+  for (const json& c : (*goldens_)["cases"]) {
+    if (c["name"] == "long_1200") {
+      EXPECT_GE(c["bos_special"].size(), 1200u);
+      return;
+    }
+  }
+  FAIL() << "no long_1200 case";
+}
+
+TEST_F(TokenizerGoldenTest, DecodeMatchesLlamaCpp) {
+  for (const json& c : (*goldens_)["cases"]) {
+    SCOPED_TRACE("case " + c["name"].get<std::string>());
+    const auto ids = c["bos_special"].get<std::vector<int32_t>>();
+    EXPECT_EQ(ToHex(tok_->Decode(ids, false)), c["decode_hex"].get<std::string>());
+    EXPECT_EQ(ToHex(tok_->Decode(ids, true)), c["decode_special_hex"].get<std::string>());
+  }
+}
+
+TEST_F(TokenizerGoldenTest, StreamingDecodeEqualsDecode) {
+  for (const json& c : (*goldens_)["cases"]) {
+    SCOPED_TRACE("case " + c["name"].get<std::string>());
+    const auto ids = c["bos_special"].get<std::vector<int32_t>>();
+    StreamDecoder dec(*tok_);
+    std::string streamed;
+    for (int32_t id : ids) {
+      const std::string part = dec.Push(id);
+      // Every emitted chunk of a valid-UTF-8 case ends on a sequence boundary.
+      if (c.contains("text")) {
+        EXPECT_EQ(CompleteUtf8Prefix(part), part.size());
+      }
+      streamed += part;
+    }
+    streamed += dec.Flush();
+    EXPECT_EQ(ToHex(streamed), c["decode_hex"].get<std::string>());
+  }
+}
+
+TEST_F(TokenizerGoldenTest, PiecesMatchLlamaCpp) {
+  for (const json& p : (*goldens_)["pieces"]) {
+    const int32_t id = p["id"].get<int32_t>();
+    EXPECT_EQ(ToHex(tok_->TokenToPiece(id, false)), p["piece_hex"].get<std::string>()) << id;
+    EXPECT_EQ(ToHex(tok_->TokenToPiece(id, true)), p["piece_special_hex"].get<std::string>())
+        << id;
+  }
+}
+
+TEST_F(TokenizerGoldenTest, EveryPieceMatchesDigest) {
+  uint64_t plain = 0xCBF29CE484222325ull, special = 0xCBF29CE484222325ull;
+  for (int32_t id = 0; id < tok_->size(); ++id) {
+    plain = Fnv1a(plain, tok_->TokenToPiece(id, false));
+    special = Fnv1a(special, tok_->TokenToPiece(id, true));
+  }
+  char buf[2][17];
+  std::snprintf(buf[0], sizeof(buf[0]), "%016llx", static_cast<unsigned long long>(plain));
+  std::snprintf(buf[1], sizeof(buf[1]), "%016llx", static_cast<unsigned long long>(special));
+  EXPECT_EQ(buf[0], (*goldens_)["pieces_fnv1a64"].get<std::string>());
+  EXPECT_EQ(buf[1], (*goldens_)["pieces_special_fnv1a64"].get<std::string>());
+}
+
+TEST_F(TokenizerGoldenTest, AttributesMatchLlamaCpp) {
+  std::vector<int64_t> expected(tok_->size(), -1);
+  for (const json& o : (*goldens_)["attr_overrides"]) {
+    expected[o["id"].get<int32_t>()] = o["attr"].get<int64_t>();
+  }
+  static constexpr uint32_t kFromType[] = {kAttrUndefined, kAttrNormal,      kAttrUnknown, kAttrControl,
+                                           kAttrUserDefined, kAttrUnused, kAttrByte};
+  int mismatches = 0;
+  for (int32_t id = 0; id < tok_->size(); ++id) {
+    const int32_t type = tok_->vocab().types[id];
+    const uint32_t want = expected[id] >= 0 ? static_cast<uint32_t>(expected[id])
+                          : (type >= 0 && type <= 6) ? kFromType[type]
+                                                     : kAttrUndefined;
+    if (tok_->attr(id) != want && ++mismatches <= 10) {
+      ADD_FAILURE() << "token " << id << " '" << tok_->text(id) << "': attr " << tok_->attr(id)
+                    << ", llama.cpp " << want;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+}  // namespace
+}  // namespace fg::text
