@@ -16,8 +16,10 @@
 namespace fg::kernels::internal {
 namespace {
 
+// Hardware f16 -> f32 (F16C); exact, like tensor::Fp16ToFp32, without its branches.
+inline float F16(uint16_t h) { return _cvtsh_ss(h); }
+
 using tensor::Bf16ToFp32;
-using tensor::Fp16ToFp32;
 using tensor::Fp32ToFp16;
 
 inline float Hsum(__m256 v) {
@@ -103,7 +105,7 @@ void DotF16(int64_t n, const void* w, const void* a, float* out) {
   }
   for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LoadF16(x + i), _mm256_loadu_ps(y + i), s0);
   float s = Hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-  for (; i < n; ++i) s += Fp16ToFp32(x[i]) * y[i];
+  for (; i < n; ++i) s += F16(x[i]) * y[i];
   *out = s;
 }
 
@@ -195,8 +197,8 @@ void DotQ8_0(int64_t n, const void* w, const void* a, float* out) {
   const block_q8_0* y = static_cast<const block_q8_0*>(a);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    acc = Accum(acc, DotS8(Load32(x[i].qs), Load32(y[i].qs)), Fp16ToFp32(x[i].d),
-                Fp16ToFp32(y[i].d));
+    acc = Accum(acc, DotS8(Load32(x[i].qs), Load32(y[i].qs)), F16(x[i].d),
+                F16(y[i].d));
   }
   *out = Hsum(acc);
 }
@@ -206,8 +208,8 @@ void DotQ8_1(int64_t n, const void* w, const void* a, float* out) {
   const block_q8_1* y = static_cast<const block_q8_1*>(a);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    acc = Accum(acc, DotS8(Load32(x[i].qs), Load32(y[i].qs)), Fp16ToFp32(x[i].d),
-                Fp16ToFp32(y[i].d));
+    acc = Accum(acc, DotS8(Load32(x[i].qs), Load32(y[i].qs)), F16(x[i].d),
+                F16(y[i].d));
   }
   *out = Hsum(acc);
 }
@@ -219,7 +221,7 @@ void DotQ4_0(int64_t n, const void* w, const void* a, float* out) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i q = _mm256_sub_epi8(Nibbles(x[i].qs), eight);
-    acc = Accum(acc, DotS8(q, Load32(y[i].qs)), Fp16ToFp32(x[i].d), Fp16ToFp32(y[i].d));
+    acc = Accum(acc, DotS8(q, Load32(y[i].qs)), F16(x[i].d), F16(y[i].d));
   }
   *out = Hsum(acc);
 }
@@ -230,9 +232,9 @@ void DotQ4_1(int64_t n, const void* w, const void* a, float* out) {
   __m256 acc = _mm256_setzero_ps();
   float summs = 0;  // sum of m * s: the block-sum trick (see the scalar twin)
   for (int64_t i = 0; i < n / kQK; ++i) {
-    summs += Fp16ToFp32(x[i].m) * Fp16ToFp32(y[i].s);
-    acc = Accum(acc, DotU8(Nibbles(x[i].qs), Load32(y[i].qs)), Fp16ToFp32(x[i].d),
-                Fp16ToFp32(y[i].d));
+    summs += F16(x[i].m) * F16(y[i].s);
+    acc = Accum(acc, DotU8(Nibbles(x[i].qs), Load32(y[i].qs)), F16(x[i].d),
+                F16(y[i].d));
   }
   *out = Hsum(acc) + summs;
 }
@@ -247,7 +249,7 @@ void DotQ5_0(int64_t n, const void* w, const void* a, float* out) {
     // the plain nibble where it is set (= nibble + 16 - 16).
     const __m256i hi = _mm256_andnot_si256(BitsToBytes(x[i].qh), f0);
     const __m256i q = _mm256_or_si256(Nibbles(x[i].qs), hi);
-    acc = Accum(acc, DotS8(q, Load32(y[i].qs)), Fp16ToFp32(x[i].d), Fp16ToFp32(y[i].d));
+    acc = Accum(acc, DotS8(q, Load32(y[i].qs)), F16(x[i].d), F16(y[i].d));
   }
   *out = Hsum(acc);
 }
@@ -259,9 +261,9 @@ void DotQ5_1(int64_t n, const void* w, const void* a, float* out) {
   __m256 acc = _mm256_setzero_ps();
   float summs = 0;
   for (int64_t i = 0; i < n / kQK; ++i) {
-    summs += Fp16ToFp32(x[i].m) * Fp16ToFp32(y[i].s);
+    summs += F16(x[i].m) * F16(y[i].s);
     const __m256i q = _mm256_or_si256(Nibbles(x[i].qs), _mm256_and_si256(BitsToBytes(x[i].qh), b4));
-    acc = Accum(acc, DotU8(q, Load32(y[i].qs)), Fp16ToFp32(x[i].d), Fp16ToFp32(y[i].d));
+    acc = Accum(acc, DotU8(q, Load32(y[i].qs)), F16(x[i].d), F16(y[i].d));
   }
   *out = Hsum(acc) + summs;
 }
@@ -274,7 +276,7 @@ void DotIq4nl(int64_t n, const void* w, const void* a, float* out) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i q = _mm256_shuffle_epi8(table, Nibbles(x[i].qs));  // codebook lookup
-    acc = Accum(acc, DotS8(q, Load32(y[i].qs)), Fp16ToFp32(x[i].d), Fp16ToFp32(y[i].d));
+    acc = Accum(acc, DotS8(q, Load32(y[i].qs)), F16(x[i].d), F16(y[i].d));
   }
   *out = Hsum(acc);
 }
