@@ -3,6 +3,8 @@
 // quantizer, SIMD twins against the scalar kernels, and the Status errors of the checked API.
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -174,6 +176,45 @@ TEST(QuantLayout, PlainTypes) {
   ASSERT_THAT(DequantizeRow(DType::kF32, f, y, 2), testing::IsOk());
   EXPECT_EQ(y[0], 1.5f);
   EXPECT_EQ(y[1], -0.25f);
+}
+
+// Against gguf-py (gguf.quants: an independent numpy implementation of ggml's formats), on
+// data written by testdata/make_quant_golden.py: our quantizer must produce the same bytes and
+// our dequantizer the same floats.
+TEST(QuantLayout, MatchesGgufPyGolden) {
+  const std::string path = std::string(FG_SOURCE_DIR) + "/src/kernels/testdata/quant_golden.bin";
+  std::ifstream f(path, std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  const std::vector<char> all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t pos = 0;
+  auto take = [&](size_t n) {
+    EXPECT_LE(pos + n, all.size());
+    const char* p = all.data() + pos;
+    pos += n;
+    return p;
+  };
+  int records = 0;
+  while (pos < all.size()) {
+    uint32_t head[3];
+    std::memcpy(head, take(12), 12);
+    const auto t = static_cast<DType>(head[1]);
+    const int64_t n = head[2];
+    SCOPED_TRACE(Name(t));
+    ASSERT_NE(GetTypeOps(t), nullptr);
+    std::vector<float> x(n), want_y(n);
+    if (head[0] == 0) std::memcpy(x.data(), take(n * 4), n * 4);
+    std::vector<uint8_t> want_q(Bytes(t, n));
+    std::memcpy(want_q.data(), take(want_q.size()), want_q.size());
+    std::memcpy(want_y.data(), take(n * 4), n * 4);
+    if (head[0] == 0) {
+      std::vector<uint8_t> q(want_q.size());
+      ASSERT_THAT(QuantizeRow(t, x.data(), q.data(), n), testing::IsOk());
+      EXPECT_EQ(q, want_q);
+    }
+    EXPECT_EQ(Dequant(t, want_q, n), want_y);
+    ++records;
+  }
+  EXPECT_EQ(records, 6);
 }
 
 // ------------------------------------------------------------------ round trip
