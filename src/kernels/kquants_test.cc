@@ -20,7 +20,10 @@
 #include <string>
 #include <vector>
 
+#include <fstream>
+
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "src/base/status_matchers.h"
 #include "src/kernels/cpu.h"
 #include "src/kernels/kquant_blocks.h"
@@ -203,6 +206,32 @@ TEST(KQuantsTest, QuantizeDequantizeWithinBlockError) {
     prev = e;
     std::printf("%s rel RMS %.4f (bound %.3f)\n", std::string(tensor::DTypeName(c.type)).c_str(), e,
                 c.bound);
+  }
+}
+
+// llama.cpp's own quantizer output for fixed inputs (tests/data/kquants_ggml_quant.json, from
+// scripts/gen_kquants_ggml.py through ctypes into ggml's quantize_row_*_ref): fgemma must write
+// the same bytes, on every ISA for the Q8_K activation quantizer.
+TEST(KQuantsTest, QuantizersWriteTheBytesGgmlWrites) {
+  std::ifstream in(std::string(FG_SOURCE_DIR) + "/tests/data/kquants_ggml_quant.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const std::vector<float> x = doc.at("input").get<std::vector<float>>();
+  ASSERT_EQ(static_cast<int64_t>(x.size()), doc.at("n").get<int64_t>());
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_K}) {
+    const std::string name(tensor::DTypeName(t));
+    const std::string hex = doc.at("quantized").at(name).get<std::string>();
+    std::vector<uint8_t> want(hex.size() / 2);
+    for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    for (Isa isa : AvailableIsas()) {
+      const std::vector<uint8_t> got = Quantize(t, x, isa);
+      ASSERT_EQ(got.size(), want.size()) << name;
+      const int64_t bb = tensor::Info(t).block_bytes;
+      for (size_t b = 0; b < got.size() / bb; ++b) {
+        EXPECT_TRUE(std::equal(got.begin() + b * bb, got.begin() + (b + 1) * bb, want.begin() + b * bb))
+            << name << " block " << b << " differs from ggml on " << IsaName(isa);
+      }
+    }
   }
 }
 
