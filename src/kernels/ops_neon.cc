@@ -1,6 +1,7 @@
 // NEON element kernels (4 f32 lanes), for aarch64 and armv7. Numerics as documented in ops.h;
 // each function matches its scalar twin in src/kernels/ops.cc up to f32 rounding order.
-// armv7 NEON flushes subnormals to zero; results that would be subnormal become 0.
+// armv7 NEON flushes subnormals to zero: results (and, in gelu, the reciprocal 1 / (1 + e)) that
+// would be subnormal become 0, so gelu(g) for g < about -9.5 is 0 there instead of < 1e-37 |g|.
 #include <cmath>
 #include <limits>
 

@@ -249,7 +249,9 @@ TEST_P(OpsIsaTest, GeluTanhWideRangeNoNanOrOverflow) {
     const double s = 0.5 * (1.0 + std::tanh(u));
     const double ref = s > 1e-9 ? GeluTanhDouble(gd) : gd / (1.0 + std::exp(-2.0 * u));
     const double cond = 2.0 + std::fabs(2.0 * u) * (1.0 - s);
-    EXPECT_LE(std::fabs(y[i] - ref), 2.5e-7 * cond * std::fabs(ref) + 1e-38) << "g=" << g[i];
+    // Absolute floor: 1 / (1 + exp(-2u)) below FLT_MIN is flushed to 0 on armv7 NEON (FTZ).
+    const double floor = 1.2e-38 * std::max(1.0, std::fabs(gd));
+    EXPECT_LE(std::fabs(y[i] - ref), 2.5e-7 * cond * std::fabs(ref) + floor) << "g=" << g[i];
     if (std::fabs(gd) < 3.0 && ref != 0) {
       worst_rel = std::max(worst_rel, std::fabs(y[i] - ref) / std::fabs(ref));
     }
