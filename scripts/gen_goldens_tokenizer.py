@@ -145,6 +145,96 @@ def fnv1a64(chunks):
     return "%016x" % h
 
 
+SYN_ALPHABET = ["a", "b", "c", " ", "\n", "<", ">", "/", "\u00e9", "\U0001F600"]
+SYN_SPECIAL_ALPHABET = ["a", "b", "<", ">", "/", "\n", " "]
+
+
+def write_synthetic_gguf(path, tokens, scores, types, add_space_prefix):
+    import gguf
+    w = gguf.GGUFWriter(path, "llama")
+    # Minimal llama hparams so llama.cpp accepts the file with vocab_only.
+    w.add_context_length(128)
+    w.add_embedding_length(8)
+    w.add_block_count(1)
+    w.add_feed_forward_length(16)
+    w.add_head_count(1)
+    w.add_head_count_kv(1)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_unk_token_id(3)
+    w.add_pad_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_space_prefix(add_space_prefix)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def synthetic_goldens(n_vocabs, n_texts, seed, tmpdir):
+    """Random small vocabularies with overlapping special tokens, tied scores and missing
+    characters, tokenized by llama.cpp: checks the algorithm on cases the real vocabulary
+    rarely reaches (special-split order, equal-length specials, ties, dummy prefix)."""
+    rng = random.Random(seed)
+    out = []
+    for k in range(n_vocabs):
+        tokens = ["<pad>", "<eos>", "<bos>", "<unk>"] + ["<0x%02X>" % b for b in range(256)]
+        types = [3, 3, 3, 2] + [6] * 256
+        scores = [0.0] * len(tokens)
+        seen = set(tokens)
+
+        def add(text, score, ttype):
+            if text and text not in seen:
+                seen.add(text)
+                tokens.append(text)
+                scores.append(score)
+                types.append(ttype)
+
+        for ch in SYN_ALPHABET:
+            if rng.random() < 0.8:
+                add(ch.replace(" ", "\u2581"), float(rng.choice([-1, -2, -3])), 1)
+        for _ in range(40):
+            t = "".join(rng.choice(SYN_ALPHABET) for _ in range(rng.randint(2, 5)))
+            add(t.replace(" ", "\u2581"), float(rng.choice([-1, -2, -3, -4, -5])), 1)
+        specials = []
+        for _ in range(8):
+            t = "".join(rng.choice(SYN_SPECIAL_ALPHABET) for _ in range(rng.randint(1, 4)))
+            before = len(tokens)
+            add(t, 0.0, rng.choice([3, 4]))
+            if len(tokens) > before:
+                specials.append(t)
+        add_space_prefix = rng.random() < 0.3
+        path = os.path.join(tmpdir, "synthetic_%d.gguf" % k)
+        write_synthetic_gguf(path, tokens, scores, types, add_space_prefix)
+        llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+        cases = []
+        for _ in range(n_texts):
+            parts = []
+            for _ in range(rng.randint(0, 8)):
+                if specials and rng.random() < 0.3:
+                    parts.append(rng.choice(specials))
+                else:
+                    parts.append("".join(rng.choice(SYN_ALPHABET) for _ in range(rng.randint(1, 6))))
+            data = "".join(parts).encode("utf-8")
+            cases.append({
+                "text_hex": data.hex(),
+                "bos_special": llm.tokenize(data, add_bos=True, special=True),
+                "bos_nospecial": llm.tokenize(data, add_bos=True, special=False),
+            })
+        del llm
+        os.remove(path)
+        # Ids 0..259 are always <pad> <eos> <bos> <unk> <0x00>..<0xFF>; only the rest is stored.
+        out.append({"extra_tokens": tokens[260:], "extra_scores": scores[260:],
+                    "extra_types": types[260:], "add_space_prefix": add_space_prefix,
+                    "cases": cases})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default=os.environ.get("FGEMMA_MODEL") or DEFAULT_MODEL)
@@ -198,11 +288,19 @@ def main():
     reader = GGUFReader(args.model)
     tt = reader.fields["tokenizer.ggml.token_type"]
     type_attr = {0: 0, 1: 4, 2: 1, 3: 8, 4: 16, 5: 2, 6: 32}
+    # Stored as runs [first_id, last_id, attr] of consecutive ids with the same attribute.
     overrides = []
     for t in range(n_vocab):
-        a = llama_cpp.llama_token_get_attr(vocab, t)
+        a = int(llama_cpp.llama_token_get_attr(vocab, t))
         if a != type_attr.get(int(tt.parts[tt.data[t]][0]), 0):
-            overrides.append({"id": t, "attr": int(a)})
+            if overrides and overrides[-1][1] == t - 1 and overrides[-1][2] == a:
+                overrides[-1][1] = t
+            else:
+                overrides.append([t, t, a])
+
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmpdir:
+        synthetic = synthetic_goldens(30, 40, 20261129, tmpdir)
 
     out = {
         "generator": "scripts/gen_goldens_tokenizer.py, llama-cpp-python " + llama_cpp.__version__,
@@ -213,14 +311,16 @@ def main():
         "pieces_fnv1a64": digest_plain,
         "pieces_special_fnv1a64": digest_special,
         "attr_overrides": overrides,
+        "synthetic": synthetic,
     }
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=None, separators=(",", ":"))
         f.write("\n")
     long_case = [c for c in cases if c["name"] == "long_1200"][0]
-    print("wrote %s: %d cases (long text %d tokens), %d pieces, %d attr overrides" % (
-        args.out, len(cases), len(long_case["bos_special"]), len(pieces), len(overrides)),
-        file=sys.stderr)
+    print("wrote %s: %d cases (long text %d tokens), %d pieces, %d attr override runs, "
+          "%d synthetic vocabularies x %d texts" % (
+              args.out, len(cases), len(long_case["bos_special"]), len(pieces), len(overrides),
+              len(synthetic), len(synthetic[0]["cases"])), file=sys.stderr)
 
 
 if __name__ == "__main__":

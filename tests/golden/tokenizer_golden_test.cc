@@ -181,8 +181,10 @@ TEST_F(TokenizerGoldenTest, EveryPieceMatchesDigest) {
 
 TEST_F(TokenizerGoldenTest, AttributesMatchLlamaCpp) {
   std::vector<int64_t> expected(tok_->size(), -1);
-  for (const json& o : (*goldens_)["attr_overrides"]) {
-    expected[o["id"].get<int32_t>()] = o["attr"].get<int64_t>();
+  for (const json& run : (*goldens_)["attr_overrides"]) {  // [first_id, last_id, attr]
+    for (int32_t id = run[0].get<int32_t>(); id <= run[1].get<int32_t>(); ++id) {
+      expected[id] = run[2].get<int64_t>();
+    }
   }
   static constexpr uint32_t kFromType[] = {kAttrUndefined, kAttrNormal,      kAttrUnknown, kAttrControl,
                                            kAttrUserDefined, kAttrUnused, kAttrByte};
@@ -198,6 +200,51 @@ TEST_F(TokenizerGoldenTest, AttributesMatchLlamaCpp) {
     }
   }
   EXPECT_EQ(mismatches, 0);
+}
+
+// Random small vocabularies tokenized by llama.cpp (no model needed): overlapping special
+// tokens of equal length, tied scores, missing characters, with and without a dummy prefix.
+TEST(TokenizerSyntheticGoldenTest, RandomVocabulariesMatchLlamaCpp) {
+  std::ifstream in(std::string(FG_SOURCE_DIR) + "/tests/data/tokenizer_goldens.json");
+  ASSERT_TRUE(in.good()) << "missing tests/data/tokenizer_goldens.json";
+  const json goldens = json::parse(in);
+  const json& synthetic = goldens["synthetic"];
+  ASSERT_GE(synthetic.size(), 10u);
+  int checked = 0;
+  for (size_t k = 0; k < synthetic.size(); ++k) {
+    const json& s = synthetic[k];
+    Vocab v;
+    v.model = "llama";
+    v.tokens = {"<pad>", "<eos>", "<bos>", "<unk>"};
+    v.types = {3, 3, 3, 2};
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      v.tokens.push_back(name);
+      v.types.push_back(6);
+    }
+    v.scores.assign(v.tokens.size(), 0.0f);
+    for (const auto& t : s["extra_tokens"]) v.tokens.push_back(t.get<std::string>());
+    for (const auto& x : s["extra_scores"]) v.scores.push_back(x.get<float>());
+    for (const auto& x : s["extra_types"]) v.types.push_back(x.get<int32_t>());
+    v.pad = 0;
+    v.eos = 1;
+    v.bos = 2;
+    v.unk = 3;
+    v.add_bos = true;
+    v.add_space_prefix = s["add_space_prefix"].get<bool>();
+    auto tok = Tokenizer::Create(std::move(v));
+    ASSERT_THAT(tok, testing::IsOk());
+    for (const json& c : s["cases"]) {
+      const std::string text = FromHex(c["text_hex"].get<std::string>());
+      SCOPED_TRACE("vocabulary " + std::to_string(k) + ", text hex " +
+                   c["text_hex"].get<std::string>());
+      EXPECT_EQ((*tok)->Encode(text, true, true), c["bos_special"].get<std::vector<int32_t>>());
+      EXPECT_EQ((*tok)->Encode(text, true, false), c["bos_nospecial"].get<std::vector<int32_t>>());
+      checked += 2;
+    }
+  }
+  EXPECT_GE(checked, 1000);
 }
 
 }  // namespace
