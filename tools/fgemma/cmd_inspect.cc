@@ -248,7 +248,7 @@ int CmdInspect(int argc, char** argv) {
               f.tensors().size(), f.data_offset(), f.bytes().size());
   std::printf("\nMetadata:\n");
   for (const auto& kv : f.metadata()) {
-    std::printf("  %-44s %-14s %s\n", Printable(kv.key, 80).c_str(), TypeText(kv.value).c_str(),
+    std::printf("  %-44s %-16s %s\n", Printable(kv.key, 80).c_str(), TypeText(kv.value).c_str(),
                 ValueText(kv.value).c_str());
   }
   if (!no_tensors) {
