@@ -15,6 +15,7 @@
 
 #include "src/base/check.h"
 #include "src/kernels/quant.h"
+#include "src/kernels/quant_basic_internal.h"
 
 namespace fg::kernels {
 namespace {
@@ -27,6 +28,7 @@ constexpr int64_t kMinWorkPerThread = 32 * 1024;
 
 struct Plan {
   const TypeOps* ops = nullptr;
+  internal::DotTileFn tile = nullptr;  // 2 x 2 register tile for m > 1, if the ISA has one
   const uint8_t* act = nullptr;  // m activation rows in ops->dot_type
   size_t act_stride = 0;         // bytes between activation rows
 };
@@ -46,6 +48,7 @@ const TypeOps& OpsFor(Isa isa, const WeightMatrix& w) {
 Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPool* pool) {
   Plan p;
   p.ops = &OpsFor(isa, w);
+  p.tile = internal::GetDotTile(w.type, isa);
   if (p.ops->dot_type == tensor::DType::kF32) {
     p.act = reinterpret_cast<const uint8_t*>(x);
     p.act_stride = static_cast<size_t>(w.cols) * sizeof(float);
@@ -89,7 +92,31 @@ void ComputeRows(const Plan& p, const WeightMatrix& w, int64_t m, float* y, int6
       static_cast<int64_t>(kActTileBytes / std::max<size_t>(p.act_stride, 1)), 1, kMaxTokTile);
   for (int64_t t0 = 0; t0 < m; t0 += tile) {
     const int64_t t1 = std::min(m, t0 + tile);
-    for (int64_t r = r0; r < r1; ++r) {
+    int64_t r = r0;
+    if (p.tile != nullptr) {
+      // Pairs of weight rows against pairs of activation rows; the tile returns exactly what
+      // vec_dot would, so the odd row / token left over below may use vec_dot.
+      for (; r + 2 <= r1; r += 2) {
+        const uint8_t* w0 = w.row(r);
+        const uint8_t* w1 = w.row(r + 1);
+        int64_t t = t0;
+        for (; t + 2 <= t1; t += 2) {
+          const uint8_t* a0 = p.act + static_cast<size_t>(t) * p.act_stride;
+          float out[4];
+          p.tile(n, w0, w1, a0, a0 + p.act_stride, out);
+          y[t * ldy + r] = out[0];
+          y[t * ldy + r + 1] = out[1];
+          y[(t + 1) * ldy + r] = out[2];
+          y[(t + 1) * ldy + r + 1] = out[3];
+        }
+        if (t < t1) {
+          const uint8_t* a = p.act + static_cast<size_t>(t) * p.act_stride;
+          dot(n, w0, a, &y[t * ldy + r]);
+          dot(n, w1, a, &y[t * ldy + r + 1]);
+        }
+      }
+    }
+    for (; r < r1; ++r) {
       const uint8_t* wr = w.row(r);
       const uint8_t* a = p.act + static_cast<size_t>(t0) * p.act_stride;
       for (int64_t t = t0; t < t1; ++t, a += p.act_stride) dot(n, wr, a, &y[t * ldy + r]);

@@ -516,4 +516,13 @@ void RegisterBasicOps(Isa isa, OpsTable& t) {
   }
 }
 
+DotTileFn GetDotTile(DType t, Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (isa == Isa::kAvx512) return DotTileAvx512(t);
+#endif
+  (void)t;
+  (void)isa;
+  return nullptr;
+}
+
 }  // namespace fg::kernels::internal

@@ -169,57 +169,137 @@ inline float DotBlocks(int64_t nb, const BX* x, const BY* y, Weights weights) {
          summs;
 }
 
-void DotQ8_0(int64_t n, const void* w, const void* a, float* out) {
-  *out = DotBlocks<true>(n / kQK, static_cast<const block_q8_0*>(w),
-                         static_cast<const block_q8_0*>(a),
-                         [](const block_q8_0& b) { return Load32(b.qs); });
+// A 2 x 2 tile of DotBlocks: out[r + 2 t] = DotBlocks(x_r, y_t) bit for bit (the same
+// operations in the same order per output), with each weight block expanded once for both
+// activation rows and each activation block and scale loaded once for both weight rows.
+template <bool kSigned, bool kMin, typename BX, typename BY, typename Weights>
+inline void DotTile(int64_t nb, const BX* x0, const BX* x1, const BY* y0, const BY* y1,
+                    Weights weights, float* out) {
+  __m256 acc[2][2][4];
+  for (auto& rt : acc) {
+    for (auto& t : rt) {
+      for (auto& k : t) k = _mm256_setzero_ps();
+    }
+  }
+  float summs[2][2] = {{0, 0}, {0, 0}};
+  const BX* x[2] = {x0, x1};
+  const BY* y[2] = {y0, y1};
+  const __m256i zero = _mm256_setzero_si256();
+  auto one = [&](int64_t j, int k) {
+    __m256i w[2], a[2];
+    __mmask32 neg[2] = {0, 0};
+    __m256 dx[2], dy[2];
+    for (int r = 0; r < 2; ++r) {
+      w[r] = weights(x[r][j]);
+      if constexpr (kSigned) {
+        neg[r] = _mm256_movepi8_mask(w[r]);
+        w[r] = _mm256_abs_epi8(w[r]);
+      }
+      dx[r] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(x[r][j].d)));
+      a[r] = Load32(y[r][j].qs);
+      dy[r] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(y[r][j].d)));
+    }
+    for (int t = 0; t < 2; ++t) {
+      for (int r = 0; r < 2; ++r) {
+        if constexpr (kMin) summs[r][t] += F16(x[r][j].m) * F16(y[t][j].s);
+        __m256i sumi;
+        if constexpr (kSigned) {
+          sumi = _mm256_dpbusd_epi32(zero, w[r], _mm256_mask_sub_epi8(a[t], neg[r], zero, a[t]));
+        } else {
+          sumi = _mm256_dpbusd_epi32(zero, w[r], a[t]);
+        }
+        acc[r][t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dx[r], dy[t]),
+                                       acc[r][t][k]);
+      }
+    }
+  };
+  int64_t i = 0;
+  for (; i + 4 <= nb; i += 4) {
+    for (int k = 0; k < 4; ++k) one(i + k, k);
+  }
+  for (; i < nb; ++i) one(i, 0);
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < 2; ++r) {
+      const __m256* c = acc[r][t];
+      out[r + 2 * t] =
+          Hsum256(_mm256_add_ps(_mm256_add_ps(c[0], c[1]), _mm256_add_ps(c[2], c[3]))) +
+          summs[r][t];
+    }
+  }
 }
 
-void DotQ8_1(int64_t n, const void* w, const void* a, float* out) {
-  *out = DotBlocks<true>(n / kQK, static_cast<const block_q8_1*>(w),
-                         static_cast<const block_q8_1*>(a),
-                         [](const block_q8_1& b) { return Load32(b.qs); });
-}
-
-void DotQ4_0(int64_t n, const void* w, const void* a, float* out) {
-  const __m256i eight = _mm256_set1_epi8(8);
-  *out = DotBlocks<true>(
-      n / kQK, static_cast<const block_q4_0*>(w), static_cast<const block_q8_0*>(a),
-      [eight](const block_q4_0& b) { return _mm256_sub_epi8(Nibbles(b.qs), eight); });
-}
-
-void DotQ4_1(int64_t n, const void* w, const void* a, float* out) {
-  const block_q4_1* x = static_cast<const block_q4_1*>(w);
-  const block_q8_1* y = static_cast<const block_q8_1*>(a);
-  *out = DotBlocks<false, true>(n / kQK, x, y, [](const block_q4_1& b) { return Nibbles(b.qs); });
-}
-
-void DotQ5_0(int64_t n, const void* w, const void* a, float* out) {
-  const __m256i f0 = _mm256_set1_epi8(static_cast<char>(0xf0));
+// Per type: the weight and activation blocks, how a weight block expands to 32 bytes, and
+// whether those are signed / carry a min (see DotBlocks).
+struct Q8_0Traits {
+  using BX = block_q8_0;
+  using BY = block_q8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  static __m256i Weights(const BX& b) { return Load32(b.qs); }
+};
+struct Q8_1Traits {
+  using BX = block_q8_1;
+  using BY = block_q8_1;
+  static constexpr bool kSigned = true, kMin = false;
+  static __m256i Weights(const BX& b) { return Load32(b.qs); }
+};
+struct Q4_0Traits {
+  using BX = block_q4_0;
+  using BY = block_q8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  static __m256i Weights(const BX& b) {
+    return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8));
+  }
+};
+struct Q4_1Traits {
+  using BX = block_q4_1;
+  using BY = block_q8_1;
+  static constexpr bool kSigned = false, kMin = true;
+  static __m256i Weights(const BX& b) { return Nibbles(b.qs); }
+};
+struct Q5_0Traits {
+  using BX = block_q5_0;
+  using BY = block_q8_0;
+  static constexpr bool kSigned = true, kMin = false;
   // q - 16 as int8: or 0xf0 into the nibble where the 5th bit is clear.
-  *out = DotBlocks<true>(n / kQK, static_cast<const block_q5_0*>(w),
-                         static_cast<const block_q8_0*>(a), [f0](const block_q5_0& b) {
-                           const __m256i hi = _mm256_maskz_mov_epi8(~QhMask(b.qh), f0);
-                           return _mm256_or_si256(Nibbles(b.qs), hi);
-                         });
-}
-
-void DotQ5_1(int64_t n, const void* w, const void* a, float* out) {
-  const block_q5_1* x = static_cast<const block_q5_1*>(w);
-  const block_q8_1* y = static_cast<const block_q8_1*>(a);
-  const __m256i b4 = _mm256_set1_epi8(0x10);
-  *out = DotBlocks<false, true>(n / kQK, x, y, [b4](const block_q5_1& b) {
-    const __m256i hi = _mm256_maskz_mov_epi8(QhMask(b.qh), b4);
+  static __m256i Weights(const BX& b) {
+    const __m256i hi = _mm256_maskz_mov_epi8(~QhMask(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
     return _mm256_or_si256(Nibbles(b.qs), hi);
-  });
+  }
+};
+struct Q5_1Traits {
+  using BX = block_q5_1;
+  using BY = block_q8_1;
+  static constexpr bool kSigned = false, kMin = true;
+  static __m256i Weights(const BX& b) {
+    const __m256i hi = _mm256_maskz_mov_epi8(QhMask(b.qh), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(Nibbles(b.qs), hi);
+  }
+};
+struct Iq4nlTraits {
+  using BX = block_iq4_nl;
+  using BY = block_q8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  static __m256i Weights(const BX& b) {
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    const __m256i table = _mm256_inserti128_si256(_mm256_castsi128_si256(t), t, 1);
+    return _mm256_shuffle_epi8(table, Nibbles(b.qs));  // codebook lookup
+  }
+};
+
+template <class Tr>
+void VecDot(int64_t n, const void* w, const void* a, float* out) {
+  *out = DotBlocks<Tr::kSigned, Tr::kMin>(n / kQK, static_cast<const typename Tr::BX*>(w),
+                                          static_cast<const typename Tr::BY*>(a), Tr::Weights);
 }
 
-void DotIq4nl(int64_t n, const void* w, const void* a, float* out) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-  const __m256i table = _mm256_inserti128_si256(_mm256_castsi128_si256(t), t, 1);
-  *out = DotBlocks<true>(
-      n / kQK, static_cast<const block_iq4_nl*>(w), static_cast<const block_q8_0*>(a),
-      [table](const block_iq4_nl& b) { return _mm256_shuffle_epi8(table, Nibbles(b.qs)); });
+template <class Tr>
+void TileDot(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
+             float* out) {
+  using BX = typename Tr::BX;
+  using BY = typename Tr::BY;
+  DotTile<Tr::kSigned, Tr::kMin>(n / kQK, static_cast<const BX*>(w0), static_cast<const BX*>(w1),
+                                 static_cast<const BY*>(a0), static_cast<const BY*>(a1),
+                                 Tr::Weights, out);
 }
 
 }  // namespace
@@ -229,15 +309,28 @@ void RegisterBasicAvx512(OpsTable& t) {
   op(DType::kF32).vec_dot = DotF32;
   op(DType::kF16).vec_dot = DotF16;
   op(DType::kBF16).vec_dot = DotBf16;
-  op(DType::kQ8_0).vec_dot = DotQ8_0;
+  op(DType::kQ8_0).vec_dot = VecDot<Q8_0Traits>;
   op(DType::kQ8_0).quantize_row = QuantQ8_0;
-  op(DType::kQ8_1).vec_dot = DotQ8_1;
+  op(DType::kQ8_1).vec_dot = VecDot<Q8_1Traits>;
   op(DType::kQ8_1).quantize_row = QuantQ8_1;
-  op(DType::kQ4_0).vec_dot = DotQ4_0;
-  op(DType::kQ4_1).vec_dot = DotQ4_1;
-  op(DType::kQ5_0).vec_dot = DotQ5_0;
-  op(DType::kQ5_1).vec_dot = DotQ5_1;
-  op(DType::kIQ4_NL).vec_dot = DotIq4nl;
+  op(DType::kQ4_0).vec_dot = VecDot<Q4_0Traits>;
+  op(DType::kQ4_1).vec_dot = VecDot<Q4_1Traits>;
+  op(DType::kQ5_0).vec_dot = VecDot<Q5_0Traits>;
+  op(DType::kQ5_1).vec_dot = VecDot<Q5_1Traits>;
+  op(DType::kIQ4_NL).vec_dot = VecDot<Iq4nlTraits>;
+}
+
+DotTileFn DotTileAvx512(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return TileDot<Q8_0Traits>;
+    case DType::kQ8_1: return TileDot<Q8_1Traits>;
+    case DType::kQ4_0: return TileDot<Q4_0Traits>;
+    case DType::kQ4_1: return TileDot<Q4_1Traits>;
+    case DType::kQ5_0: return TileDot<Q5_0Traits>;
+    case DType::kQ5_1: return TileDot<Q5_1Traits>;
+    case DType::kIQ4_NL: return TileDot<Iq4nlTraits>;
+    default: return nullptr;
+  }
 }
 
 }  // namespace fg::kernels::internal

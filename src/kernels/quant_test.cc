@@ -15,6 +15,7 @@
 #include "src/base/status_matchers.h"
 #include "src/kernels/blocks.h"
 #include "src/kernels/quant.h"
+#include "src/kernels/quant_basic_internal.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels {
@@ -411,6 +412,39 @@ TEST(QuantDot, SimdMatchesScalar) {
             << Name(t) << " n=" << n << " on " << IsaName(isa) << ": " << got << " vs " << want;
       }
     }
+  }
+}
+
+// The 2 x 2 tile kernels return exactly what vec_dot returns (MatMul relies on it for
+// thread-count-independent results).
+TEST(QuantDot, TileEqualsVecDotBitForBit) {
+  int tiles = 0;
+  for (Isa isa : AvailableIsas()) {
+    for (DType t : kBasicTypes) {
+      const internal::DotTileFn tile = internal::GetDotTile(t, isa);
+      if (tile == nullptr) continue;
+      ++tiles;
+      const TypeOps* ops = GetTypeOps(t, isa);
+      for (int64_t n : {32, 64, 96, 128, 160, 640}) {
+        const DotInputs p = MakeDotInputs(t, n, 5), q = MakeDotInputs(t, n, 6);
+        float out[4], want[4];
+        tile(n, p.w.data(), q.w.data(), p.a.data(), q.a.data(), out);
+        ops->vec_dot(n, p.w.data(), p.a.data(), &want[0]);
+        ops->vec_dot(n, q.w.data(), p.a.data(), &want[1]);
+        ops->vec_dot(n, p.w.data(), q.a.data(), &want[2]);
+        ops->vec_dot(n, q.w.data(), q.a.data(), &want[3]);
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_EQ(std::memcmp(&out[k], &want[k], sizeof(float)), 0)
+              << Name(t) << " " << IsaName(isa) << " n=" << n << " k=" << k << ": " << out[k]
+              << " vs " << want[k];
+        }
+      }
+    }
+  }
+  bool has_avx512 = false;
+  for (Isa isa : AvailableIsas()) has_avx512 |= isa == Isa::kAvx512;
+  if (has_avx512) {
+    EXPECT_EQ(tiles, 7);  // every block type on AVX-512
   }
 }
 
