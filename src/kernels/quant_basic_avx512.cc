@@ -228,25 +228,27 @@ inline void DotTile(int64_t nb, const BX* x0, const BX* x1, const BY* y0, const 
   }
 }
 
+#define FG_INLINE __attribute__((always_inline)) inline
+
 // Per type: the weight and activation blocks, how a weight block expands to 32 bytes, and
 // whether those are signed / carry a min (see DotBlocks).
 struct Q8_0Traits {
   using BX = block_q8_0;
   using BY = block_q8_0;
   static constexpr bool kSigned = true, kMin = false;
-  static __m256i Weights(const BX& b) { return Load32(b.qs); }
+  FG_INLINE static __m256i Weights(const BX& b) { return Load32(b.qs); }
 };
 struct Q8_1Traits {
   using BX = block_q8_1;
   using BY = block_q8_1;
   static constexpr bool kSigned = true, kMin = false;
-  static __m256i Weights(const BX& b) { return Load32(b.qs); }
+  FG_INLINE static __m256i Weights(const BX& b) { return Load32(b.qs); }
 };
 struct Q4_0Traits {
   using BX = block_q4_0;
   using BY = block_q8_0;
   static constexpr bool kSigned = true, kMin = false;
-  static __m256i Weights(const BX& b) {
+  FG_INLINE static __m256i Weights(const BX& b) {
     return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8));
   }
 };
@@ -254,14 +256,14 @@ struct Q4_1Traits {
   using BX = block_q4_1;
   using BY = block_q8_1;
   static constexpr bool kSigned = false, kMin = true;
-  static __m256i Weights(const BX& b) { return Nibbles(b.qs); }
+  FG_INLINE static __m256i Weights(const BX& b) { return Nibbles(b.qs); }
 };
 struct Q5_0Traits {
   using BX = block_q5_0;
   using BY = block_q8_0;
   static constexpr bool kSigned = true, kMin = false;
   // q - 16 as int8: or 0xf0 into the nibble where the 5th bit is clear.
-  static __m256i Weights(const BX& b) {
+  FG_INLINE static __m256i Weights(const BX& b) {
     const __m256i hi = _mm256_maskz_mov_epi8(~QhMask(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
     return _mm256_or_si256(Nibbles(b.qs), hi);
   }
@@ -270,7 +272,7 @@ struct Q5_1Traits {
   using BX = block_q5_1;
   using BY = block_q8_1;
   static constexpr bool kSigned = false, kMin = true;
-  static __m256i Weights(const BX& b) {
+  FG_INLINE static __m256i Weights(const BX& b) {
     const __m256i hi = _mm256_maskz_mov_epi8(QhMask(b.qh), _mm256_set1_epi8(0x10));
     return _mm256_or_si256(Nibbles(b.qs), hi);
   }
@@ -279,7 +281,7 @@ struct Iq4nlTraits {
   using BX = block_iq4_nl;
   using BY = block_q8_0;
   static constexpr bool kSigned = true, kMin = false;
-  static __m256i Weights(const BX& b) {
+  FG_INLINE static __m256i Weights(const BX& b) {
     const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
     const __m256i table = _mm256_inserti128_si256(_mm256_castsi128_si256(t), t, 1);
     return _mm256_shuffle_epi8(table, Nibbles(b.qs));  // codebook lookup
@@ -289,7 +291,8 @@ struct Iq4nlTraits {
 template <class Tr>
 void VecDot(int64_t n, const void* w, const void* a, float* out) {
   *out = DotBlocks<Tr::kSigned, Tr::kMin>(n / kQK, static_cast<const typename Tr::BX*>(w),
-                                          static_cast<const typename Tr::BY*>(a), Tr::Weights);
+                                          static_cast<const typename Tr::BY*>(a),
+                                          [](const typename Tr::BX& b) { return Tr::Weights(b); });
 }
 
 template <class Tr>
@@ -299,7 +302,7 @@ void TileDot(int64_t n, const void* w0, const void* w1, const void* a0, const vo
   using BY = typename Tr::BY;
   DotTile<Tr::kSigned, Tr::kMin>(n / kQK, static_cast<const BX*>(w0), static_cast<const BX*>(w1),
                                  static_cast<const BY*>(a0), static_cast<const BY*>(a1),
-                                 Tr::Weights, out);
+                                 [](const BX& b) { return Tr::Weights(b); }, out);
 }
 
 }  // namespace
