@@ -2,6 +2,9 @@
 // three modes (BOS + special, BOS + no special, no BOS + special), detokenization, streaming
 // decoding, the piece of every token (digest) and llama.cpp's token attributes.
 // Goldens: tests/data/tokenizer_goldens.json, written by scripts/gen_goldens_tokenizer.py.
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -200,6 +203,48 @@ TEST_F(TokenizerGoldenTest, AttributesMatchLlamaCpp) {
     }
   }
   EXPECT_EQ(mismatches, 0);
+}
+
+// Runs the fgemma binary through the shell; returns the exit code and stdout.
+int RunCli(const std::string& args, std::string* out) {
+  const std::string cmd = std::string(FG_CLI_PATH) + " " + args + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  out->clear();
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(TokenizerGoldenTest, CliPrintsTheSameIds) {
+  const std::string model = std::getenv("FGEMMA_MODEL");
+  std::string out;
+  ASSERT_EQ(RunCli("tokenize -m '" + model + "' --ids '<start_of_turn>user  hi</footer>'", &out), 0);
+  EXPECT_EQ(out, "2 105 2364 138 2202 237\n");
+  ASSERT_EQ(RunCli("tokenize -m '" + model + "' --ids --no-bos --no-special '<bos>'", &out), 0);
+  std::string want;
+  for (int32_t id : tok_->Encode("<bos>", false, false)) {
+    want += (want.empty() ? "" : " ") + std::to_string(id);
+  }
+  EXPECT_EQ(out, want + "\n");
+  ASSERT_EQ(RunCli("tokenize -m '" + model + "' --show-pieces 'a\tb'", &out), 0);
+  std::string lines;
+  for (int32_t id : tok_->Encode("a\tb")) {
+    lines += std::to_string(id) + "\t";
+    const std::string piece = tok_->TokenToPiece(id, true);
+    lines += piece == "\t" ? "\\t" : piece;
+    lines += "\n";
+  }
+  EXPECT_EQ(out, lines);
+}
+
+TEST(TokenizerCliTest, ExitCodes) {
+  std::string out;
+  EXPECT_EQ(RunCli("tokenize -m /nonexistent/model.gguf", &out), 2);  // no text: usage
+  EXPECT_EQ(RunCli("tokenize -m /nonexistent/model.gguf hello", &out), 1);  // bad model
+  EXPECT_EQ(RunCli("tokenize --bogus-flag hello", &out), 2);
 }
 
 // Random small vocabularies tokenized by llama.cpp (no model needed): overlapping special
