@@ -27,15 +27,21 @@ namespace {
 
 inline float F16(uint16_t h) { return _cvtsh_ss(h); }
 
-// Q4_K/Q5_K packed scales -> bytes 0-7 the scales, bytes 8-15 the mins (four u32 words).
-// Same mapping as UnpackScalesMinsK4, done on 32-bit words.
-inline void UnpackK4(const uint8_t* q, uint32_t out[4]) {
-  uint32_t u[3];
-  std::memcpy(u, q, sizeof(u));
-  out[0] = u[0] & 0x3f3f3f3fu;
-  out[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-  out[2] = u[1] & 0x3f3f3f3fu;
-  out[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+// Q4_K/Q5_K packed scales -> bytes 0-7 the 6-bit scales, bytes 8-15 the mins, on 32-bit lanes
+// u0..u2 of the 12 bytes (the same mapping as UnpackScalesMinsK4):
+//   lane 0: u0 & 0x3f..                       (scales 0-3)
+//   lane 1: (u2 & 0x0f..) | ((u0 >> 2) & 0x30..)  (scales 4-7)
+//   lane 2: u1 & 0x3f..                       (mins 0-3)
+//   lane 3: ((u2 >> 4) & 0x0f..) | ((u1 >> 2) & 0x30..)  (mins 4-7)
+// Reads 16 bytes; the 4 past the scales are the block's first quants, so it stays in the block.
+inline __m128i UnpackK4(const uint8_t* q) {
+  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  const __m128i low = _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0));   // u0 u2 u1 u2
+  const __m128i high = _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
+  const __m128i lo = _mm_and_si128(_mm_srlv_epi32(low, _mm_setr_epi32(0, 0, 0, 4)),
+                                   _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi32(high, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+  return _mm_or_si128(lo, hi);
 }
 
 inline float HsumPs(__m256 v) {
@@ -68,9 +74,7 @@ inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const float d = y[b].d * F16(x[b].d);
     const float dmin = y[b].d * F16(x[b].dmin);
-    uint32_t sm[4];
-    UnpackK4(x[b].scales, sm);
-    const __m256i scales_mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
+    const __m256i scales_mins = _mm256_cvtepu8_epi16(UnpackK4(x[b].scales));
     // Mins: sum_j m_j * (bsum_{2j} + bsum_{2j+1}).
     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums));
     const __m128i bs_pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
