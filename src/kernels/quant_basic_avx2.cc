@@ -55,12 +55,7 @@ inline __m256i BitsToBytes(const uint8_t qh[4]) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
 
-// Eight s32 partial sums of w * a for 32 signed weights and 32 signed activations.
-inline __m256i DotS8(__m256i w, __m256i a) {
-  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-// Same for unsigned weights (< 128).
+// Eight s32 partial sums of w * a for 32 unsigned weights (< 128) and signed activations.
 inline __m256i DotU8(__m256i w, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
 }
@@ -187,99 +182,145 @@ void QuantQ8_1(const float* src, void* dst, int64_t n) {
 
 // ---------------------------------------------------------------- block dots
 
-// acc += float(sumi) * (dx * dy), one block at a time.
-// The f16 scales are broadcast as bits and converted in-register (two instructions each,
-// versus scalar convert + multiply + broadcast); same value as F16(dx) * F16(dy).
-inline __m256 Accum(__m256 acc, __m256i sumi, uint16_t dx, uint16_t dy) {
-  const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(dx))),
-                                 _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(dy))));
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), d, acc);
+#define FG_INLINE __attribute__((always_inline)) inline
+
+// Broadcast f16 bits and convert in-register (two instructions, versus scalar convert +
+// broadcast); exact.
+FG_INLINE __m256 BroadcastF16(uint16_t h) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(h)));
 }
 
-void DotQ8_0(int64_t n, const void* w, const void* a, float* out) {
-  const block_q8_0* x = static_cast<const block_q8_0*>(w);
-  const block_q8_0* y = static_cast<const block_q8_0*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    acc = Accum(acc, DotS8(Load32(x[i].qs), Load32(y[i].qs)), x[i].d, y[i].d);
-  }
-  *out = Hsum(acc);
+// Eight s32 partial sums of w * a for signed weights: |w| * (a * sign(w)), given |w| and w.
+FG_INLINE __m256i DotAbs(__m256i abs_w, __m256i sign_w, __m256i a) {
+  const __m256i p = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a, sign_w));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-void DotQ8_1(int64_t n, const void* w, const void* a, float* out) {
-  const block_q8_1* x = static_cast<const block_q8_1*>(w);
-  const block_q8_1* y = static_cast<const block_q8_1*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    acc = Accum(acc, DotS8(Load32(x[i].qs), Load32(y[i].qs)), x[i].d, y[i].d);
+// Per type: the weight and activation blocks, how a weight block expands to 32 bytes in
+// element order, and whether those are signed / the type carries a min (Q4_1/Q5_1: the
+// block-sum trick of the scalar twin, sum m * s).
+struct Q8_0Traits {
+  using BX = block_q8_0;
+  using BY = block_q8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  FG_INLINE static __m256i Weights(const BX& b) { return Load32(b.qs); }
+};
+struct Q8_1Traits {
+  using BX = block_q8_1;
+  using BY = block_q8_1;
+  static constexpr bool kSigned = true, kMin = false;
+  FG_INLINE static __m256i Weights(const BX& b) { return Load32(b.qs); }
+};
+struct Q4_0Traits {
+  using BX = block_q4_0;
+  using BY = block_q8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  FG_INLINE static __m256i Weights(const BX& b) {
+    return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8));
   }
-  *out = Hsum(acc);
+};
+struct Q4_1Traits {
+  using BX = block_q4_1;
+  using BY = block_q8_1;
+  static constexpr bool kSigned = false, kMin = true;
+  FG_INLINE static __m256i Weights(const BX& b) { return Nibbles(b.qs); }
+};
+struct Q5_0Traits {
+  using BX = block_q5_0;
+  using BY = block_q8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  // q - 16 as int8: the nibble with 0xf0 or-ed in where the 5th bit is clear (= nibble - 16),
+  // the plain nibble where it is set (= nibble + 16 - 16).
+  FG_INLINE static __m256i Weights(const BX& b) {
+    const __m256i hi =
+        _mm256_andnot_si256(BitsToBytes(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
+    return _mm256_or_si256(Nibbles(b.qs), hi);
+  }
+};
+struct Q5_1Traits {
+  using BX = block_q5_1;
+  using BY = block_q8_1;
+  static constexpr bool kSigned = false, kMin = true;
+  FG_INLINE static __m256i Weights(const BX& b) {
+    return _mm256_or_si256(Nibbles(b.qs),
+                           _mm256_and_si256(BitsToBytes(b.qh), _mm256_set1_epi8(0x10)));
+  }
+};
+struct Iq4nlTraits {
+  using BX = block_iq4_nl;
+  using BY = block_q8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  FG_INLINE static __m256i Weights(const BX& b) {
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), Nibbles(b.qs));  // codebook lookup
+  }
+};
+
+// An R x T tile of dot products: out[r + R t] = x_r . y_t over nb blocks. Every output sees
+// the same operations in the same order whatever R and T are, so the 1 x 1 instance (vec_dot)
+// and the 2 x 2 one (the matmul tile) agree bit for bit. Per block: each weight block is
+// expanded once for all T activation rows, each activation block loaded once for all R rows.
+// Two accumulators per output (even / odd blocks) hide the FMA latency.
+template <class Tr, int R, int T>
+FG_INLINE void DotTile(int64_t nb, const typename Tr::BX* const* x, const typename Tr::BY* const* y,
+                       float* out) {
+  __m256 acc[R][T][2];
+  float summs[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
+      summs[r][t] = 0;
+    }
+  }
+  auto one = [&](int64_t j, int k) {
+    __m256i w[R], aw[R], a[T];
+    __m256 dx[R], dy[T];
+    for (int r = 0; r < R; ++r) {
+      w[r] = Tr::Weights(x[r][j]);
+      if constexpr (Tr::kSigned) aw[r] = _mm256_sign_epi8(w[r], w[r]);
+      dx[r] = BroadcastF16(x[r][j].d);
+    }
+    for (int t = 0; t < T; ++t) {
+      a[t] = Load32(y[t][j].qs);
+      dy[t] = BroadcastF16(y[t][j].d);
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) {
+        if constexpr (Tr::kMin) summs[r][t] += F16(x[r][j].m) * F16(y[t][j].s);
+        const __m256i sumi = Tr::kSigned ? DotAbs(aw[r], w[r], a[t]) : DotU8(w[r], a[t]);
+        acc[r][t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dx[r], dy[t]),
+                                       acc[r][t][k]);
+      }
+    }
+  };
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    one(i, 0);
+    one(i + 1, 1);
+  }
+  if (i < nb) one(i, 0);
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) {
+      out[r + R * t] = Hsum(_mm256_add_ps(acc[r][t][0], acc[r][t][1])) + summs[r][t];
+    }
+  }
 }
 
-void DotQ4_0(int64_t n, const void* w, const void* a, float* out) {
-  const block_q4_0* x = static_cast<const block_q4_0*>(w);
-  const block_q8_0* y = static_cast<const block_q8_0*>(a);
-  const __m256i eight = _mm256_set1_epi8(8);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256i q = _mm256_sub_epi8(Nibbles(x[i].qs), eight);
-    acc = Accum(acc, DotS8(q, Load32(y[i].qs)), x[i].d, y[i].d);
-  }
-  *out = Hsum(acc);
+template <class Tr>
+void VecDot(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const typename Tr::BX*>(w);
+  const auto* y = static_cast<const typename Tr::BY*>(a);
+  DotTile<Tr, 1, 1>(n / kQK, &x, &y, out);
 }
 
-void DotQ4_1(int64_t n, const void* w, const void* a, float* out) {
-  const block_q4_1* x = static_cast<const block_q4_1*>(w);
-  const block_q8_1* y = static_cast<const block_q8_1*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0;  // sum of m * s: the block-sum trick (see the scalar twin)
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    summs += F16(x[i].m) * F16(y[i].s);
-    acc = Accum(acc, DotU8(Nibbles(x[i].qs), Load32(y[i].qs)), x[i].d, y[i].d);
-  }
-  *out = Hsum(acc) + summs;
-}
-
-void DotQ5_0(int64_t n, const void* w, const void* a, float* out) {
-  const block_q5_0* x = static_cast<const block_q5_0*>(w);
-  const block_q8_0* y = static_cast<const block_q8_0*>(a);
-  const __m256i f0 = _mm256_set1_epi8(static_cast<char>(0xf0));
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    // q - 16 as int8: the nibble with 0xf0 or-ed in where the 5th bit is clear (= nibble - 16),
-    // the plain nibble where it is set (= nibble + 16 - 16).
-    const __m256i hi = _mm256_andnot_si256(BitsToBytes(x[i].qh), f0);
-    const __m256i q = _mm256_or_si256(Nibbles(x[i].qs), hi);
-    acc = Accum(acc, DotS8(q, Load32(y[i].qs)), x[i].d, y[i].d);
-  }
-  *out = Hsum(acc);
-}
-
-void DotQ5_1(int64_t n, const void* w, const void* a, float* out) {
-  const block_q5_1* x = static_cast<const block_q5_1*>(w);
-  const block_q8_1* y = static_cast<const block_q8_1*>(a);
-  const __m256i b4 = _mm256_set1_epi8(0x10);
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    summs += F16(x[i].m) * F16(y[i].s);
-    const __m256i q = _mm256_or_si256(Nibbles(x[i].qs), _mm256_and_si256(BitsToBytes(x[i].qh), b4));
-    acc = Accum(acc, DotU8(q, Load32(y[i].qs)), x[i].d, y[i].d);
-  }
-  *out = Hsum(acc) + summs;
-}
-
-void DotIq4nl(int64_t n, const void* w, const void* a, float* out) {
-  const block_iq4_nl* x = static_cast<const block_iq4_nl*>(w);
-  const block_q8_0* y = static_cast<const block_q8_0*>(a);
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-  const __m256i table = _mm256_set_m128i(t, t);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256i q = _mm256_shuffle_epi8(table, Nibbles(x[i].qs));  // codebook lookup
-    acc = Accum(acc, DotS8(q, Load32(y[i].qs)), x[i].d, y[i].d);
-  }
-  *out = Hsum(acc);
+template <class Tr>
+void TileDot(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
+             float* out) {
+  using BX = typename Tr::BX;
+  using BY = typename Tr::BY;
+  const BX* x[2] = {static_cast<const BX*>(w0), static_cast<const BX*>(w1)};
+  const BY* y[2] = {static_cast<const BY*>(a0), static_cast<const BY*>(a1)};
+  DotTile<Tr, 2, 2>(n / kQK, x, y, out);
 }
 
 }  // namespace
@@ -289,15 +330,28 @@ void RegisterBasicAvx2(OpsTable& t) {
   op(DType::kF32).vec_dot = DotF32;
   op(DType::kF16).vec_dot = DotF16;
   op(DType::kBF16).vec_dot = DotBf16;
-  op(DType::kQ8_0).vec_dot = DotQ8_0;
+  op(DType::kQ8_0).vec_dot = VecDot<Q8_0Traits>;
   op(DType::kQ8_0).quantize_row = QuantQ8_0;
-  op(DType::kQ8_1).vec_dot = DotQ8_1;
+  op(DType::kQ8_1).vec_dot = VecDot<Q8_1Traits>;
   op(DType::kQ8_1).quantize_row = QuantQ8_1;
-  op(DType::kQ4_0).vec_dot = DotQ4_0;
-  op(DType::kQ4_1).vec_dot = DotQ4_1;
-  op(DType::kQ5_0).vec_dot = DotQ5_0;
-  op(DType::kQ5_1).vec_dot = DotQ5_1;
-  op(DType::kIQ4_NL).vec_dot = DotIq4nl;
+  op(DType::kQ4_0).vec_dot = VecDot<Q4_0Traits>;
+  op(DType::kQ4_1).vec_dot = VecDot<Q4_1Traits>;
+  op(DType::kQ5_0).vec_dot = VecDot<Q5_0Traits>;
+  op(DType::kQ5_1).vec_dot = VecDot<Q5_1Traits>;
+  op(DType::kIQ4_NL).vec_dot = VecDot<Iq4nlTraits>;
+}
+
+DotTileFn DotTileAvx2(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return TileDot<Q8_0Traits>;
+    case DType::kQ8_1: return TileDot<Q8_1Traits>;
+    case DType::kQ4_0: return TileDot<Q4_0Traits>;
+    case DType::kQ4_1: return TileDot<Q4_1Traits>;
+    case DType::kQ5_0: return TileDot<Q5_0Traits>;
+    case DType::kQ5_1: return TileDot<Q5_1Traits>;
+    case DType::kIQ4_NL: return TileDot<Iq4nlTraits>;
+    default: return nullptr;
+  }
 }
 
 }  // namespace fg::kernels::internal

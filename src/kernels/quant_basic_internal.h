@@ -20,6 +20,7 @@ DotTileFn GetDotTile(DType t, Isa isa);
 // vectorizes (quant_basic_avx2.cc, quant_basic_avx512.cc).
 void RegisterBasicAvx2(OpsTable& t);
 void RegisterBasicAvx512(OpsTable& t);
+DotTileFn DotTileAvx2(DType t);
 DotTileFn DotTileAvx512(DType t);
 #endif
 
