@@ -55,5 +55,17 @@ test-asan: deps model
 bench: build
 	@for b in $(BUILD)/*_benchmark; do echo "== $$b"; $$b --benchmark_min_time=0.2; done
 
+# libFuzzer on the GGUF reader (clang + ASan/UBSan, every library instrumented); new inputs go
+# to $(BUILD_FUZZ)/corpus, crashes to $(BUILD_FUZZ)/crash-*.
+fuzz:
+	cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DFG_FUZZ=ON -DFG_WERROR=OFF -DFG_BUILD_TESTS=OFF \
+	  -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD_FUZZ) --target gguf_reader_fuzz -j $(JOBS)
+	mkdir -p $(BUILD_FUZZ)/corpus/gguf_reader
+	cd $(BUILD_FUZZ) && ./gguf_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	  -dict=$(abspath fuzz/gguf.dict) -print_final_stats=1 \
+	  corpus/gguf_reader $(abspath fuzz/corpus/gguf_reader)
+
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
