@@ -286,9 +286,9 @@ void Tokenizer::SplitSpecial(std::string_view text, bool parse_special,
   out->clear();
   struct Occurrence {
     int32_t rank;
-    uint32_t pos;
-    uint32_t len;
     int32_t id;
+    size_t pos;
+    size_t len;
   };
   std::vector<Occurrence> occ;
   const size_t n = text.size();
@@ -304,7 +304,7 @@ void Tokenizer::SplitSpecial(std::string_view text, bool parse_special,
       const int32_t id = trie_[node].token;
       if (id < 0) continue;
       if (!parse_special && (attrs_[id] & (kAttrControl | kAttrUnknown))) continue;
-      occ.push_back({rank_[id], static_cast<uint32_t>(p), static_cast<uint32_t>(q - p + 1), id});
+      occ.push_back({rank_[id], id, p, q - p + 1});
     }
   }
   if (occ.empty()) return;

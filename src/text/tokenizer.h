@@ -119,8 +119,8 @@ class Tokenizer {
   Status Init();
 
   struct Match {  // one accepted special-token occurrence
-    uint32_t pos;
-    uint32_t len;
+    size_t pos;
+    size_t len;
     int32_t id;
   };
   void SplitSpecial(std::string_view text, bool parse_special, std::vector<Match>* out) const;
