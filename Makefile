@@ -9,7 +9,8 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build venv model run test test-unit test-asan bench fuzz clean
+.PHONY: all deps build venv model run test test-unit test-asan bench fuzz clean \
+	cross cross-deps cross-aarch64 cross-armv7 cross-i686
 
 all: build
 
@@ -67,5 +68,35 @@ fuzz:
 	  -dict=$(abspath fuzz/gguf.dict) -print_final_stats=1 \
 	  corpus/gguf_reader $(abspath fuzz/corpus/gguf_reader)
 
+# Cross builds of the portable libraries and their unit tests: aarch64 and armv7 (NEON) run
+# under qemu user-mode emulation, i686 (-m32) natively. Extra packages: scripts/install_cross_deps.sh.
+BUILD_AARCH64 ?= build-aarch64
+BUILD_ARMV7 ?= build-armv7
+BUILD_I686 ?= build-i686
+CROSS_TESTS ?= fg_base_test fg_tensor_test fg_kernels_test
+CROSS_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=Release -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
+
+cross: cross-aarch64 cross-armv7 cross-i686
+
+cross-deps:
+	@scripts/install_cross_deps.sh
+
+# $(call cross_run,build dir,toolchain,runner prefix)
+define cross_run
+	cmake -S . -B $(1) $(CROSS_FLAGS) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/$(2).cmake
+	cmake --build $(1) -j $(JOBS) --target $(CROSS_TESTS)
+	@for t in $(CROSS_TESTS); do echo "== $(2): $$t"; \
+	  $(3) $(1)/$$t --gtest_brief=1 || exit 1; done
+endef
+
+cross-aarch64: cross-deps
+	$(call cross_run,$(BUILD_AARCH64),aarch64-linux-gnu,qemu-aarch64 -L /usr/aarch64-linux-gnu)
+
+cross-armv7: cross-deps
+	$(call cross_run,$(BUILD_ARMV7),armv7-linux-gnueabihf,qemu-arm -L /usr/arm-linux-gnueabihf)
+
+cross-i686: cross-deps
+	$(call cross_run,$(BUILD_I686),i686-linux-gnu,)
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_AARCH64) $(BUILD_ARMV7) $(BUILD_I686)

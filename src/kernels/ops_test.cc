@@ -44,6 +44,12 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// y is `exact` (a sum or product of two floats, exact in double) rounded to f32: within half an
+// ulp. Written in double so x87 excess precision (i686) cannot blur the expectation.
+bool CorrectlyRounded(float y, double exact) {
+  return std::fabs(static_cast<double>(y) - exact) <= std::ldexp(std::fabs(exact), -24);
+}
+
 double GeluTanhDouble(double g) {
   const double u = std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g);
   return 0.5 * g * (1.0 + std::tanh(u));
@@ -366,16 +372,16 @@ TEST_P(OpsIsaTest, AddMulScaleAreExact) {
     ops().add(a.data(), b.data(), y.data(), n);
     scalar::Add(a.data(), b.data(), ys.data(), n);
     EXPECT_TRUE(BitEqual(y, ys));
-    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(ys[i], a[i] + b[i]);
+    for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(CorrectlyRounded(ys[i], double{a[i]} + b[i]));
     ops().mul(a.data(), b.data(), y.data(), n);
     scalar::Mul(a.data(), b.data(), ys.data(), n);
     EXPECT_TRUE(BitEqual(y, ys));
-    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(ys[i], a[i] * b[i]);
+    for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(CorrectlyRounded(ys[i], double{a[i]} * b[i]));
     auto x = a, xs = a;
     ops().scale(x.data(), 0.0625f, n);
     scalar::Scale(xs.data(), 0.0625f, n);
     EXPECT_TRUE(BitEqual(x, xs));
-    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(xs[i], a[i] * 0.0625f);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(double{xs[i]}, double{a[i]} * 0.0625);
     // In place: y aliases a.
     auto in = a;
     ops().add(in.data(), b.data(), in.data(), n);
