@@ -108,7 +108,7 @@ int CmdTokenize(int argc, char** argv) {
     model = *path;
   }
   StatusOr<std::unique_ptr<gguf::File>> gguf = gguf::File::Open(model);
-  if (!gguf.ok()) return ReportError("tokenize", gguf.status().WithContext(model));
+  if (!gguf.ok()) return ReportError("tokenize", gguf.status());  // names the path
   StatusOr<std::unique_ptr<text::Tokenizer>> tok = text::Tokenizer::FromGguf(**gguf);
   if (!tok.ok()) return ReportError("tokenize", tok.status().WithContext(model));
 
