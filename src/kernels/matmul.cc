@@ -2,9 +2,12 @@
 // the weight rows over the pool and runs the per-type vec_dot kernels.
 //
 // Loop order (per thread, over its contiguous share of rows): for each tile of activation rows
-// sized to stay in L2, for each weight row, for each activation row in the tile. One weight
-// row (at most a few KiB) stays in L1 while it meets every activation of the tile, and the
-// weight matrix is streamed from memory once per tile (once in total for m <= the tile).
+// sized to stay in L2, for each weight row (pair), for each activation row (pair) in the tile.
+// One weight row (at most a few KiB) stays in L1 while it meets every activation of the tile,
+// and the weight matrix is streamed from memory once per tile (once in total for m <= the
+// tile). Where the ISA has a 2 x 2 register-tile kernel (internal::GetDotTile: the block types
+// on AVX2 / AVX-512) pairs of rows meet pairs of tokens, so each weight block is unpacked once
+// per two tokens; m == 1 (decode) calls vec_dot row by row.
 //
 // Every output element is one vec_dot call on the same inputs whatever the split, so results
 // do not depend on the number of threads.
