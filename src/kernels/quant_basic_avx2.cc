@@ -39,9 +39,10 @@ inline int HsumI32(__m256i v) {
 // 16 packed bytes -> 32 bytes in element order: low nibbles (elements 0..15) in the low lane,
 // high nibbles (elements 16..31) in the high lane.
 inline __m256i Nibbles(const uint8_t* qs) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+  // The 16 bytes in both lanes (one broadcast load), the high lane shifted right by 4.
+  const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i shifted = _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0));
+  return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
 }
 
 // 32 bits -> 32 bytes, 0xff where the bit of that element is set.

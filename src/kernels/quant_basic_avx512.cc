@@ -2,8 +2,8 @@
 // type and the Q8_0 / Q8_1 activation quantizers. Scalar twins: quant_basic.cc.
 //
 // Block dots use VNNI's _mm256_dpbusd_epi32 (u8 x s8, four products summed into s32, no
-// saturation) and AVX-512BW/VL masks. Signed weights use the sign trick
-// |w| * (a * sign(w)) = w * a; |w| = 128 is fine since dpbusd reads it as an unsigned byte.
+// saturation) and AVX-512BW/VL masks; signed weights go through an unsigned offset (see the
+// Traits below).
 //
 // BF16 weights are widened to f32 (exact) rather than using _mm512_dpbf16_ps: that instruction
 // needs the activations in bf16 too, which would round them (relative error up to 2^-9) while
@@ -38,16 +38,10 @@ inline __m256i Load32(const int8_t* p) {
 
 // 16 packed bytes -> 32 bytes in element order (low nibbles = elements 0..15 first).
 inline __m256i Nibbles(const uint8_t* qs) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
-}
-
-// dx * dy in all lanes: broadcast the f16 bits, then convert (two instructions each, versus
-// scalar convert + multiply + broadcast). Same value as F16(dx) * F16(dy).
-inline __m256 ScaleProduct(uint16_t dx, uint16_t dy) {
-  return _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(dx))),
-                       _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(dy))));
+  // The 16 bytes in both lanes (one broadcast load), the high lane shifted right by 4.
+  const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i shifted = _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0));
+  return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
 }
 
 inline __mmask32 QhMask(const uint8_t qh[4]) { return LoadQh(qh); }
@@ -134,80 +128,118 @@ void QuantQ8_1(const float* src, void* dst, int64_t n) {
 
 // ---------------------------------------------------------------- block dots
 
-template <bool kSigned>
-inline __m256i Dot32(__m256i w, __m256i a) {
-  const __m256i zero = _mm256_setzero_si256();
-  if constexpr (kSigned) {
-    const __m256i sa = _mm256_mask_sub_epi8(a, _mm256_movepi8_mask(w), zero, a);
-    return _mm256_dpbusd_epi32(zero, _mm256_abs_epi8(w), sa);
-  } else {
-    return _mm256_dpbusd_epi32(zero, w, a);
-  }
-}
+#define FG_INLINE __attribute__((always_inline)) inline
 
-// sum over blocks of dx * dy * (weights(x[i]) . y[i].qs), plus sum of m * s when kMin (the
-// block-sum trick of Q4_1/Q5_1, see the scalar twin). `weights` expands one weight block to 32
-// bytes in element order, signed or unsigned as kSigned says. One block per 256-bit register
-// and four accumulators: on Zen 4 (512-bit ops run as two 256-bit halves) this beat packing
-// two blocks into a 512-bit register by ~12% (the inserts cost more than they saved).
-template <bool kSigned, bool kMin = false, typename BX, typename BY, typename Weights>
-inline float DotBlocks(int64_t nb, const BX* x, const BY* y, Weights weights) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  float summs = 0;
-  auto one = [&](int64_t j, __m256& a) {
-    if constexpr (kMin) summs += F16(x[j].m) * F16(y[j].s);
-    const __m256i sumi = Dot32<kSigned>(weights(x[j]), Load32(y[j].qs));
-    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), ScaleProduct(x[j].d, y[j].d), a);
-  };
-  int64_t i = 0;
-  for (; i + 4 <= nb; i += 4) {
-    for (int k = 0; k < 4; ++k) one(i + k, acc[k]);
+// Per type: the weight and activation blocks, how a weight block expands to 32 unsigned bytes
+// u in element order, the offset c with w = u - c (0: the weights are u), and whether the
+// type carries a min (Q4_1/Q5_1: the block-sum trick of the scalar twin, sum m * s).
+//
+// VNNI's dpbusd multiplies u8 by s8, so signed weights are stored shifted to unsigned and the
+// offset is paid back through the accumulator's start value: dpbusd(-dpbusd(0, c, a), u, a)
+// sums (u - c) * a = w * a in every s32 lane. The correction depends on the activation only,
+// so a tile computes it once per activation block for all its weight rows.
+struct Q8_0Traits {
+  using BX = block_q8_0;
+  using BY = block_q8_0;
+  static constexpr int kOffset = 128;
+  static constexpr bool kMin = false;
+  FG_INLINE static __m256i Weights(const BX& b) {
+    return _mm256_xor_si256(Load32(b.qs), _mm256_set1_epi8(static_cast<char>(0x80)));  // w + 128
   }
-  for (; i < nb; ++i) one(i, acc[0]);
-  return Hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) +
-         summs;
-}
+};
+struct Q8_1Traits {
+  using BX = block_q8_1;
+  using BY = block_q8_1;
+  static constexpr int kOffset = 128;
+  static constexpr bool kMin = false;
+  FG_INLINE static __m256i Weights(const BX& b) {
+    return _mm256_xor_si256(Load32(b.qs), _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+struct Q4_0Traits {
+  using BX = block_q4_0;
+  using BY = block_q8_0;
+  static constexpr int kOffset = 8;
+  static constexpr bool kMin = false;
+  FG_INLINE static __m256i Weights(const BX& b) { return Nibbles(b.qs); }
+};
+struct Q4_1Traits {
+  using BX = block_q4_1;
+  using BY = block_q8_1;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+  FG_INLINE static __m256i Weights(const BX& b) { return Nibbles(b.qs); }
+};
+struct Q5_0Traits {
+  using BX = block_q5_0;
+  using BY = block_q8_0;
+  static constexpr int kOffset = 16;
+  static constexpr bool kMin = false;
+  FG_INLINE static __m256i Weights(const BX& b) {  // nibble | 5th bit << 4
+    return _mm256_or_si256(Nibbles(b.qs), _mm256_maskz_mov_epi8(QhMask(b.qh), _mm256_set1_epi8(0x10)));
+  }
+};
+struct Q5_1Traits {
+  using BX = block_q5_1;
+  using BY = block_q8_1;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+  FG_INLINE static __m256i Weights(const BX& b) {
+    return _mm256_or_si256(Nibbles(b.qs), _mm256_maskz_mov_epi8(QhMask(b.qh), _mm256_set1_epi8(0x10)));
+  }
+};
+struct Iq4nlTraits {
+  using BX = block_iq4_nl;
+  using BY = block_q8_0;
+  static constexpr int kOffset = 128;
+  static constexpr bool kMin = false;
+  FG_INLINE static __m256i Weights(const BX& b) {  // codebook lookup, shifted by +128
+    const __m128i t = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)),
+                                    _mm_set1_epi8(static_cast<char>(0x80)));
+    return _mm256_shuffle_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(t), t, 1),
+                               Nibbles(b.qs));
+  }
+};
 
-// A 2 x 2 tile of DotBlocks: out[r + 2 t] = DotBlocks(x_r, y_t) bit for bit (the same
-// operations in the same order per output), with each weight block expanded once for both
-// activation rows and each activation block and scale loaded once for both weight rows.
-template <bool kSigned, bool kMin, typename BX, typename BY, typename Weights>
-inline void DotTile(int64_t nb, const BX* x0, const BX* x1, const BY* y0, const BY* y1,
-                    Weights weights, float* out) {
-  __m256 acc[2][2][4];
-  for (auto& rt : acc) {
-    for (auto& t : rt) {
-      for (auto& k : t) k = _mm256_setzero_ps();
+// An R x T tile of dot products: out[r + R t] = x_r . y_t over nb blocks. Every output sees
+// the same operations in the same order whatever R and T are, so the 1 x 1 instance (vec_dot)
+// and the 2 x 2 one (the matmul tile) agree bit for bit. Each weight block is expanded once for
+// all T activation rows, each activation block (its load, scale and offset correction) once
+// for all R weight rows. One block per 256-bit register and four accumulators per output: on
+// Zen 4 (512-bit ops run as two 256-bit halves) this beat packing two blocks into a 512-bit
+// register by ~12% (the inserts cost more than they saved).
+template <class Tr, int R, int T>
+FG_INLINE void DotTile(int64_t nb, const typename Tr::BX* const* x,
+                       const typename Tr::BY* const* y, float* out) {
+  __m256 acc[R][T][4];
+  float summs[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      for (auto& k : acc[r][t]) k = _mm256_setzero_ps();
+      summs[r][t] = 0;
     }
   }
-  float summs[2][2] = {{0, 0}, {0, 0}};
-  const BX* x[2] = {x0, x1};
-  const BY* y[2] = {y0, y1};
   const __m256i zero = _mm256_setzero_si256();
   auto one = [&](int64_t j, int k) {
-    __m256i w[2], a[2];
-    __mmask32 neg[2] = {0, 0};
-    __m256 dx[2], dy[2];
-    for (int r = 0; r < 2; ++r) {
-      w[r] = weights(x[r][j]);
-      if constexpr (kSigned) {
-        neg[r] = _mm256_movepi8_mask(w[r]);
-        w[r] = _mm256_abs_epi8(w[r]);
-      }
+    __m256i u[R], a[T], start[T];
+    __m256 dx[R], dy[T];
+    for (int r = 0; r < R; ++r) {
+      u[r] = Tr::Weights(x[r][j]);
       dx[r] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(x[r][j].d)));
-      a[r] = Load32(y[r][j].qs);
-      dy[r] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(y[r][j].d)));
     }
-    for (int t = 0; t < 2; ++t) {
-      for (int r = 0; r < 2; ++r) {
-        if constexpr (kMin) summs[r][t] += F16(x[r][j].m) * F16(y[t][j].s);
-        __m256i sumi;
-        if constexpr (kSigned) {
-          sumi = _mm256_dpbusd_epi32(zero, w[r], _mm256_mask_sub_epi8(a[t], neg[r], zero, a[t]));
-        } else {
-          sumi = _mm256_dpbusd_epi32(zero, w[r], a[t]);
-        }
+    for (int t = 0; t < T; ++t) {
+      a[t] = Load32(y[t][j].qs);
+      dy[t] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(y[t][j].d)));
+      start[t] = zero;
+      if constexpr (Tr::kOffset != 0) {
+        start[t] = _mm256_sub_epi32(
+            zero, _mm256_dpbusd_epi32(zero, _mm256_set1_epi8(static_cast<char>(Tr::kOffset)), a[t]));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) {
+        if constexpr (Tr::kMin) summs[r][t] += F16(x[r][j].m) * F16(y[t][j].s);
+        const __m256i sumi = _mm256_dpbusd_epi32(start[t], u[r], a[t]);
         acc[r][t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dx[r], dy[t]),
                                        acc[r][t][k]);
       }
@@ -218,81 +250,21 @@ inline void DotTile(int64_t nb, const BX* x0, const BX* x1, const BY* y0, const 
     for (int k = 0; k < 4; ++k) one(i + k, k);
   }
   for (; i < nb; ++i) one(i, 0);
-  for (int t = 0; t < 2; ++t) {
-    for (int r = 0; r < 2; ++r) {
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) {
       const __m256* c = acc[r][t];
-      out[r + 2 * t] =
+      out[r + R * t] =
           Hsum256(_mm256_add_ps(_mm256_add_ps(c[0], c[1]), _mm256_add_ps(c[2], c[3]))) +
           summs[r][t];
     }
   }
 }
 
-#define FG_INLINE __attribute__((always_inline)) inline
-
-// Per type: the weight and activation blocks, how a weight block expands to 32 bytes, and
-// whether those are signed / carry a min (see DotBlocks).
-struct Q8_0Traits {
-  using BX = block_q8_0;
-  using BY = block_q8_0;
-  static constexpr bool kSigned = true, kMin = false;
-  FG_INLINE static __m256i Weights(const BX& b) { return Load32(b.qs); }
-};
-struct Q8_1Traits {
-  using BX = block_q8_1;
-  using BY = block_q8_1;
-  static constexpr bool kSigned = true, kMin = false;
-  FG_INLINE static __m256i Weights(const BX& b) { return Load32(b.qs); }
-};
-struct Q4_0Traits {
-  using BX = block_q4_0;
-  using BY = block_q8_0;
-  static constexpr bool kSigned = true, kMin = false;
-  FG_INLINE static __m256i Weights(const BX& b) {
-    return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8));
-  }
-};
-struct Q4_1Traits {
-  using BX = block_q4_1;
-  using BY = block_q8_1;
-  static constexpr bool kSigned = false, kMin = true;
-  FG_INLINE static __m256i Weights(const BX& b) { return Nibbles(b.qs); }
-};
-struct Q5_0Traits {
-  using BX = block_q5_0;
-  using BY = block_q8_0;
-  static constexpr bool kSigned = true, kMin = false;
-  // q - 16 as int8: or 0xf0 into the nibble where the 5th bit is clear.
-  FG_INLINE static __m256i Weights(const BX& b) {
-    const __m256i hi = _mm256_maskz_mov_epi8(~QhMask(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
-    return _mm256_or_si256(Nibbles(b.qs), hi);
-  }
-};
-struct Q5_1Traits {
-  using BX = block_q5_1;
-  using BY = block_q8_1;
-  static constexpr bool kSigned = false, kMin = true;
-  FG_INLINE static __m256i Weights(const BX& b) {
-    const __m256i hi = _mm256_maskz_mov_epi8(QhMask(b.qh), _mm256_set1_epi8(0x10));
-    return _mm256_or_si256(Nibbles(b.qs), hi);
-  }
-};
-struct Iq4nlTraits {
-  using BX = block_iq4_nl;
-  using BY = block_q8_0;
-  static constexpr bool kSigned = true, kMin = false;
-  FG_INLINE static __m256i Weights(const BX& b) {
-    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-    const __m256i table = _mm256_inserti128_si256(_mm256_castsi128_si256(t), t, 1);
-    return _mm256_shuffle_epi8(table, Nibbles(b.qs));  // codebook lookup
-  }
-};
-
 template <class Tr>
 void VecDot(int64_t n, const void* w, const void* a, float* out) {
-  *out = DotBlocks<Tr::kSigned, Tr::kMin>(n / kQK, static_cast<const typename Tr::BX*>(w),
-                                          static_cast<const typename Tr::BY*>(a),
-                                          [](const typename Tr::BX& b) { return Tr::Weights(b); });
+  const auto* x = static_cast<const typename Tr::BX*>(w);
+  const auto* y = static_cast<const typename Tr::BY*>(a);
+  DotTile<Tr, 1, 1>(n / kQK, &x, &y, out);
 }
 
 template <class Tr>
@@ -300,9 +272,9 @@ void TileDot(int64_t n, const void* w0, const void* w1, const void* a0, const vo
              float* out) {
   using BX = typename Tr::BX;
   using BY = typename Tr::BY;
-  DotTile<Tr::kSigned, Tr::kMin>(n / kQK, static_cast<const BX*>(w0), static_cast<const BX*>(w1),
-                                 static_cast<const BY*>(a0), static_cast<const BY*>(a1),
-                                 [](const BX& b) { return Tr::Weights(b); }, out);
+  const BX* x[2] = {static_cast<const BX*>(w0), static_cast<const BX*>(w1)};
+  const BY* y[2] = {static_cast<const BY*>(a0), static_cast<const BY*>(a1)};
+  DotTile<Tr, 2, 2>(n / kQK, x, y, out);
 }
 
 }  // namespace
