@@ -80,7 +80,8 @@ Img OneTensor(std::vector<uint64_t> ne = {4, 2}, uint32_t type = 0, uint64_t off
 }
 
 TEST(ReaderTest, ValidHandCraftedFile) {
-  FG_ASSERT_OK_AND_ASSIGN(auto f, Parse(OneTensor()));
+  Img img = OneTensor();  // the File views these bytes: keep them alive
+  FG_ASSERT_OK_AND_ASSIGN(auto f, Parse(img));
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->alignment(), 32u);
   ASSERT_EQ(f->tensors().size(), 1u);

@@ -197,6 +197,9 @@ TEST(WriterTest, WriteFileAtomically) {
   FG_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> mem, w.ToBytes());
   EXPECT_EQ(std::vector<uint8_t>(f->bytes().begin(), f->bytes().end()), mem);
   EXPECT_TRUE(NoTempFiles(path));
+  for (const TensorInfo& t : f->tensors()) {  // the mapping is page-aligned, so data is too
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 32, 0u) << t.name;
+  }
 
   // A generator that fails: the error names the tensor, the old file is untouched, and no
   // temporary is left behind.
