@@ -7,7 +7,8 @@
 // and the weight matrix is streamed from memory once per tile (once in total for m <= the
 // tile). Where the ISA has a 2 x 2 register-tile kernel (internal::GetDotTile: the block types
 // on AVX2 / AVX-512) pairs of rows meet pairs of tokens, so each weight block is unpacked once
-// per two tokens; m == 1 (decode) calls vec_dot row by row.
+// per two tokens; m == 1 (decode) takes four rows at a time where the ISA has such a kernel
+// (internal::GetDotRows), so each activation block is loaded and prepared once per four rows.
 //
 // Every output element is one vec_dot call on the same inputs whatever the split, so results
 // do not depend on the number of threads.
@@ -32,6 +33,7 @@ constexpr int64_t kMinWorkPerThread = 32 * 1024;
 struct Plan {
   const TypeOps* ops = nullptr;
   internal::DotTileFn tile = nullptr;  // 2 x 2 register tile for m > 1, if the ISA has one
+  internal::DotRowsFn rows = nullptr;  // 4 rows x 1 token for m == 1, if the ISA has one
   const uint8_t* act = nullptr;  // m activation rows in ops->dot_type
   size_t act_stride = 0;         // bytes between activation rows
 };
@@ -52,6 +54,7 @@ Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPo
   Plan p;
   p.ops = &OpsFor(isa, w);
   p.tile = internal::GetDotTile(w.type, isa);
+  p.rows = internal::GetDotRows(w.type, isa);
   if (p.ops->dot_type == tensor::DType::kF32) {
     p.act = reinterpret_cast<const uint8_t*>(x);
     p.act_stride = static_cast<size_t>(w.cols) * sizeof(float);
@@ -88,7 +91,16 @@ void ComputeRows(const Plan& p, const WeightMatrix& w, int64_t m, float* y, int6
   const auto dot = p.ops->vec_dot;
   const int64_t n = w.cols;
   if (m == 1) {
-    for (int64_t r = r0; r < r1; ++r) dot(n, w.row(r), p.act, &y[r]);
+    int64_t r = r0;
+    if (p.rows != nullptr) {
+      // Bit-identical to vec_dot, so where the groups of four start does not matter.
+      for (; r + internal::kDotRows <= r1; r += internal::kDotRows) {
+        const void* ws[internal::kDotRows];
+        for (int k = 0; k < internal::kDotRows; ++k) ws[k] = w.row(r + k);
+        p.rows(n, ws, p.act, &y[r]);
+      }
+    }
+    for (; r < r1; ++r) dot(n, w.row(r), p.act, &y[r]);
     return;
   }
   const int64_t tile = std::clamp<int64_t>(
@@ -152,12 +164,21 @@ void MatVecRows(const WeightMatrix& w, const float* x, std::span<const int32_t> 
                 ThreadPool* pool) {
   if (row_ids.empty()) return;
   const Plan p = Prepare(ActiveIsa(), w, x, 1, nullptr);
+  auto row = [&](int64_t j) {
+    const int32_t r = row_ids[static_cast<size_t>(j)];
+    FG_CHECK(r >= 0 && r < w.rows);
+    return w.row(r);
+  };
   auto run = [&](int64_t b, int64_t e) {
-    for (int64_t j = b; j < e; ++j) {
-      const int32_t r = row_ids[static_cast<size_t>(j)];
-      FG_CHECK(r >= 0 && r < w.rows);
-      p.ops->vec_dot(w.cols, w.row(r), p.act, &y[j]);
+    int64_t j = b;
+    if (p.rows != nullptr) {
+      for (; j + internal::kDotRows <= e; j += internal::kDotRows) {
+        const void* ws[internal::kDotRows];
+        for (int k = 0; k < internal::kDotRows; ++k) ws[k] = row(j + k);
+        p.rows(w.cols, ws, p.act, &y[j]);
+      }
     }
+    for (; j < e; ++j) p.ops->vec_dot(w.cols, row(j), p.act, &y[j]);
   };
   const int64_t n = static_cast<int64_t>(row_ids.size());
   if (pool == nullptr || pool->size() == 1) {

@@ -526,4 +526,14 @@ DotTileFn GetDotTile(DType t, Isa isa) {
   return nullptr;
 }
 
+DotRowsFn GetDotRows(DType t, Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (isa == Isa::kAvx2) return DotRowsAvx2(t);
+  if (isa == Isa::kAvx512) return DotRowsAvx512(t);
+#endif
+  (void)t;
+  (void)isa;
+  return nullptr;
+}
+
 }  // namespace fg::kernels::internal

@@ -277,6 +277,15 @@ void TileDot(int64_t n, const void* w0, const void* w1, const void* a0, const vo
   DotTile<Tr, 2, 2>(n / kQK, x, y, out);
 }
 
+template <class Tr>
+void RowsDot(int64_t n, const void* const* w, const void* a, float* out) {
+  using BX = typename Tr::BX;
+  const BX* x[kDotRows];
+  for (int r = 0; r < kDotRows; ++r) x[r] = static_cast<const BX*>(w[r]);
+  const auto* y = static_cast<const typename Tr::BY*>(a);
+  DotTile<Tr, kDotRows, 1>(n / kQK, x, &y, out);
+}
+
 }  // namespace
 
 void RegisterBasicAvx512(OpsTable& t) {
@@ -304,6 +313,19 @@ DotTileFn DotTileAvx512(DType t) {
     case DType::kQ5_0: return TileDot<Q5_0Traits>;
     case DType::kQ5_1: return TileDot<Q5_1Traits>;
     case DType::kIQ4_NL: return TileDot<Iq4nlTraits>;
+    default: return nullptr;
+  }
+}
+
+DotRowsFn DotRowsAvx512(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return RowsDot<Q8_0Traits>;
+    case DType::kQ8_1: return RowsDot<Q8_1Traits>;
+    case DType::kQ4_0: return RowsDot<Q4_0Traits>;
+    case DType::kQ4_1: return RowsDot<Q4_1Traits>;
+    case DType::kQ5_0: return RowsDot<Q5_0Traits>;
+    case DType::kQ5_1: return RowsDot<Q5_1Traits>;
+    case DType::kIQ4_NL: return RowsDot<Iq4nlTraits>;
     default: return nullptr;
   }
 }

@@ -15,13 +15,21 @@ using DotTileFn = void (*)(int64_t n, const void* w0, const void* w1, const void
 // The tile kernel of `t` on `isa`, or nullptr (then use vec_dot).
 DotTileFn GetDotTile(DType t, Isa isa);
 
+// Four weight rows against one activation row (decode): out[r] = w[r] . a, bit for bit what
+// vec_dot returns; the activation block, its scale and offset are loaded once for all four.
+inline constexpr int kDotRows = 4;
+using DotRowsFn = void (*)(int64_t n, const void* const* w, const void* a, float* out);
+DotRowsFn GetDotRows(DType t, Isa isa);
+
 #if defined(__x86_64__) || defined(__i386__)
 // Overwrite the members of F32/F16/BF16/Q8_0/Q8_1/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL that the ISA
 // vectorizes (quant_basic_avx2.cc, quant_basic_avx512.cc).
 void RegisterBasicAvx2(OpsTable& t);
 void RegisterBasicAvx512(OpsTable& t);
 DotTileFn DotTileAvx2(DType t);
+DotRowsFn DotRowsAvx2(DType t);
 DotTileFn DotTileAvx512(DType t);
+DotRowsFn DotRowsAvx512(DType t);
 #endif
 
 }  // namespace fg::kernels::internal

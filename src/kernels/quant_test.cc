@@ -447,6 +447,38 @@ TEST(QuantDot, TileEqualsVecDotBitForBit) {
   EXPECT_EQ(tiles, 7 * simd);
 }
 
+// The four-row decode kernels return exactly what vec_dot returns.
+TEST(QuantDot, RowsEqualVecDotBitForBit) {
+  int kernels = 0;
+  for (Isa isa : AvailableIsas()) {
+    for (DType t : kBasicTypes) {
+      const internal::DotRowsFn rows = internal::GetDotRows(t, isa);
+      if (rows == nullptr) continue;
+      ++kernels;
+      const TypeOps* ops = GetTypeOps(t, isa);
+      for (int64_t n : {32, 96, 128, 160, 640}) {
+        DotInputs in[internal::kDotRows];
+        const void* ws[internal::kDotRows];
+        for (int k = 0; k < internal::kDotRows; ++k) {
+          in[k] = MakeDotInputs(t, n, static_cast<uint32_t>(10 + k));
+          ws[k] = in[k].w.data();
+        }
+        float out[internal::kDotRows];
+        rows(n, ws, in[0].a.data(), out);
+        for (int k = 0; k < internal::kDotRows; ++k) {
+          float want;
+          ops->vec_dot(n, ws[k], in[0].a.data(), &want);
+          EXPECT_EQ(std::memcmp(&out[k], &want, sizeof(float)), 0)
+              << Name(t) << " " << IsaName(isa) << " n=" << n << " row " << k;
+        }
+      }
+    }
+  }
+  int simd = 0;
+  for (Isa isa : AvailableIsas()) simd += isa == Isa::kAvx2 || isa == Isa::kAvx512;
+  EXPECT_EQ(kernels, 7 * simd);  // every block type on AVX2 and AVX-512
+}
+
 // Extreme quants: -128 weights (possible in a file, never from the quantizer) and +-127
 // activations everywhere, where a saturating 16-bit pair sum would show.
 TEST(QuantDot, SimdExtremeQuants) {
