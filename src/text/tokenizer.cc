@@ -16,35 +16,90 @@ constexpr std::string_view kSpaceEscape = "\xe2\x96\x81";  // U+2581, SentencePi
 // special tokens by text" and "maintain a list of tokens that cause end-of-generation".
 constexpr std::string_view kControlLookingTexts[] = {
     // EOT
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<\xef\xbd\x9c"
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
     "<end_of_utterance>",
     // EOM
     "<|eom_id|>",
     // FIM prefix / suffix / middle / pad / repo / file separator
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
-    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>",
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
-    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>",
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
-    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>",
-    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
-    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<\xef\xbd\x9c"
+    "fim\xe2\x96\x81"
+    "begin\xef\xbd\x9c>",
+    "<PRE>",
+    "\xe2\x96\x81<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<\xef\xbd\x9c"
+    "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+    "<SUF>",
+    "\xe2\x96\x81<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<\xef\xbd\x9c"
+    "fim\xe2\x96\x81"
+    "end\xef\xbd\x9c>",
+    "<MID>",
+    "\xe2\x96\x81<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+    "<|fim_pad|>",
+    "<fim-pad>",
+    "<fim_pad>",
+    "<PAD>",
+    "[PAD]",
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
     "<|file_sep|>",
     // EOG
-    "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "</s>", "[EOS]", "<eos>", "<turn|>",
-    "<|tool_response>", "[e~[",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "</s>",
+    "[EOS]",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "[e~[",
 };
 
 uint32_t AttrFromType(int32_t type) {
   switch (static_cast<TokenType>(type)) {
-    case TokenType::kUnknown: return kAttrUnknown;
-    case TokenType::kUnused: return kAttrUnused;
-    case TokenType::kNormal: return kAttrNormal;
-    case TokenType::kControl: return kAttrControl;
-    case TokenType::kUserDefined: return kAttrUserDefined;
-    case TokenType::kByte: return kAttrByte;
-    default: return kAttrUndefined;
+    case TokenType::kUnknown:
+      return kAttrUnknown;
+    case TokenType::kUnused:
+      return kAttrUnused;
+    case TokenType::kNormal:
+      return kAttrNormal;
+    case TokenType::kControl:
+      return kAttrControl;
+    case TokenType::kUserDefined:
+      return kAttrUserDefined;
+    case TokenType::kByte:
+      return kAttrByte;
+    default:
+      return kAttrUndefined;
   }
 }
 
@@ -131,7 +186,8 @@ StatusOr<Vocab> LoadVocab(const gguf::File& file) {
   FG_RETURN_IF_ERROR(ReadSpecialId(file, "tokenizer.ggml.padding_token_id", n, &v.pad));
   FG_RETURN_IF_ERROR(ReadOptionalBool(file, "tokenizer.ggml.add_bos_token", &v.add_bos));
   FG_RETURN_IF_ERROR(ReadOptionalBool(file, "tokenizer.ggml.add_eos_token", &v.add_eos));
-  FG_RETURN_IF_ERROR(ReadOptionalBool(file, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix));
+  FG_RETURN_IF_ERROR(
+      ReadOptionalBool(file, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix));
   return v;
 }
 
@@ -242,9 +298,8 @@ Status Tokenizer::Init() {
       specials.push_back(static_cast<int32_t>(i));
     }
   }
-  std::sort(specials.begin(), specials.end(), [&](int32_t a, int32_t b) {
-    return v.tokens[a].size() > v.tokens[b].size();
-  });
+  std::sort(specials.begin(), specials.end(),
+            [&](int32_t a, int32_t b) { return v.tokens[a].size() > v.tokens[b].size(); });
   rank_.assign(n, -1);
   trie_.assign(1, TrieNode{});
   for (size_t r = 0; r < specials.size(); ++r) {
@@ -349,8 +404,8 @@ void Tokenizer::EncodeFragment(std::string_view fragment, bool add_prefix,
     const size_t len = std::min(Utf8LenFromLead(static_cast<uint8_t>(buf[off])), buf.size() - off);
     const int32_t index = static_cast<int32_t>(sym.size());
     off += len;
-    sym.push_back({index - 1, off == buf.size() ? -1 : index + 1,
-                   static_cast<uint32_t>(off - len), static_cast<uint32_t>(len)});
+    sym.push_back({index - 1, off == buf.size() ? -1 : index + 1, static_cast<uint32_t>(off - len),
+                   static_cast<uint32_t>(len)});
   }
 
   struct Bigram {

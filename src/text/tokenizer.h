@@ -60,10 +60,10 @@ enum TokenAttr : uint32_t {
 
 // A tokenizer vocabulary as stored in GGUF (tokenizer.ggml.*).
 struct Vocab {
-  std::string model = "llama";       // tokenizer.ggml.model
-  std::vector<std::string> tokens;   // tokenizer.ggml.tokens
-  std::vector<float> scores;         // tokenizer.ggml.scores (empty: all 0)
-  std::vector<int32_t> types;        // tokenizer.ggml.token_type (empty: all normal)
+  std::string model = "llama";      // tokenizer.ggml.model
+  std::vector<std::string> tokens;  // tokenizer.ggml.tokens
+  std::vector<float> scores;        // tokenizer.ggml.scores (empty: all 0)
+  std::vector<int32_t> types;       // tokenizer.ggml.token_type (empty: all normal)
   // Special ids; -1 = none. llama.cpp's SPM defaults apply when a key is absent.
   int32_t bos = 1;
   int32_t eos = 2;

@@ -1,12 +1,12 @@
 // Tokenizer speed on the real vocabulary (needs FGEMMA_MODEL): the ~1200-token golden text and
 // tokenizer construction. Run: FGEMMA_MODEL=... build/fg_text_benchmark
+#include <benchmark/benchmark.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <string>
-
-#include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "src/gguf/reader.h"
 #include "src/text/tokenizer.h"

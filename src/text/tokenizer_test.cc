@@ -1,10 +1,10 @@
 #include "src/text/tokenizer.h"
 
-#include <string>
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "src/base/status_matchers.h"
 #include "src/gguf/writer.h"
@@ -57,8 +57,11 @@ Vocab MakeVocab(const std::vector<Tok>& extra, bool with_bytes = true) {
 bool IsValidUtf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
-                                   : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+    const size_t len = c < 0x80                   ? 1
+                       : (c >= 0xC2 && c <= 0xDF) ? 2
+                       : (c >= 0xE0 && c <= 0xEF) ? 3
+                       : (c >= 0xF0 && c <= 0xF4) ? 4
+                                                  : 0;
     if (len == 0 || i + len > s.size()) return false;
     for (size_t k = 1; k < len; ++k) {
       if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
@@ -119,8 +122,7 @@ TEST_F(TokenizerTest, UnknownCharactersFallBackToBytes) {
   Build({{"a", -1}});
   // U+00E9 (C3 A9) and U+1F600 (F0 9F 98 80) are not in the vocabulary.
   EXPECT_THAT(Enc("a\xc3\xa9"), ElementsAre(Id("a"), Byte(0xC3), Byte(0xA9)));
-  EXPECT_THAT(Enc("\xf0\x9f\x98\x80"),
-              ElementsAre(Byte(0xF0), Byte(0x9F), Byte(0x98), Byte(0x80)));
+  EXPECT_THAT(Enc("\xf0\x9f\x98\x80"), ElementsAre(Byte(0xF0), Byte(0x9F), Byte(0x98), Byte(0x80)));
 }
 
 TEST_F(TokenizerTest, MultiByteCharacterThatIsATokenStaysWhole) {
@@ -129,18 +131,35 @@ TEST_F(TokenizerTest, MultiByteCharacterThatIsATokenStaysWhole) {
 }
 
 TEST_F(TokenizerTest, SpacesBecomeU2581WithoutDummyPrefix) {
-  Build({{"a", -1}, {"b", -1}, {"\xe2\x96\x81", -1}, {"\xe2\x96\x81" "b", -2}});
-  EXPECT_THAT(Enc("a b"), ElementsAre(Id("a"), Id("\xe2\x96\x81" "b")));
+  Build({{"a", -1},
+         {"b", -1},
+         {"\xe2\x96\x81", -1},
+         {"\xe2\x96\x81"
+          "b",
+          -2}});
+  EXPECT_THAT(Enc("a b"), ElementsAre(Id("a"), Id("\xe2\x96\x81"
+                                                  "b")));
   EXPECT_THAT(Enc("b"), ElementsAre(Id("b")));  // no dummy prefix
   EXPECT_THAT(Enc(" "), ElementsAre(Id("\xe2\x96\x81")));
 }
 
 TEST_F(TokenizerTest, DummyPrefixWhenTheVocabularyAsksForIt) {
-  Build({{"a", -1}, {"b", -1}, {"<x>", 0, CTRL}, {"\xe2\x96\x81", -1}, {"\xe2\x96\x81" "b", -2}},
+  Build({{"a", -1},
+         {"b", -1},
+         {"<x>", 0, CTRL},
+         {"\xe2\x96\x81", -1},
+         {"\xe2\x96\x81"
+          "b",
+          -2}},
         /*space_prefix=*/true);
-  EXPECT_THAT(Enc("b"), ElementsAre(Id("\xe2\x96\x81" "b")));
+  EXPECT_THAT(Enc("b"), ElementsAre(Id("\xe2\x96\x81"
+                                       "b")));
   // After a special token the next fragment gets the prefix again.
-  EXPECT_THAT(Enc("b<x>b"), ElementsAre(Id("\xe2\x96\x81" "b"), Id("<x>"), Id("\xe2\x96\x81" "b")));
+  EXPECT_THAT(Enc("b<x>b"), ElementsAre(Id("\xe2\x96\x81"
+                                           "b"),
+                                        Id("<x>"),
+                                        Id("\xe2\x96\x81"
+                                           "b")));
   // Decode drops one leading space of the first piece.
   EXPECT_EQ(tok_->Decode(Enc("b")), "b");
 }
@@ -166,7 +185,7 @@ TEST_F(TokenizerTest, SpecialTokensAreSplitOutFirst) {
   Build({{"a", -1}, {"b", -1}, {"ab", -2}, {"<s>", 0, CTRL}, {"<t>", 0, CTRL}});
   // Without the split, "a" and "b" around "<s>" would not merge anyway; here "ab" must not span it.
   EXPECT_THAT(Enc("a<s>b"), ElementsAre(Id("a"), Id("<s>"), Id("b")));
-  EXPECT_THAT(Enc("<s>ab<t>"), ElementsAre(Id("<s>"), Id("ab"), Id("<t>")));  // start and end
+  EXPECT_THAT(Enc("<s>ab<t>"), ElementsAre(Id("<s>"), Id("ab"), Id("<t>")));    // start and end
   EXPECT_THAT(Enc("<s><t><s>"), ElementsAre(Id("<s>"), Id("<t>"), Id("<s>")));  // adjacent
   EXPECT_THAT(Enc("<s"), ElementsAre(Byte('<'), Byte('s')));  // near miss is plain text
 }
@@ -209,7 +228,9 @@ TEST_F(TokenizerTest, InvalidUtf8IsSplitByLeadByteLikeLlamaCpp) {
   Build({{"a", -1}, {"b", -1}});
   // 0xC3 announces 2 bytes, so it swallows the 'a': the symbol "\xC3a" is no token and both
   // bytes fall back to byte tokens (what llama.cpp does; no error).
-  EXPECT_THAT(Enc("\xc3" "ab"), ElementsAre(Byte(0xC3), Byte('a'), Id("b")));
+  EXPECT_THAT(Enc("\xc3"
+                  "ab"),
+              ElementsAre(Byte(0xC3), Byte('a'), Id("b")));
   EXPECT_THAT(Enc("a\x80"), ElementsAre(Id("a"), Byte(0x80)));  // lone continuation byte
   EXPECT_THAT(Enc("a\xf0\x9f"), ElementsAre(Id("a"), Byte(0xF0), Byte(0x9F)));  // truncated end
 }
@@ -229,7 +250,12 @@ TEST_F(TokenizerTest, TokenToPiece) {
 }
 
 TEST_F(TokenizerTest, DecodeRoundTripsText) {
-  Build({{"a", -1}, {"\xe2\x96\x81", -1}, {"\xe2\x96\x81" "a", -2}, {"\n", 0, UD}});
+  Build({{"a", -1},
+         {"\xe2\x96\x81", -1},
+         {"\xe2\x96\x81"
+          "a",
+          -2},
+         {"\n", 0, UD}});
   const std::string text = "a a\n\xc3\xa9 \xf0\x9f\x98\x80";
   const std::vector<int32_t> ids = tok_->Encode(text, true, true);
   EXPECT_EQ(tok_->Decode(ids), text);
@@ -239,11 +265,21 @@ TEST_F(TokenizerTest, DecodeRoundTripsText) {
 TEST_F(TokenizerTest, RandomBytesRoundTrip) {
   // Any byte string (without a literal U+2581, which decodes to a space) survives
   // Encode -> Decode, and streaming decoding yields the same bytes.
-  Build({{"a", -1}, {"b", -1}, {"ab", -2}, {"\xe2\x96\x81", -1}, {"\xe2\x96\x81" "a", -2},
-         {"\xc3\xa9", -1}, {"<c>", 0, CTRL}, {"\n", 0, UD}, {"\n\n", 0, UD}});
+  Build({{"a", -1},
+         {"b", -1},
+         {"ab", -2},
+         {"\xe2\x96\x81", -1},
+         {"\xe2\x96\x81"
+          "a",
+          -2},
+         {"\xc3\xa9", -1},
+         {"<c>", 0, CTRL},
+         {"\n", 0, UD},
+         {"\n\n", 0, UD}});
   // The first 8 entries are valid UTF-8 on their own; odd iterations use only those.
-  const std::string alphabet[] = {"a", "b", " ", "\n", "<c>", "<c", "\xc3\xa9", "\xf0\x9f\x98\x80",
-                                  "\xc3", "\xa9", "\xff", "\x00", "\xe2", "\x96"};
+  const std::string alphabet[] = {
+      "a",    "b",    " ",    "\n",   "<c>",  "<c",  "\xc3\xa9", "\xf0\x9f\x98\x80",
+      "\xc3", "\xa9", "\xff", "\x00", "\xe2", "\x96"};
   uint32_t state = 12345;
   int valid = 0;
   for (int iter = 0; iter < 500; ++iter) {
@@ -290,10 +326,12 @@ TEST_F(TokenizerTest, StreamDecoderPassesInvalidBytesThrough) {
   Build({{"a", -1}});
   StreamDecoder dec(*tok_);
   EXPECT_EQ(dec.Push(Byte(0xE4)), "");
-  EXPECT_EQ(dec.Push(Id("a")), "\xe4" "a");  // 'a' cannot continue it: both bytes go out
-  EXPECT_EQ(dec.Push(Byte(0x80)), "\x80");   // lone continuation byte
+  EXPECT_EQ(dec.Push(Id("a")),
+            "\xe4"
+            "a");                           // 'a' cannot continue it: both bytes go out
+  EXPECT_EQ(dec.Push(Byte(0x80)), "\x80");  // lone continuation byte
   EXPECT_EQ(dec.Push(Byte(0xFF)), "\xff");
-  EXPECT_EQ(dec.Push(2), "");                // control token, special = false
+  EXPECT_EQ(dec.Push(2), "");  // control token, special = false
 }
 
 TEST(CompleteUtf8PrefixTest, Boundaries) {

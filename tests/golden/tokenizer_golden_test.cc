@@ -2,18 +2,17 @@
 // three modes (BOS + special, BOS + no special, no BOS + special), detokenization, streaming
 // decoding, the piece of every token (digest) and llama.cpp's token attributes.
 // Goldens: tests/data/tokenizer_goldens.json, written by scripts/gen_goldens_tokenizer.py.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "src/base/status_matchers.h"
 #include "src/gguf/reader.h"
@@ -164,8 +163,7 @@ TEST_F(TokenizerGoldenTest, PiecesMatchLlamaCpp) {
   for (const json& p : (*goldens_)["pieces"]) {
     const int32_t id = p["id"].get<int32_t>();
     EXPECT_EQ(ToHex(tok_->TokenToPiece(id, false)), p["piece_hex"].get<std::string>()) << id;
-    EXPECT_EQ(ToHex(tok_->TokenToPiece(id, true)), p["piece_special_hex"].get<std::string>())
-        << id;
+    EXPECT_EQ(ToHex(tok_->TokenToPiece(id, true)), p["piece_special_hex"].get<std::string>()) << id;
   }
 }
 
@@ -189,12 +187,13 @@ TEST_F(TokenizerGoldenTest, AttributesMatchLlamaCpp) {
       expected[id] = run[2].get<int64_t>();
     }
   }
-  static constexpr uint32_t kFromType[] = {kAttrUndefined, kAttrNormal,      kAttrUnknown, kAttrControl,
-                                           kAttrUserDefined, kAttrUnused, kAttrByte};
+  static constexpr uint32_t kFromType[] = {kAttrUndefined, kAttrNormal,      kAttrUnknown,
+                                           kAttrControl,   kAttrUserDefined, kAttrUnused,
+                                           kAttrByte};
   int mismatches = 0;
   for (int32_t id = 0; id < tok_->size(); ++id) {
     const int32_t type = tok_->vocab().types[id];
-    const uint32_t want = expected[id] >= 0 ? static_cast<uint32_t>(expected[id])
+    const uint32_t want = expected[id] >= 0          ? static_cast<uint32_t>(expected[id])
                           : (type >= 0 && type <= 6) ? kFromType[type]
                                                      : kAttrUndefined;
     if (tok_->attr(id) != want && ++mismatches <= 10) {
@@ -221,7 +220,8 @@ int RunCli(const std::string& args, std::string* out) {
 TEST_F(TokenizerGoldenTest, CliPrintsTheSameIds) {
   const std::string model = std::getenv("FGEMMA_MODEL");
   std::string out;
-  ASSERT_EQ(RunCli("tokenize -m '" + model + "' --ids '<start_of_turn>user  hi</footer>'", &out), 0);
+  ASSERT_EQ(RunCli("tokenize -m '" + model + "' --ids '<start_of_turn>user  hi</footer>'", &out),
+            0);
   EXPECT_EQ(out, "2 105 2364 138 2202 237\n");
   ASSERT_EQ(RunCli("tokenize -m '" + model + "' --ids --no-bos --no-special '<bos>'", &out), 0);
   std::string want;
@@ -242,7 +242,7 @@ TEST_F(TokenizerGoldenTest, CliPrintsTheSameIds) {
 
 TEST(TokenizerCliTest, ExitCodes) {
   std::string out;
-  EXPECT_EQ(RunCli("tokenize -m /nonexistent/model.gguf", &out), 2);  // no text: usage
+  EXPECT_EQ(RunCli("tokenize -m /nonexistent/model.gguf", &out), 2);        // no text: usage
   EXPECT_EQ(RunCli("tokenize -m /nonexistent/model.gguf hello", &out), 1);  // bad model
   EXPECT_EQ(RunCli("tokenize --bogus-flag hello", &out), 2);
 }

