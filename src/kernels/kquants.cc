@@ -489,6 +489,11 @@ void RegisterKQuantOps(Isa isa, OpsTable& t) {
       RegisterKQuantAvx512(t);
       return;
 #endif
+#if defined(__ARM_NEON) || defined(__aarch64__)
+    case Isa::kNeon:
+      RegisterKQuantNeon(t);
+      return;
+#endif
     default:
       return;  // other ISAs keep the scalar kernels
   }

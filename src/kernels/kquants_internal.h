@@ -16,6 +16,10 @@ namespace fg::kernels::internal {
 void RegisterKQuantAvx2(OpsTable& t);
 void RegisterKQuantAvx512(OpsTable& t);
 #endif
+#if defined(__ARM_NEON) || defined(__aarch64__)
+// Overwrite the vec_dot of Q4_K/Q5_K/Q6_K with the NEON versions (kquants_neon.cc).
+void RegisterKQuantNeon(OpsTable& t);
+#endif
 
 // The 8 six-bit scales (out[0..7]) and 8 six-bit mins (out[8..15]) of a Q4_K/Q5_K block.
 // ref: ggml/src/ggml-quants.c get_scale_min_k4. Defined in kquants.cc (scalar flags only).
