@@ -38,21 +38,29 @@ StatusOr<std::vector<float>> ToF32(const gguf::TensorInfo& t) {
   return out;
 }
 
-// y[r] = sum_c W[r, c] * x[c] for W [rows, cols]; double accumulation.
-void MatVec(const float* W, const float* x, float* y, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* w = W + r * cols;
-    double sum = 0.0;
-    for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(w[c]) * x[c];
-    y[r] = static_cast<float>(sum);
+// sum_c w[c] * x[c]; double accumulation. Four partial sums (by c mod 4) only so the
+// additions do not wait on each other: the real-model golden test is slow enough as it is.
+float Dot(const float* w, const float* x, int64_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int64_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    s0 += static_cast<double>(w[c]) * x[c];
+    s1 += static_cast<double>(w[c + 1]) * x[c + 1];
+    s2 += static_cast<double>(w[c + 2]) * x[c + 2];
+    s3 += static_cast<double>(w[c + 3]) * x[c + 3];
   }
+  for (; c < n; ++c) s0 += static_cast<double>(w[c]) * x[c];
+  return static_cast<float>((s0 + s1) + (s2 + s3));
 }
 
-// Y[t] = W X[t] for every token t: X [n, cols] -> Y [n, rows].
+// Y[t, r] = sum_c W[r, c] * X[t, c]: X [n, cols] -> Y [n, rows]. Rows of W outermost so each
+// weight row is read from memory once for all tokens.
 std::vector<float> MatMul(const std::vector<float>& W, const std::vector<float>& X, int64_t n,
                           int64_t rows, int64_t cols) {
   std::vector<float> Y(static_cast<size_t>(n * rows));
-  for (int64_t t = 0; t < n; ++t) MatVec(W.data(), &X[t * cols], &Y[t * rows], rows, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t t = 0; t < n; ++t) Y[t * rows + r] = Dot(&W[r * cols], &X[t * cols], cols);
+  }
   return Y;
 }
 
@@ -252,6 +260,7 @@ StatusOr<std::vector<float>> Reference::Forward(std::span<const int32_t> tokens)
 StatusOr<std::vector<float>> Reference::LogitsAt(std::span<const int32_t> tokens,
                                                  std::span<const int64_t> positions) {
   const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return InvalidArgumentError("reference: empty token sequence");
   for (int64_t p : positions) {
     if (p < 0 || p >= n) {
       return OutOfRangeError("reference: logits position " + std::to_string(p) +
