@@ -70,6 +70,7 @@ fuzz:
 
 # Cross builds of the portable libraries and their unit tests: aarch64 and armv7 (NEON) run
 # under qemu user-mode emulation, i686 (-m32) natively. Extra packages: scripts/install_cross_deps.sh.
+# `make -k cross` keeps going to the other targets when one fails.
 BUILD_AARCH64 ?= build-aarch64
 BUILD_ARMV7 ?= build-armv7
 BUILD_I686 ?= build-i686
@@ -85,8 +86,9 @@ cross-deps:
 define cross_run
 	cmake -S . -B $(1) $(CROSS_FLAGS) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/$(2).cmake
 	cmake --build $(1) -j $(JOBS) --target $(CROSS_TESTS)
-	@for t in $(CROSS_TESTS); do echo "== $(2): $$t"; \
-	  $(3) $(1)/$$t --gtest_brief=1 || exit 1; done
+	@failed=""; for t in $(CROSS_TESTS); do echo "== $(2): $$t"; \
+	  $(3) $(1)/$$t --gtest_brief=1 || failed="$$failed $$t"; done; \
+	  if [ -n "$$failed" ]; then echo "== $(2): FAILED:$$failed"; exit 1; fi
 endef
 
 cross-aarch64: cross-deps
