@@ -224,6 +224,16 @@ FG_INLINE void DotTile(int64_t nb, const typename Tr::BX* const* x,
     __m256i u[R], a[T], start[T];
     __m256 dx[R], dy[T];
     for (int r = 0; r < R; ++r) {
+      if constexpr (R > 1) {
+        // R interleaved short streams (rows of a few hundred bytes) do not train the hardware
+        // prefetcher the way one long sequential stream does; without this a 4-row Q8_0
+        // matvec from DRAM ran 3x slower than row-by-row vec_dot. Fetch into L2 the same block
+        // two groups of R rows further on (the rows that follow when they are contiguous; a
+        // prefetch never faults). Measured on the 262144 x 640 LM head: one group ahead or
+        // into L1 (T0, which ties up the L1 miss buffers) stayed 1.5-2x slower than vec_dot;
+        // this is on par or faster.
+        _mm_prefetch(reinterpret_cast<const char*>(x[r] + j + 2 * R * nb), _MM_HINT_T1);
+      }
       u[r] = Tr::Weights(x[r][j]);
       dx[r] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(x[r][j].d)));
     }
