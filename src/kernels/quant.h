@@ -32,6 +32,7 @@ struct TypeOps {
 
 // Kernels of `t` for `isa`: SIMD members where that ISA has them, scalar ones otherwise.
 // nullptr if fgemma has no kernels for `t` (see tensor::Info(t).supported).
+// Also nullptr if `isa` is not one of AvailableIsas() (never hands out code the CPU lacks).
 const TypeOps* GetTypeOps(DType t, Isa isa);
 inline const TypeOps* GetTypeOps(DType t) { return GetTypeOps(t, ActiveIsa()); }
 
