@@ -33,6 +33,9 @@
 
 #include "src/base/check.h"
 #include "src/base/status_matchers.h"
+#include "src/gguf/reader.h"
+#include "src/model/gemma3/config.h"
+#include "src/model/gemma3/weights.h"
 #include "src/reference/reference.h"
 
 namespace fg::reference {
@@ -123,6 +126,32 @@ Reference* SharedReference() {
     return std::move(r).value().release();
   }();
   return ref;
+}
+
+// The real file's config and weight table (MODEL.md): sizes, bases, and the Q4_K_M type mix.
+TEST(RealModelConfigTest, ConfigAndWeights) {
+  if (ModelPath() == nullptr) GTEST_SKIP() << "FGEMMA_MODEL is unset or missing";
+  FG_ASSERT_OK_AND_ASSIGN(auto file, gguf::File::Open(ModelPath()));
+  FG_ASSERT_OK_AND_ASSIGN(model::Config c, model::ConfigFromGguf(*file));
+  EXPECT_EQ(c.n_layers, 18);
+  EXPECT_EQ(c.hidden, 640);
+  EXPECT_EQ(c.n_heads, 4);
+  EXPECT_EQ(c.n_kv_heads, 1);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.ffn, 2048);
+  EXPECT_EQ(c.vocab, 262144);
+  EXPECT_EQ(c.sliding_window, 512);
+  EXPECT_EQ(c.rope_base_global, 1e6);
+  EXPECT_EQ(c.rope_base_local, 1e4);
+  EXPECT_EQ(c.query_scale, 0.0625f);
+  EXPECT_FLOAT_EQ(c.embed_scale, 25.298222f);
+  FG_ASSERT_OK_AND_ASSIGN(model::Weights w, model::BindWeights(*file, c));
+  EXPECT_EQ(w.output, w.token_embd);  // tied head
+  EXPECT_EQ(w.token_embd->type, tensor::DType::kQ8_0);
+  EXPECT_EQ(w.layers[0].attn_q->type, tensor::DType::kQ5_0);
+  EXPECT_EQ(w.layers[0].attn_output->type, tensor::DType::kQ4_K);
+  EXPECT_EQ(w.layers[0].ffn_down->type, tensor::DType::kQ6_K);
+  EXPECT_EQ(w.layers[17].post_ffw_norm->type, tensor::DType::kF32);
 }
 
 class ReferenceRealTest : public ::testing::TestWithParam<std::string> {};
