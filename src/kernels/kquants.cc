@@ -12,7 +12,7 @@
 //         8-bit signed scales relative to the largest, then requantization.
 //   Q8_K: round(-127 x / max) with max the element of largest |x|, plus the 16-element sums.
 // Checked byte for byte against ggml's quantize_row_*_ref (kquants_test.cc). That needs f32
-// operations exactly as written: CMakeLists.txt builds this file with -ffp-contract=off.
+// operations exactly as written: CMakeLists.txt builds with -ffp-contract=off (no FMA fusion).
 //
 // SIMD versions: kquants_avx2.cc, kquants_avx512.cc (x86), kquants_neon.cc (ARM).
 // ref: ggml/src/ggml-quants.c (quantize_row_q4_K_ref, q5_K_ref, q6_K_ref, q8_K_ref,
