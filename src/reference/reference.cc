@@ -21,8 +21,8 @@ StatusOr<std::vector<float>> ToF32(const gguf::TensorInfo& t) {
   const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
   const std::optional<int64_t> row_bytes = tensor::RowBytes(t.type, cols);
   const std::string name(t.name);
-  if (!row_bytes || static_cast<uint64_t>(*row_bytes) * static_cast<uint64_t>(rows) >
-                        t.size_bytes) {
+  if (!row_bytes ||
+      static_cast<uint64_t>(*row_bytes) * static_cast<uint64_t>(rows) > t.size_bytes) {
     return DataLossError("reference: tensor '" + name + "' is smaller than its shape");
   }
   // The scalar kernels on purpose: SIMD dequantizers are among the things this oracle checks.
@@ -282,8 +282,7 @@ StatusOr<std::vector<float>> Reference::LogitsAt(std::span<const int32_t> tokens
   return logits;
 }
 
-StatusOr<std::vector<float>> Reference::Logits(std::span<const int32_t> tokens,
-                                               int64_t position) {
+StatusOr<std::vector<float>> Reference::Logits(std::span<const int32_t> tokens, int64_t position) {
   const int64_t pos = position == -1 ? static_cast<int64_t>(tokens.size()) - 1 : position;
   const int64_t positions[1] = {pos};
   return LogitsAt(tokens, positions);

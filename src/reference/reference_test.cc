@@ -3,6 +3,11 @@
 // rotation), and hand-checkable properties: causality, the sliding window (exact on one layer,
 // and seen through a global layer), RoPE's relative-position property, dumps, errors,
 // determinism and greedy consistency.
+#include "src/reference/reference.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -11,15 +16,11 @@
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "src/base/check.h"
 #include "src/base/status_matchers.h"
 #include "src/gguf/reader.h"
 #include "src/gguf/synthetic.h"
 #include "src/kernels/quant.h"
-#include "src/reference/reference.h"
 
 namespace fg::reference {
 namespace {
@@ -147,14 +148,14 @@ Mat LiteralForward(const gguf::File& f, const gguf::SyntheticSpec& s,
       const Vec h = Norm(x[t], ReadVector(f, p + "attn_norm.weight"), s.eps);
       const Vec q = Apply(Wq, h), k = Apply(Wk, h), v = Apply(Wv, h);
       for (int64_t hd = 0; hd < s.heads; ++hd) {
-        Q[t].push_back(Rotate(Norm(Slice(q, hd * D, D), ReadVector(f, p + "attn_q_norm.weight"),
-                                   s.eps),
-                              static_cast<int64_t>(t), base));
+        Q[t].push_back(
+            Rotate(Norm(Slice(q, hd * D, D), ReadVector(f, p + "attn_q_norm.weight"), s.eps),
+                   static_cast<int64_t>(t), base));
       }
       for (int64_t g = 0; g < s.kv_heads; ++g) {
-        K[t].push_back(Rotate(Norm(Slice(k, g * D, D), ReadVector(f, p + "attn_k_norm.weight"),
-                                   s.eps),
-                              static_cast<int64_t>(t), base));
+        K[t].push_back(
+            Rotate(Norm(Slice(k, g * D, D), ReadVector(f, p + "attn_k_norm.weight"), s.eps),
+                   static_cast<int64_t>(t), base));
         V[t].push_back(Slice(v, g * D, D));
       }
     }
@@ -191,8 +192,8 @@ Mat LiteralForward(const gguf::File& f, const gguf::SyntheticSpec& s,
       Vec act(gate.size());
       for (size_t i = 0; i < act.size(); ++i) {
         const double g = gate[i];
-        act[i] = 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) *
-                 up[i];
+        act[i] =
+            0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * up[i];
       }
       const Vec d = Norm(Apply(Wd, act), ReadVector(f, p + "post_ffw_norm.weight"), s.eps);
       // x[t] is only read again by later positions' layers after this layer finished for all
@@ -234,9 +235,7 @@ TEST(ReferenceTest, MatchesLiteralImplementationOneLayer) {
   ExpectMatchesLiteral(s, 20);  // window 8: positions 8.. drop keys
 }
 
-TEST(ReferenceTest, MatchesLiteralImplementationTiny) {
-  ExpectMatchesLiteral(Preset("tiny"), 20);
-}
+TEST(ReferenceTest, MatchesLiteralImplementationTiny) { ExpectMatchesLiteral(Preset("tiny"), 20); }
 
 TEST(ReferenceTest, MatchesLiteralImplementationSmallWithGlobalLayer) {
   gguf::SyntheticSpec s = Preset("small");  // layer 5 global, window 16
@@ -248,7 +247,8 @@ TEST(ReferenceTest, MatchesLiteralImplementationSmallWithGlobalLayer) {
 TEST(ReferenceTest, MatchesLiteralImplementationQuantizedWeights) {
   gguf::SyntheticSpec s = Preset("tiny");
   s.default_type = tensor::DType::kQ8_0;
-  s.type_overrides = {{"ffn_down", tensor::DType::kQ4_0}, {"attn_v", tensor::DType::kF16},
+  s.type_overrides = {{"ffn_down", tensor::DType::kQ4_0},
+                      {"attn_v", tensor::DType::kF16},
                       {"token_embd", tensor::DType::kBF16}};
   ExpectMatchesLiteral(s, 12);
 }
@@ -338,7 +338,8 @@ TEST(ReferenceTest, RopeScoresDependOnRelativePosition) {
   const int64_t H = 2, D = 32;  // tiny: 2 heads, 1 kv head
   auto dot = [&](int64_t tq, int64_t head, int64_t tk) {
     double s = 0.0;
-    for (int64_t i = 0; i < D; ++i) s += static_cast<double>(q[(tq * H + head) * D + i]) * k[tk * D + i];
+    for (int64_t i = 0; i < D; ++i)
+      s += static_cast<double>(q[(tq * H + head) * D + i]) * k[tk * D + i];
     return s;
   };
   for (int64_t head = 0; head < H; ++head) {
@@ -357,8 +358,8 @@ TEST(ReferenceTest, DumpsEveryNamedIntermediate) {
   const std::vector<int32_t> tokens = Tokens(5, 640, 2);
   FG_ASSERT_OK_AND_ASSIGN(auto logits, m->ref->Logits(tokens, 3));
   using S = std::vector<int64_t>;
-  std::map<std::string, S> want = {{"inp_embd", {5, 64}}, {"result_norm", {1, 64}},
-                                   {"result_output", {1, 640}}};
+  std::map<std::string, S> want = {
+      {"inp_embd", {5, 64}}, {"result_norm", {1, 64}}, {"result_output", {1, 640}}};
   for (int l = 0; l < 2; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     for (const char* n : {"attn_norm", "attn_proj", "attn_post_norm", "attn_residual", "ffn_norm",
@@ -440,7 +441,8 @@ TEST(ReferenceTest, GreedyIsArgmaxOfFullRecomputation) {
   }
   FG_ASSERT_OK_AND_ASSIGN(auto none, m->ref->Greedy(prompt, 0));
   EXPECT_TRUE(none.empty());
-  EXPECT_THAT(m->ref->Greedy(prompt, -1), StatusIs(StatusCode::kInvalidArgument, HasSubstr("negative")));
+  EXPECT_THAT(m->ref->Greedy(prompt, -1),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("negative")));
 }
 
 TEST(ReferenceTest, BadInputsAreErrors) {
@@ -449,8 +451,8 @@ TEST(ReferenceTest, BadInputsAreErrors) {
               StatusIs(StatusCode::kOutOfRange, HasSubstr("token 640 at position 1")));
   EXPECT_THAT(m->ref->Logits(std::vector<int32_t>{-1}),
               StatusIs(StatusCode::kOutOfRange, HasSubstr("token -1")));
-  EXPECT_THAT(m->ref->Logits(std::vector<int32_t>{}), StatusIs(StatusCode::kInvalidArgument,
-                                                               HasSubstr("empty")));
+  EXPECT_THAT(m->ref->Logits(std::vector<int32_t>{}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty")));
   EXPECT_THAT(m->ref->Logits(std::vector<int32_t>{1, 2}, 2),
               StatusIs(StatusCode::kOutOfRange, HasSubstr("position 2")));
   EXPECT_THAT(m->ref->Logits(std::vector<int32_t>{1, 2}, -2),
@@ -469,8 +471,7 @@ TEST(ReferenceTest, LoadRejectsABadModel) {
   FG_ASSERT_OK_AND_ASSIGN(auto bytes, writer->ToBytes());
   FG_ASSERT_OK_AND_ASSIGN(auto file, gguf::File::FromBytes(bytes));
   EXPECT_THAT(Reference::Load(*file), StatusIs(StatusCode::kUnimplemented, HasSubstr("llama")));
-  EXPECT_THAT(Reference::Open("/nonexistent/model.gguf"),
-              ::testing::Not(::fg::testing::IsOk()));
+  EXPECT_THAT(Reference::Open("/nonexistent/model.gguf"), ::testing::Not(::fg::testing::IsOk()));
 }
 
 }  // namespace

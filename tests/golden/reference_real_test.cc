@@ -16,6 +16,9 @@
 // loops, ~0.07 s per token on a busy 2-core machine; all six prompts take about 80 s, 45 s
 // of it the 627-token prompt that crosses the 512 sliding window). For quick local runs,
 // FGEMMA_GOLDEN_MAX_TOKENS=N skips (by name, as skipped) the prompts longer than N.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,12 +27,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "src/base/check.h"
 #include "src/base/status_matchers.h"
@@ -100,8 +100,8 @@ double TopKDiff(const float* row, const Run& run, double tol, const char* what) 
   for (const auto& [id, want] : run.top_k) {
     const double diff = std::fabs(static_cast<double>(row[id]) - want);
     max_diff = std::max(max_diff, diff);
-    EXPECT_LE(diff, tol) << what << ": token " << id << ": reference " << row[id]
-                         << ", llama.cpp " << want;
+    EXPECT_LE(diff, tol) << what << ": token " << id << ": reference " << row[id] << ", llama.cpp "
+                         << want;
   }
   return max_diff;
 }
@@ -218,13 +218,13 @@ TEST_P(ReferenceRealTest, MatchesLlamaCpp) {
                     << g.f32.greedy[s] << " (margin " << g.f32.margins[s] << ")";
     }
   }
-  std::printf("reference vs llama.cpp '%s' (%zu tokens): top-1 %s; top-20 max |diff| %.4f vs "
-              "f32 llama.cpp, %.4f vs Q4_K_M llama.cpp defaults; mean %.4f (f32 %.4f), std %.4f "
-              "(f32 %.4f); greedy %d/%zu agree (%d near-tie differences); forward %.1f s\n",
-              g.name.c_str(), g.tokens.size(),
-              top1 == g.f32.top_k[0].first && top1 == g.q4.top_k[0].first ? "same" : "DIFFERENT",
-              f32_diff, q4_diff, mean, g.f32.mean, sd, g.f32.std, agreed, g.f32.greedy.size(),
-              near_ties, secs);
+  std::printf(
+      "reference vs llama.cpp '%s' (%zu tokens): top-1 %s; top-20 max |diff| %.4f vs "
+      "f32 llama.cpp, %.4f vs Q4_K_M llama.cpp defaults; mean %.4f (f32 %.4f), std %.4f "
+      "(f32 %.4f); greedy %d/%zu agree (%d near-tie differences); forward %.1f s\n",
+      g.name.c_str(), g.tokens.size(),
+      top1 == g.f32.top_k[0].first && top1 == g.q4.top_k[0].first ? "same" : "DIFFERENT", f32_diff,
+      q4_diff, mean, g.f32.mean, sd, g.f32.std, agreed, g.f32.greedy.size(), near_ties, secs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Prompts, ReferenceRealTest,

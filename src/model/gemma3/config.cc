@@ -83,8 +83,7 @@ StatusOr<Config> ConfigFromGguf(const gguf::File& file) {
   // llama.cpp defaults: head_count_kv = head_count, key_length = hidden / heads,
   // value_length = key_length (src/llama-model.cpp load_hparams).
   FG_ASSIGN_OR_RETURN(c.n_kv_heads, OptionalDim(file, "attention.head_count_kv", c.n_heads));
-  FG_ASSIGN_OR_RETURN(c.head_dim,
-                      OptionalDim(file, "attention.key_length", c.hidden / c.n_heads));
+  FG_ASSIGN_OR_RETURN(c.head_dim, OptionalDim(file, "attention.key_length", c.hidden / c.n_heads));
   FG_ASSIGN_OR_RETURN(int64_t value_length,
                       OptionalDim(file, "attention.value_length", c.head_dim));
   FG_ASSIGN_OR_RETURN(c.context_length, RequiredDim(file, "context_length", uint64_t{1} << 32));
@@ -135,18 +134,17 @@ StatusOr<Config> ConfigFromGguf(const gguf::File& file) {
                                 std::to_string(value_length) + ")");
   }
   if (c.n_heads % c.n_kv_heads != 0) {
-    return InvalidArgumentError("gemma3 config: attention.head_count (" +
-                                std::to_string(c.n_heads) +
-                                ") is not a multiple of attention.head_count_kv (" +
-                                std::to_string(c.n_kv_heads) + ")");
+    return InvalidArgumentError(
+        "gemma3 config: attention.head_count (" + std::to_string(c.n_heads) +
+        ") is not a multiple of attention.head_count_kv (" + std::to_string(c.n_kv_heads) + ")");
   }
   if (c.head_dim % 2 != 0) {
     return InvalidArgumentError("gemma3 config: attention.key_length (" +
                                 std::to_string(c.head_dim) + ") must be even for RoPE");
   }
   if (c.q_dim() > static_cast<int64_t>(kMaxDim)) {
-    return OutOfRangeError("gemma3 config: head_count * key_length = " +
-                           std::to_string(c.q_dim()) + " is too large");
+    return OutOfRangeError("gemma3 config: head_count * key_length = " + std::to_string(c.q_dim()) +
+                           " is too large");
   }
 
   // The vocabulary is the number of embedding rows, not tokenizer metadata: fine-tunes that
@@ -154,8 +152,9 @@ StatusOr<Config> ConfigFromGguf(const gguf::File& file) {
   const gguf::TensorInfo* embd = file.FindTensor("token_embd.weight");
   if (embd == nullptr) return NotFoundError("gemma3 config: missing tensor 'token_embd.weight'");
   if (embd->shape.size() != 2 || embd->shape[0] <= 0) {
-    return InvalidArgumentError("gemma3 config: tensor 'token_embd.weight' must be 2-D "
-                                "[vocab, hidden]");
+    return InvalidArgumentError(
+        "gemma3 config: tensor 'token_embd.weight' must be 2-D "
+        "[vocab, hidden]");
   }
   c.vocab = embd->shape[0];
 

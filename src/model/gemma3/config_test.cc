@@ -1,18 +1,19 @@
 // Config and weight table: the happy path on generated GGUFs, then one corrupt variant per
 // check (wrong architecture, missing key, inconsistent sizes, missing/misshaped/mistyped
 // tensors), each with an error naming what is wrong.
+#include "src/model/gemma3/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "src/base/status_matchers.h"
 #include "src/gguf/reader.h"
 #include "src/gguf/writer.h"
-#include "src/model/gemma3/config.h"
 #include "src/model/gemma3/test_model.h"
 #include "src/model/gemma3/weights.h"
 
@@ -137,9 +138,8 @@ TEST(ConfigTest, WrongArchitectureIsNamed) {
   gguf::Writer w = MakeTestModel(Gemma270mLike());
   w.SetString("general.architecture", "llama");
   auto g = Parse(w);
-  EXPECT_THAT(ConfigFromGguf(*g->file),
-              StatusIs(StatusCode::kUnimplemented, AllOf(HasSubstr("'llama'"),
-                                                         HasSubstr("gemma3"))));
+  EXPECT_THAT(ConfigFromGguf(*g->file), StatusIs(StatusCode::kUnimplemented,
+                                                 AllOf(HasSubstr("'llama'"), HasSubstr("gemma3"))));
 }
 
 TEST(ConfigTest, MissingArchitecture) {
@@ -168,8 +168,8 @@ TEST(ConfigTest, WrongKeyTypeIsNamed) {
   gguf::Writer w = MakeTestModel(Gemma270mLike());
   w.SetString("gemma3.block_count", "eighteen");
   auto g = Parse(w);
-  EXPECT_THAT(ConfigFromGguf(*g->file), StatusIs(StatusCode::kInvalidArgument,
-                                                 HasSubstr("gemma3.block_count")));
+  EXPECT_THAT(ConfigFromGguf(*g->file),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("gemma3.block_count")));
 }
 
 TEST(ConfigTest, ZeroSizesAreRejected) {
@@ -180,8 +180,7 @@ TEST(ConfigTest, ZeroSizesAreRejected) {
     gguf::Writer w = MakeTestModel(Gemma270mLike());
     w.SetUint32(key, 0);
     auto g = Parse(w);
-    EXPECT_THAT(ConfigFromGguf(*g->file),
-                StatusIs(StatusCode::kInvalidArgument, HasSubstr(key)));
+    EXPECT_THAT(ConfigFromGguf(*g->file), StatusIs(StatusCode::kInvalidArgument, HasSubstr(key)));
   }
 }
 
@@ -222,8 +221,7 @@ TEST(ConfigTest, WindowMustBePositive) {
     gguf::Writer w = MakeTestModel(Gemma270mLike());
     w.SetInt32("gemma3.attention.sliding_window", -4);
     auto g = Parse(w);
-    EXPECT_THAT(ConfigFromGguf(*g->file),
-                StatusIs(StatusCode::kInvalidArgument, HasSubstr("-4")));
+    EXPECT_THAT(ConfigFromGguf(*g->file), StatusIs(StatusCode::kInvalidArgument, HasSubstr("-4")));
   }
 }
 
@@ -281,7 +279,8 @@ TEST(WeightsTest, SeparateOutputTensorIsUsedAsTheHead) {
 }
 
 TEST(WeightsTest, MissingTensorIsNamed) {
-  for (const char* name : {"blk.1.ffn_up.weight", "output_norm.weight", "blk.0.attn_k_norm.weight"}) {
+  for (const char* name :
+       {"blk.1.ffn_up.weight", "output_norm.weight", "blk.0.attn_k_norm.weight"}) {
     SCOPED_TRACE(name);
     auto g = Parse(MakeTestModel(Gemma270mLike(), [&](TensorSpec& t) {
       if (t.name == name) t.skip = true;

@@ -45,8 +45,7 @@ class TestRng {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     z ^= z >> 31;
-    return static_cast<float>(static_cast<double>(z >> 40) / static_cast<double>(1ull << 23) -
-                              1.0);
+    return static_cast<float>(static_cast<double>(z >> 40) / static_cast<double>(1ull << 23) - 1.0);
   }
 
  private:
@@ -109,8 +108,8 @@ inline gguf::Writer MakeTestModel(const TestModelSpec& s, const TensorEdit& edit
     } else if (t.type == tensor::DType::kF16 || t.type == tensor::DType::kBF16) {
       bytes.resize(v.size() * 2);
       for (size_t i = 0; i < v.size(); ++i) {
-        const uint16_t h = t.type == tensor::DType::kF16 ? tensor::Fp32ToFp16(v[i])
-                                                         : tensor::Fp32ToBf16(v[i]);
+        const uint16_t h =
+            t.type == tensor::DType::kF16 ? tensor::Fp32ToFp16(v[i]) : tensor::Fp32ToBf16(v[i]);
         std::memcpy(&bytes[2 * i], &h, 2);
       }
     } else {

@@ -42,8 +42,10 @@ StatusOr<const gguf::TensorInfo*> Bind(const gguf::File& file, const std::string
   if (!tensor::RowBytes(t->type, want.back()).has_value()) {
     return InvalidArgumentError("gemma3 weights: tensor '" + name + "' of type " +
                                 std::string(info.name) + ": row length " +
-                                std::to_string(want.back()) + " is not a multiple of its block "
-                                "size " + std::to_string(info.block_elems));
+                                std::to_string(want.back()) +
+                                " is not a multiple of its block "
+                                "size " +
+                                std::to_string(info.block_elems));
   }
   return t;
 }
@@ -60,8 +62,7 @@ StatusOr<Weights> BindWeights(const gguf::File& file, const Config& c) {
                       Bind(file, "token_embd.weight", {c.vocab, c.hidden}, Kind::kMatrix));
   FG_ASSIGN_OR_RETURN(w.output_norm, Bind(file, "output_norm.weight", {c.hidden}, Kind::kNorm));
   if (file.FindTensor("output.weight") != nullptr) {
-    FG_ASSIGN_OR_RETURN(w.output,
-                        Bind(file, "output.weight", {c.vocab, c.hidden}, Kind::kMatrix));
+    FG_ASSIGN_OR_RETURN(w.output, Bind(file, "output.weight", {c.vocab, c.hidden}, Kind::kMatrix));
   } else {
     w.output = w.token_embd;
   }
@@ -73,10 +74,8 @@ StatusOr<Weights> BindWeights(const gguf::File& file, const Config& c) {
     const int64_t H = c.hidden;
     FG_ASSIGN_OR_RETURN(L.attn_norm, Bind(file, p + "attn_norm.weight", {H}, Kind::kNorm));
     FG_ASSIGN_OR_RETURN(L.attn_q, Bind(file, p + "attn_q.weight", {c.q_dim(), H}, Kind::kMatrix));
-    FG_ASSIGN_OR_RETURN(L.attn_k,
-                        Bind(file, p + "attn_k.weight", {c.kv_dim(), H}, Kind::kMatrix));
-    FG_ASSIGN_OR_RETURN(L.attn_v,
-                        Bind(file, p + "attn_v.weight", {c.kv_dim(), H}, Kind::kMatrix));
+    FG_ASSIGN_OR_RETURN(L.attn_k, Bind(file, p + "attn_k.weight", {c.kv_dim(), H}, Kind::kMatrix));
+    FG_ASSIGN_OR_RETURN(L.attn_v, Bind(file, p + "attn_v.weight", {c.kv_dim(), H}, Kind::kMatrix));
     FG_ASSIGN_OR_RETURN(L.attn_q_norm,
                         Bind(file, p + "attn_q_norm.weight", {c.head_dim}, Kind::kNorm));
     FG_ASSIGN_OR_RETURN(L.attn_k_norm,
@@ -89,8 +88,7 @@ StatusOr<Weights> BindWeights(const gguf::File& file, const Config& c) {
     FG_ASSIGN_OR_RETURN(L.ffn_gate, Bind(file, p + "ffn_gate.weight", {c.ffn, H}, Kind::kMatrix));
     FG_ASSIGN_OR_RETURN(L.ffn_up, Bind(file, p + "ffn_up.weight", {c.ffn, H}, Kind::kMatrix));
     FG_ASSIGN_OR_RETURN(L.ffn_down, Bind(file, p + "ffn_down.weight", {H, c.ffn}, Kind::kMatrix));
-    FG_ASSIGN_OR_RETURN(L.post_ffw_norm,
-                        Bind(file, p + "post_ffw_norm.weight", {H}, Kind::kNorm));
+    FG_ASSIGN_OR_RETURN(L.post_ffw_norm, Bind(file, p + "post_ffw_norm.weight", {H}, Kind::kNorm));
   }
   return w;
 }
