@@ -170,15 +170,26 @@ void MatVecRows(const WeightMatrix& w, const float* x, std::span<const int32_t> 
     return w.row(r);
   };
   auto run = [&](int64_t b, int64_t e) {
+    // The four-row kernel prefetches the rows that follow its group, which only pays off for
+    // consecutive ids (for scattered ids it would double the memory traffic), so it takes
+    // runs of four consecutive ids and vec_dot the rest (both give the same bits).
     int64_t j = b;
-    if (p.rows != nullptr) {
-      for (; j + internal::kDotRows <= e; j += internal::kDotRows) {
+    while (j < e) {
+      const int32_t r = row_ids[static_cast<size_t>(j)];
+      bool run = p.rows != nullptr && j + internal::kDotRows <= e;
+      for (int k = 1; run && k < internal::kDotRows; ++k) {
+        run = row_ids[static_cast<size_t>(j + k)] == r + k;
+      }
+      if (run) {
         const void* ws[internal::kDotRows];
         for (int k = 0; k < internal::kDotRows; ++k) ws[k] = row(j + k);
         p.rows(w.cols, ws, p.act, &y[j]);
+        j += internal::kDotRows;
+      } else {
+        p.ops->vec_dot(w.cols, row(j), p.act, &y[j]);
+        ++j;
       }
     }
-    for (; j < e; ++j) p.ops->vec_dot(w.cols, row(j), p.act, &y[j]);
   };
   const int64_t n = static_cast<int64_t>(row_ids.size());
   if (pool == nullptr || pool->size() == 1) {

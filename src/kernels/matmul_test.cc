@@ -251,7 +251,9 @@ TEST(MatMul, MatVecRowsEqualsSelectedRowsOfMatMul) {
     const int64_t rows = 257;
     const Matrix mat = MakeMatrix(t, rows, cols, 99);
     const std::vector<float> x = Random(cols, 98);
-    const std::vector<int32_t> ids = {256, 0, 17, 17, 3, 255, 128, 1, 200, 199, 42};
+    // Scattered ids, repeats, and runs of consecutive ids (which take the four-row kernel).
+    const std::vector<int32_t> ids = {256, 0, 17, 17, 3, 255, 128, 1, 200, 199, 42,
+                                      100, 101, 102, 103, 104, 250, 251, 252, 253, 7};
     for (Isa isa : AvailableIsas()) {
       SetActiveIsa(isa);
       std::vector<float> full(static_cast<size_t>(rows));
