@@ -128,6 +128,16 @@ StatusOr<Config> ConfigFromGguf(const gguf::File& file) {
                                 std::to_string(c.rope_base_local) + " must be > 1");
   }
 
+  // Gemma 3 4B and larger scale global-layer RoPE positions (linear, factor 8); the oracle and
+  // kernels implement unscaled RoPE only, so such files are refused rather than run wrongly.
+  {
+    FG_ASSIGN_OR_RETURN(double factor, OptionalFloat(file, Key("rope.scaling.factor"), 1.0));
+    if (factor != 1.0 && factor != 0.0) {
+      return UnimplementedError("gemma3 config: key 'gemma3.rope.scaling.factor' = " +
+                                std::to_string(factor) + ": RoPE scaling is not supported");
+    }
+  }
+
   if (value_length != c.head_dim) {
     return InvalidArgumentError("gemma3 config: attention.key_length (" +
                                 std::to_string(c.head_dim) + ") != attention.value_length (" +

@@ -134,6 +134,17 @@ TEST(ConfigTest, TwentySevenBUsesHiddenOverHeadsForTheQueryScale) {
   EXPECT_EQ(c.query_scale, 1.0f / std::sqrt(16.0f));  // hidden 64 / 4 heads
 }
 
+TEST(ConfigTest, RopeScalingIsRefused) {
+  gguf::Writer w = MakeTestModel(Gemma270mLike());
+  w.SetFloat32("gemma3.rope.scaling.factor", 8.0f);  // as in Gemma 3 4B and larger
+  auto g = Parse(w);
+  EXPECT_THAT(ConfigFromGguf(*g->file),
+              StatusIs(StatusCode::kUnimplemented, HasSubstr("rope.scaling.factor")));
+  w.SetFloat32("gemma3.rope.scaling.factor", 1.0f);  // no scaling: fine
+  auto g1 = Parse(w);
+  EXPECT_THAT(ConfigFromGguf(*g1->file), IsOk());
+}
+
 TEST(ConfigTest, WrongArchitectureIsNamed) {
   gguf::Writer w = MakeTestModel(Gemma270mLike());
   w.SetString("general.architecture", "llama");
