@@ -1,6 +1,7 @@
 #include "src/exec/executor.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <new>
 
@@ -344,14 +345,19 @@ Status Executor::RunNode(const Node& n) {
       const float* kd = F32(n.inputs[1]);
       const float* vd = F32(n.inputs[2]);
       float* y = F32(n.output);
+      // Every key any query of this call reads must still be in the cache: the span from the
+      // lowest first key to the highest position fits in R rows (else a ring overwrote some).
+      int64_t lowest = INT64_MAX, highest = -1;
       for (int64_t t = 0; t < S; ++t) {
         const int64_t p = pos[t];
-        const int64_t lo = n.window > 0 ? std::max<int64_t>(0, p - n.window + 1) : 0;
-        if (p - lo + 1 > R) {
-          return OutOfRangeError("exec: position " + std::to_string(p) + " needs " +
-                                 std::to_string(p - lo + 1) + " cached keys, the cache holds " +
-                                 std::to_string(R));
-        }
+        lowest = std::min(lowest, n.window > 0 ? std::max<int64_t>(0, p - n.window + 1) : 0);
+        highest = std::max(highest, p);
+      }
+      if (highest - lowest + 1 > R) {
+        return OutOfRangeError("exec: positions " + std::to_string(lowest) + ".." +
+                               std::to_string(highest) + " need " +
+                               std::to_string(highest - lowest + 1) +
+                               " cached keys, the cache holds " + std::to_string(R));
       }
       // One task per (token, query head); each thread has R floats of scores (sized in Plan).
       const int threads = pool_ ? pool_->size() : 1;

@@ -226,11 +226,6 @@ StatusOr<int> Builder::Attention(std::string name, int q, int kcache, int vcache
     return ShapeError("attention", name, "positions must be i32 [S]");
   }
   if (window < 0) return ShapeError("attention", name, "window must be >= 0");
-  if (window > 0 && kv.shape[0] < window + qv.shape[0] - 1) {
-    return ShapeError("attention", name,
-                      "a ring of " + std::to_string(kv.shape[0]) + " rows cannot hold window " +
-                          std::to_string(window) + " for " + std::to_string(qv.shape[0]) + " queries");
-  }
   Node n;
   n.f0 = scale;
   n.window = window;

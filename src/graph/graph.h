@@ -34,7 +34,9 @@ enum class OpKind {
   kCacheWrite,  // (cache state [R,KV,D], x f32 [S,KV,D], pos i32 [S]) -> state; row pos % R
   kAttention,   // (q f32 [S,Hq,D], kcache [R,KV,D], vcache [R,KV,D], pos i32 [S]) -> [S,Hq*D]
                 // query at p sees keys at positions p-W+1..p (W = attr window, 0: 0..p),
-                // each at row (key position % R) of the caches; attr scale, window
+                // each at row (key position % R) of the caches; attr scale, window.
+                // The keys all queries of one call read must fit in R rows (checked at run
+                // time: the ring must not have overwritten any of them).
   kGeluMul,     // (gate, up) -> gelu_tanh(gate) * up, elementwise, same shape
   kAdd,         // (a, b) -> a + b, same shape
   kSelectRows,  // (x [S,N], rows i32 [R]) -> [R,N]; rows[i] in [0,S)

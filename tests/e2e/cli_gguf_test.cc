@@ -12,6 +12,7 @@
 #include "src/base/mapped_file.h"
 #include "src/base/status_matchers.h"
 #include "src/gguf/reader.h"
+#include "tests/testing/cli_runner.h"
 
 namespace fg {
 namespace {
@@ -19,22 +20,10 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int rc = -1;
-  std::string out;  // stdout and stderr
-};
+using Result = ::fg::testing::CliResult;
 
 Result Fgemma(const std::string& args, bool with_stderr = true) {
-  Result r;
-  std::string cmd = std::string(FG_CLI_PATH) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return ::fg::testing::RunFgemma(args, with_stderr);
 }
 
 std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/cli_gguf_" + name; }

@@ -2,6 +2,7 @@
 #include <fnmatch.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -67,7 +68,7 @@ int CmdRun(int argc, char** argv) {
   p.AddInt("--top-k", &top_k, "K", "Keep the K most likely tokens; 0 = all (default 64)");
   p.AddDouble("--top-p", &top_p, "P", "Nucleus sampling mass in (0, 1] (default 0.95)");
   p.AddInt("--seed", &seed, "S", "Sampling seed (default: random, printed with --verbose)");
-  p.AddInt("-c,--ctx-size", &context, "N", "Context length in tokens (default 2048)");
+  p.AddInt("-c,--ctx-size", &context, "N", "Context length in tokens (default 2048, or the model's trained context if shorter)");
   p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
   p.AddInt("--chunk", &chunk, "N", "Prefill chunk length (default 128)");
   p.AddBool("--ids", &ids, "Print the generated token ids (one line) instead of text");
@@ -125,6 +126,10 @@ int CmdRun(int argc, char** argv) {
   std::vector<int32_t> stops = {tk.vocab().eos};
   if (auto eot = tk.Find("<end_of_turn>")) stops.push_back(*eot);
 
+  // The default context is 2048 or the model's trained context if that is shorter; an explicit
+  // -c beyond the trained context is an error.
+  const int64_t trained = (*model)->config().context_length;
+  if (!p.WasSet("-c") && !p.WasSet("--ctx-size") && trained > 0) context = std::min(context, trained);
   ThreadPool pool(threads > 0 ? static_cast<int>(threads) : ThreadPool::DefaultThreads());
   runtime::SessionOptions so;
   so.context = context;
@@ -191,6 +196,7 @@ int CmdRun(int argc, char** argv) {
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::printf("\n");
   }
+  std::fflush(stdout);
   if (verbose) {
     const double pp = Seconds(t1, t2), tg = Seconds(t2, t3);
     std::fprintf(stderr,
