@@ -1,6 +1,7 @@
 // Scalar twins of the element kernels, the RoPE tables, and the per-ISA dispatch tables.
 #include "src/kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -153,12 +154,21 @@ struct Tables {
     by_isa[static_cast<int>(Isa::kScalar)] = ScalarTable();
     built[static_cast<int>(Isa::kScalar)] = true;
 #if defined(__x86_64__) || defined(__i386__)
-    by_isa[static_cast<int>(Isa::kAvx2)] = ScalarTable();
-    internal::FillElementOpsAvx2(by_isa[static_cast<int>(Isa::kAvx2)]);
-    built[static_cast<int>(Isa::kAvx2)] = true;
-    by_isa[static_cast<int>(Isa::kAvx512)] = ScalarTable();
-    internal::FillElementOpsAvx512(by_isa[static_cast<int>(Isa::kAvx512)]);
-    built[static_cast<int>(Isa::kAvx512)] = true;
+    // Fill only the tables this CPU can run: the Fill functions are compiled with their ISA's
+    // flags, and g++ stores the table with that ISA's vector moves (an AVX-512 store of eight
+    // pointers here), which is SIGILL on a CPU without it (and under valgrind).
+    const auto& avail = AvailableIsas();
+    auto has = [&](Isa isa) { return std::find(avail.begin(), avail.end(), isa) != avail.end(); };
+    if (has(Isa::kAvx2)) {
+      by_isa[static_cast<int>(Isa::kAvx2)] = ScalarTable();
+      internal::FillElementOpsAvx2(by_isa[static_cast<int>(Isa::kAvx2)]);
+      built[static_cast<int>(Isa::kAvx2)] = true;
+    }
+    if (has(Isa::kAvx512)) {
+      by_isa[static_cast<int>(Isa::kAvx512)] = ScalarTable();
+      internal::FillElementOpsAvx512(by_isa[static_cast<int>(Isa::kAvx512)]);
+      built[static_cast<int>(Isa::kAvx512)] = true;
+    }
 #elif defined(__ARM_NEON) || defined(__aarch64__)
     by_isa[static_cast<int>(Isa::kNeon)] = ScalarTable();
     internal::FillElementOpsNeon(by_isa[static_cast<int>(Isa::kNeon)]);
