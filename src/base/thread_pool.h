@@ -1,22 +1,32 @@
 // One persistent pool of worker threads. The calling thread takes part in every job, so a pool
 // of size 1 runs everything inline with no synchronization at all.
 //
-// Jobs are static splits: ParallelFor(n, fn) hands thread t the contiguous range
-// [t*n/T, (t+1)*n/T). Kernels are balanced by construction (rows of a matrix), so static splits
-// beat work stealing and need one barrier per job. Workers spin briefly before sleeping, since a
-// decode step issues a few hundred short jobs back to back.
+// A job is a list of tasks that threads claim one at a time from a shared counter (ParallelFor
+// cuts [0, n) into at most kTasksPerThread contiguous ranges per thread). Claiming instead of
+// a static split matters on a loaded machine (or with more threads than cores): a worker the
+// OS has not scheduled simply claims nothing and the others, the caller included, do its share,
+// instead of the caller waiting a whole time slice for it. Results never depend on which
+// thread ran a task: callers make every task's output independent of the split.
+//
+// Workers spin briefly after a job (a decode step issues a few hundred short jobs back to
+// back), then yield, then sleep on a futex.
 #ifndef FGEMMA_BASE_THREAD_POOL_H_
 #define FGEMMA_BASE_THREAD_POOL_H_
 
 #include <atomic>
 #include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace fg {
 
 class ThreadPool {
  public:
+  // Ranges per thread ParallelFor cuts a job into at most: enough that a thread the OS
+  // preempts holds up at most a small share, few enough that claiming costs nothing.
+  static constexpr int kTasksPerThread = 8;
+
   // n_threads >= 1 counts the caller; n_threads - 1 workers are started.
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
@@ -25,45 +35,78 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Calls fn(thread_index, n_threads) once on every thread of the pool and waits for all.
+  // Calls fn(t, size()) once for every t in [0, size()) and waits for all. Each call runs on
+  // some thread of the pool: normally thread t, but a thread that is not running at the time
+  // has its call taken over by another (so fn must not rely on t being a thread identity that
+  // runs concurrently with the others; using t to pick a scratch buffer or a share is fine).
   template <typename F>
   void RunOnAll(F&& fn) {
-    auto thunk = [](void* ctx, int t, int n) { (*static_cast<F*>(ctx))(t, n); };
-    Dispatch(thunk, &fn);
+    using Fn = std::remove_reference_t<F>;
+    auto thunk = [](void* ctx, int64_t task, int64_t n_tasks, int) {
+      (*static_cast<Fn*>(ctx))(static_cast<int>(task), static_cast<int>(n_tasks));
+    };
+    Dispatch(thunk, const_cast<void*>(static_cast<const void*>(&fn)), n_threads_);
   }
 
-  // Calls fn(begin, end) on contiguous, near-equal, non-empty ranges covering [0, n).
-  // `grain` is the smallest range worth a thread of its own.
+  // Calls fn(begin, end) on contiguous, non-empty ranges covering [0, n) exactly once.
+  // `grain` is the smallest range worth a task of its own.
   template <typename F>
   void ParallelFor(int64_t n, F&& fn, int64_t grain = 1) {
+    ParallelForThread(n, [&fn](int64_t b, int64_t e, int) { fn(b, e); }, grain);
+  }
+
+  // Same, fn(begin, end, thread): `thread` in [0, size()) is the index of the thread running
+  // the range; ranges that run at the same time have different indices (per-thread scratch).
+  template <typename F>
+  void ParallelForThread(int64_t n, F&& fn, int64_t grain = 1) {
     if (n <= 0) return;
-    int64_t max_parts = grain > 0 ? (n + grain - 1) / grain : n;
-    int parts = static_cast<int>(max_parts < n_threads_ ? max_parts : n_threads_);
-    if (parts <= 1) {
-      fn(int64_t{0}, n);
+    if (grain < 1) grain = 1;
+    const int64_t max_parts = (n + grain - 1) / grain;
+    const int64_t cap = static_cast<int64_t>(n_threads_) * kTasksPerThread;
+    const int64_t parts = max_parts < cap ? max_parts : cap;
+    if (parts <= 1 || n_threads_ == 1) {
+      fn(int64_t{0}, n, 0);
       return;
     }
-    RunOnAll([&](int t, int) {
-      if (t >= parts) return;
-      int64_t b = n * t / parts, e = n * (t + 1) / parts;
-      if (b < e) fn(b, e);
-    });
+    using Fn = std::remove_reference_t<F>;
+    struct Ctx {
+      Fn* fn;
+      int64_t n, parts;
+    } ctx{&fn, n, parts};
+    auto thunk = [](void* c, int64_t task, int64_t, int thread) {
+      const Ctx& x = *static_cast<const Ctx*>(c);
+      const int64_t b = x.n * task / x.parts, e = x.n * (task + 1) / x.parts;
+      if (b < e) (*x.fn)(b, e, thread);
+    };
+    Dispatch(thunk, &ctx, parts);
   }
 
   // Default thread count: the number of cores this process may run on.
   static int DefaultThreads();
 
  private:
-  using Thunk = void (*)(void*, int, int);
-  void Dispatch(Thunk thunk, void* ctx);
+  using Thunk = void (*)(void* ctx, int64_t task, int64_t n_tasks, int thread);
+  // One job's description. Two slots, alternating by generation: a late worker may still read
+  // the previous job's slot, but the next job writes the other one, and a claim made with
+  // stale data fails (the claim word holds the generation).
+  struct Slot {
+    std::atomic<Thunk> thunk{nullptr};
+    std::atomic<void*> ctx{nullptr};
+    std::atomic<int64_t> n_tasks{0};
+  };
+  void Dispatch(Thunk thunk, void* ctx, int64_t n_tasks);
+  void RunTasks(uint32_t gen, int thread);
   void WorkerLoop(int index);
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  Thunk thunk_ = nullptr;
-  void* ctx_ = nullptr;
-  std::atomic<uint32_t> generation_{0};
-  std::atomic<int> pending_{0};
+  Slot slots_[2];
+  // (generation << 32) | next unclaimed task of the current job.
+  alignas(64) std::atomic<uint64_t> claim_{0};
+  // Tasks of the current job that have finished.
+  alignas(64) std::atomic<int64_t> done_{0};
+  // The current job's generation (workers wait on it); 0: none yet.
+  alignas(64) std::atomic<uint32_t> generation_{0};
   std::atomic<bool> stop_{false};
 };
 

@@ -1,6 +1,8 @@
 #include "src/base/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <numeric>
 #include <vector>
 
@@ -30,14 +32,16 @@ TEST(ThreadPoolTest, GrainLimitsTheNumberOfParts) {
   EXPECT_EQ(parts.load(), 2);
 }
 
-TEST(ThreadPoolTest, RunOnAllReachesEveryThread) {
+TEST(ThreadPoolTest, RunOnAllCallsEveryIndexOnce) {
   ThreadPool pool(3);
-  std::vector<std::atomic<int>> seen(3);
-  pool.RunOnAll([&](int t, int n) {
-    EXPECT_EQ(n, 3);
-    seen[t].fetch_add(1);
-  });
-  for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+  for (int rep = 0; rep < 100; ++rep) {
+    std::vector<std::atomic<int>> seen(3);
+    pool.RunOnAll([&](int t, int n) {
+      EXPECT_EQ(n, 3);
+      seen[t].fetch_add(1);
+    });
+    for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+  }
 }
 
 TEST(ThreadPoolTest, ManyBackToBackJobs) {
@@ -58,6 +62,65 @@ TEST(ThreadPoolTest, MoreThreadsThanCoresStillCompletes) {
     });
   }
   EXPECT_EQ(sum.load(), 200 * 4950);
+}
+
+TEST(ThreadPoolTest, OtherThreadsTakeOverTheShareOfAStalledThread) {
+  // The first range a worker runs stalls until every other range has finished (as if the OS
+  // had preempted that worker). With a static split (one range per thread) the worker's range
+  // would be half the job and the other half could never finish it; with claimed ranges the
+  // caller runs all the others. The stall gives up after 20 s so a regression fails instead of
+  // hanging.
+  ThreadPool pool(2);
+  for (int rep = 0; rep < 20; ++rep) {
+    constexpr int64_t kParts = 2 * ThreadPool::kTasksPerThread;
+    std::atomic<int64_t> finished{0};
+    std::atomic<bool> timed_out{false};
+    pool.ParallelForThread(kParts, [&](int64_t b, int64_t e, int thread) {
+      if (thread != 0) {
+        const auto start = std::chrono::steady_clock::now();
+        while (finished.load() < kParts - 1) {
+          if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+            timed_out.store(true);
+            break;
+          }
+          std::this_thread::yield();
+        }
+      }
+      finished.fetch_add(e - b);
+    });
+    EXPECT_EQ(finished.load(), kParts);
+    EXPECT_FALSE(timed_out.load()) << "rep " << rep;
+  }
+}
+
+TEST(ThreadPoolTest, ConcurrentRangesHaveDistinctThreadIndices) {
+  for (int threads : {2, 3, 5}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> busy(threads);
+    std::atomic<int> clashes{0}, bad_index{0};
+    std::atomic<int64_t> covered{0};
+    for (int j = 0; j < 200; ++j) {
+      pool.ParallelForThread(1000, [&](int64_t b, int64_t e, int t) {
+        if (t < 0 || t >= threads) {
+          bad_index.fetch_add(1);
+          return;
+        }
+        if (busy[t].fetch_add(1) != 0) clashes.fetch_add(1);
+        covered.fetch_add(e - b);
+        busy[t].fetch_sub(1);
+      });
+    }
+    EXPECT_EQ(clashes.load(), 0);
+    EXPECT_EQ(bad_index.load(), 0);
+    EXPECT_EQ(covered.load(), 200 * 1000);
+  }
+}
+
+TEST(ThreadPoolTest, TasksPerThreadCapsTheNumberOfRanges) {
+  ThreadPool pool(2);
+  std::atomic<int> parts{0};
+  pool.ParallelFor(1 << 20, [&](int64_t, int64_t) { parts.fetch_add(1); });
+  EXPECT_EQ(parts.load(), 2 * ThreadPool::kTasksPerThread);
 }
 
 TEST(ThreadPoolTest, DefaultThreadsIsPositive) { EXPECT_GE(ThreadPool::DefaultThreads(), 1); }
