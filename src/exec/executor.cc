@@ -382,14 +382,16 @@ Status Executor::RunNode(const Node& n) {
           }
         }
       };
+      // Ranges of tasks are claimed by the pool's threads (a preempted thread's share is taken
+      // over); `thread` picks the scores row, so ranges running at once never share one.
       const int64_t tasks = S * Hq;
-      if (pool_ == nullptr || threads == 1 || tasks == 1) {
+      const int64_t keys = std::min<int64_t>(R, pos[S - 1] + 1);  // most keys a query reads
+      const int64_t work = keys * D * 4;                          // dot + axpy per key
+      constexpr int64_t kMinWork = 1 << 15;
+      if (pool_ == nullptr || threads == 1 || tasks == 1 || tasks * work < kMinWork) {
         task(0, tasks, 0);
       } else {
-        pool_->RunOnAll([&](int th, int nth) {
-          int64_t b = tasks * th / nth, e = tasks * (th + 1) / nth;
-          if (b < e) task(b, e, th);
-        });
+        pool_->ParallelForThread(tasks, task, std::max<int64_t>(1, kMinWork / work));
       }
       return OkStatus();
     }

@@ -79,6 +79,7 @@ Status Session::Append(std::span<const int32_t> tokens) {
                              " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
   }
+  logits_ = {};  // the runs below may overwrite what it points at
   size_t done = 0;
   while (done < tokens.size()) {
     const int64_t n = std::min<int64_t>(options_.max_chunk, tokens.size() - done);
@@ -93,8 +94,9 @@ Status Session::Append(std::span<const int32_t> tokens) {
     position_ += n;
     done += n;
     if (done == tokens.size()) {
-      FG_ASSIGN_OR_RETURN(std::span<const float> out, e->OutputF32("result_output"));
-      logits_.assign(out.begin(), out.end());
+      // A view: the executor keeps its output until it runs again (it is never evicted while
+      // logits_ points into it: logits_ is cleared above before any executor is made or run).
+      FG_ASSIGN_OR_RETURN(logits_, e->OutputF32("result_output"));
     }
   }
   return OkStatus();
@@ -103,7 +105,7 @@ Status Session::Append(std::span<const int32_t> tokens) {
 Session::Snapshot Session::Save() const {
   Snapshot s;
   s.position = position_;
-  s.logits = logits_;
+  s.logits.assign(logits_.begin(), logits_.end());
   const int64_t kv = model_.config().kv_dim();
   s.k.resize(k_.size());
   s.v.resize(v_.size());
@@ -133,13 +135,14 @@ Status Session::Restore(const Snapshot& s) {
     std::copy(s.v[l].begin(), s.v[l].end(), v_[l].begin());
   }
   position_ = s.position;
-  logits_ = s.logits;
+  owned_logits_ = s.logits;
+  logits_ = owned_logits_;
   return OkStatus();
 }
 
 void Session::Reset() {
   position_ = 0;
-  logits_.clear();
+  logits_ = {};
 }
 
 void Session::SetDump(exec::DumpFn fn) {

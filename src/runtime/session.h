@@ -33,9 +33,11 @@ class Session {
  public:
   static StatusOr<std::unique_ptr<Session>> Create(const Model& model, SessionOptions options);
 
-  // Appends tokens at the current position. Afterwards logits() are those of the last token.
+  // Appends tokens at the current position. Afterwards logits() are those of the last token;
+  // if it fails after checking its arguments, logits() is empty.
   Status Append(std::span<const int32_t> tokens);
-  // Logits of the last appended token ([vocab]); empty before the first Append.
+  // Logits of the last appended token ([vocab]); empty before the first Append. A view into the
+  // session (no copy per token): valid until the next Append, Restore or Reset.
   std::span<const float> logits() const { return logits_; }
   int64_t position() const { return position_; }
   int64_t context() const { return options_.context; }
@@ -66,7 +68,8 @@ class Session {
   int64_t local_rows_ = 0;
   int64_t position_ = 0;
   std::vector<std::vector<float>> k_, v_;  // per layer: [rows, n_kv, head_dim]
-  std::vector<float> logits_;
+  std::span<const float> logits_;    // an executor's output, or owned_logits_
+  std::vector<float> owned_logits_;  // logits restored from a snapshot
   std::map<int64_t, std::unique_ptr<exec::Executor>> executors_;  // by chunk length
   exec::DumpFn dump_;
   std::vector<int32_t> pos_buf_;
