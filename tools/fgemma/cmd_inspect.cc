@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/gguf/reader.h"
+#include "tools/fgemma/cli_text.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
 
@@ -86,28 +87,6 @@ nlohmann::json ArrayHead(const gguf::Value& v, uint64_t n) {
   return a;
 }
 
-// A string for a terminal: control characters escaped, long strings cut.
-std::string Printable(std::string_view s, size_t max = kMaxStringShown) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < max; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\\') {
-      out += "\\\\";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > max) out += "... (" + std::to_string(s.size()) + " bytes)";
-  return out;
-}
 
 // Appends instead of operator+ chains: GCC 12 warns falsely (-Wrestrict) on those.
 std::string Quoted(std::string_view s, size_t max) {

@@ -16,6 +16,7 @@
 #include "src/runtime/sampler.h"
 #include "src/runtime/session.h"
 #include "src/text/tokenizer.h"
+#include "tools/fgemma/cli_text.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
 
@@ -27,24 +28,6 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
-bool ValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    int n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
-    for (int k = 1; k < n; ++k) {
-      unsigned char d = static_cast<unsigned char>(s[i + k]);
-      if ((d >> 6) != 0x2) return false;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    static const uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += n;
-  }
-  return true;
-}
 
 long PeakRssKiB() {
   struct rusage ru;
@@ -80,7 +63,7 @@ int CmdRun(int argc, char** argv) {
 
   auto usage = [&](const std::string& m) { return ReportError("run", InvalidArgumentError(m), true); };
   if (!p.WasSet("-p")) return usage("missing -p PROMPT");
-  if (!ValidUtf8(prompt)) return usage("the prompt is not valid UTF-8");
+  if (!IsValidUtf8(prompt)) return usage("the prompt is not valid UTF-8");
   if (n_predict < 0) return usage("-n must be >= 0");
   if (context <= 0) return usage("-c must be > 0");
   if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");

@@ -6,55 +6,11 @@
 #include "src/base/mapped_file.h"
 #include "src/gguf/reader.h"
 #include "src/text/tokenizer.h"
+#include "tools/fgemma/cli_text.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
 
 namespace fg::cli {
-namespace {
-
-// A piece made printable on one line: C escapes for control bytes and quotes, \xNN for bytes
-// that are not part of valid UTF-8 (a byte-fallback token's lone byte).
-std::string Printable(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\\') {
-      out += "\\\\";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    } else if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      // Copy a whole valid multi-byte sequence; escape anything else byte by byte.
-      size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-      bool ok = len != 0 && c <= 0xF4 && i + len <= s.size();
-      for (size_t k = 1; ok && k < len; ++k) {
-        ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-      }
-      if (ok) {
-        out.append(s, i, len);
-        i += len;
-        continue;
-      }
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    }
-    ++i;
-  }
-  return out;
-}
-
-}  // namespace
-
 int CmdTokenize(int argc, char** argv) {
   std::string model, file;
   bool ids_only = false, no_bos = false, no_special = false, show_pieces = false;
