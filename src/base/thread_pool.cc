@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -57,7 +58,7 @@ int ThreadPool::DefaultThreads() {
 void ThreadPool::Dispatch(Thunk thunk, void* ctx, int64_t n_tasks) {
   if (n_tasks <= 0) return;
   if (n_threads_ == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) thunk(ctx, t, n_tasks, 0);
+    thunk(ctx, 0, n_tasks, n_tasks, 0);
     return;
   }
   // Only this (the calling) thread writes generation_, so a plain load is the current job.
@@ -99,10 +100,11 @@ void ThreadPool::RunTasks(uint32_t gen, int thread) {
     const int64_t n = s.n_tasks.load(std::memory_order_relaxed);
     const int64_t task = static_cast<int64_t>(static_cast<uint32_t>(c));
     if (task >= n) return;  // all claimed
-    if (claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
-                                     std::memory_order_acquire)) {
-      thunk(ctx, task, n, thread);
-      done_.fetch_add(1, std::memory_order_acq_rel);
+    const int64_t take = std::max<int64_t>(1, (n - task) / (2 * n_threads_));
+    if (claim_.compare_exchange_weak(c, c + static_cast<uint64_t>(take),
+                                     std::memory_order_acq_rel, std::memory_order_acquire)) {
+      thunk(ctx, task, task + take, n, thread);
+      done_.fetch_add(take, std::memory_order_acq_rel);
       c = claim_.load(std::memory_order_acquire);
     }
   }

@@ -1,8 +1,10 @@
 // One persistent pool of worker threads. The calling thread takes part in every job, so a pool
 // of size 1 runs everything inline with no synchronization at all.
 //
-// A job is a list of tasks that threads claim one at a time from a shared counter (ParallelFor
-// cuts [0, n) into at most kTasksPerThread contiguous ranges per thread). Claiming instead of
+// A job is a list of tasks that threads claim from a shared counter (ParallelFor cuts [0, n)
+// into at most kTasksPerThread contiguous ranges per thread), several at a time while many are
+// left ("guided": 1/(2 * threads) of what remains, so a quiet machine sees few long contiguous
+// runs, as with a static split) and one at a time near the end. Claiming instead of
 // a static split matters on a loaded machine (or with more threads than cores): a worker the
 // OS has not scheduled simply claims nothing and the others, the caller included, do its share,
 // instead of the caller waiting a whole time slice for it. Results never depend on which
@@ -42,8 +44,10 @@ class ThreadPool {
   template <typename F>
   void RunOnAll(F&& fn) {
     using Fn = std::remove_reference_t<F>;
-    auto thunk = [](void* ctx, int64_t task, int64_t n_tasks, int) {
-      (*static_cast<Fn*>(ctx))(static_cast<int>(task), static_cast<int>(n_tasks));
+    auto thunk = [](void* ctx, int64_t tb, int64_t te, int64_t n_tasks, int) {
+      for (int64_t t = tb; t < te; ++t) {
+        (*static_cast<Fn*>(ctx))(static_cast<int>(t), static_cast<int>(n_tasks));
+      }
     };
     Dispatch(thunk, const_cast<void*>(static_cast<const void*>(&fn)), n_threads_);
   }
@@ -73,9 +77,9 @@ class ThreadPool {
       Fn* fn;
       int64_t n, parts;
     } ctx{&fn, n, parts};
-    auto thunk = [](void* c, int64_t task, int64_t, int thread) {
+    auto thunk = [](void* c, int64_t tb, int64_t te, int64_t, int thread) {
       const Ctx& x = *static_cast<const Ctx*>(c);
-      const int64_t b = x.n * task / x.parts, e = x.n * (task + 1) / x.parts;
+      const int64_t b = x.n * tb / x.parts, e = x.n * te / x.parts;  // one contiguous range
       if (b < e) (*x.fn)(b, e, thread);
     };
     Dispatch(thunk, &ctx, parts);
@@ -85,7 +89,9 @@ class ThreadPool {
   static int DefaultThreads();
 
  private:
-  using Thunk = void (*)(void* ctx, int64_t task, int64_t n_tasks, int thread);
+  // Runs tasks [task_begin, task_end) of n_tasks on thread `thread`.
+  using Thunk = void (*)(void* ctx, int64_t task_begin, int64_t task_end, int64_t n_tasks,
+                         int thread);
   // One job's description. Two slots, alternating by generation: a late worker may still read
   // the previous job's slot, but the next job writes the other one, and a claim made with
   // stale data fails (the claim word holds the generation).

@@ -65,20 +65,21 @@ TEST(ThreadPoolTest, MoreThreadsThanCoresStillCompletes) {
 }
 
 TEST(ThreadPoolTest, OtherThreadsTakeOverTheShareOfAStalledThread) {
-  // The first range a worker runs stalls until every other range has finished (as if the OS
-  // had preempted that worker). With a static split (one range per thread) the worker's range
-  // would be half the job and the other half could never finish it; with claimed ranges the
-  // caller runs all the others. The stall gives up after 20 s so a regression fails instead of
+  // The first range a worker runs stalls until every other index has been done (as if the OS
+  // had preempted that worker). With claimed ranges the caller does all the rest, and the
+  // stalled range is at most 1/(2 * threads) of the job (a static split would give the worker
+  // half the job to hold up). The stall gives up after 20 s so a regression fails instead of
   // hanging.
   ThreadPool pool(2);
+  constexpr int64_t kN = 1000;
   for (int rep = 0; rep < 20; ++rep) {
-    constexpr int64_t kParts = 2 * ThreadPool::kTasksPerThread;
-    std::atomic<int64_t> finished{0};
+    std::atomic<int64_t> finished{0}, stalled_len{0};
     std::atomic<bool> timed_out{false};
-    pool.ParallelForThread(kParts, [&](int64_t b, int64_t e, int thread) {
-      if (thread != 0) {
+    pool.ParallelForThread(kN, [&](int64_t b, int64_t e, int thread) {
+      if (thread != 0 && stalled_len.load() == 0) {
+        stalled_len.store(e - b);
         const auto start = std::chrono::steady_clock::now();
-        while (finished.load() < kParts - 1) {
+        while (finished.load() < kN - (e - b)) {
           if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
             timed_out.store(true);
             break;
@@ -88,8 +89,9 @@ TEST(ThreadPoolTest, OtherThreadsTakeOverTheShareOfAStalledThread) {
       }
       finished.fetch_add(e - b);
     });
-    EXPECT_EQ(finished.load(), kParts);
+    EXPECT_EQ(finished.load(), kN);
     EXPECT_FALSE(timed_out.load()) << "rep " << rep;
+    EXPECT_LE(stalled_len.load(), kN / 4) << "rep " << rep;
   }
 }
 
@@ -116,11 +118,20 @@ TEST(ThreadPoolTest, ConcurrentRangesHaveDistinctThreadIndices) {
   }
 }
 
-TEST(ThreadPoolTest, TasksPerThreadCapsTheNumberOfRanges) {
+TEST(ThreadPoolTest, FewLongRangesForALargeJob) {
+  // Guided claims: at most kTasksPerThread ranges per thread, none shorter than one task.
   ThreadPool pool(2);
+  constexpr int64_t kN = 1 << 20;
   std::atomic<int> parts{0};
-  pool.ParallelFor(1 << 20, [&](int64_t, int64_t) { parts.fetch_add(1); });
-  EXPECT_EQ(parts.load(), 2 * ThreadPool::kTasksPerThread);
+  std::atomic<int64_t> shortest{kN};
+  pool.ParallelFor(kN, [&](int64_t b, int64_t e) {
+    parts.fetch_add(1);
+    int64_t cur = shortest.load();
+    while (e - b < cur && !shortest.compare_exchange_weak(cur, e - b)) {
+    }
+  });
+  EXPECT_LE(parts.load(), 2 * ThreadPool::kTasksPerThread);
+  EXPECT_GE(shortest.load(), kN / (2 * ThreadPool::kTasksPerThread));
 }
 
 TEST(ThreadPoolTest, DefaultThreadsIsPositive) { EXPECT_GE(ThreadPool::DefaultThreads(), 1); }
