@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "src/kernels/attention.h"
 #include "src/kernels/matmul.h"
 #include "src/kernels/ops.h"
 #include "src/kernels/quant.h"
@@ -138,11 +139,15 @@ Status Executor::Plan() {
                               [&](const Block& b) { return last_use[b.value] == i; }),
                live.end());
   }
-  int64_t max_rows = 0;
+  // Attention scores: per thread, one cache-length row per query head of a KV group.
+  int64_t max_scores = 0;
   for (const Node& n : nodes) {
-    if (n.op == OpKind::kAttention) max_rows = std::max(max_rows, values[n.inputs[1]].shape[0]);
+    if (n.op != OpKind::kAttention) continue;
+    const int64_t group = values[n.inputs[0]].shape[1] / values[n.inputs[1]].shape[1];
+    max_scores = std::max(max_scores, values[n.inputs[1]].shape[0] * group);
   }
-  scores_.assign(static_cast<size_t>(max_rows) * (pool_ ? pool_->size() : 1), 0.0f);
+  scores_stride_ = max_scores;
+  scores_.assign(static_cast<size_t>(max_scores) * (pool_ ? pool_->size() : 1), 0.0f);
   arena_bytes_ = peak;
   arena_.reset(new (std::nothrow) uint8_t[std::max<size_t>(peak, 1) + kAlign]);
   if (!arena_) {
@@ -359,34 +364,38 @@ Status Executor::RunNode(const Node& n) {
                                std::to_string(highest - lowest + 1) +
                                " cached keys, the cache holds " + std::to_string(R));
       }
-      // One task per (token, query head); each thread has R floats of scores (sized in Plan).
+      // One task per (token, KV head): the `group` query heads sharing that KV head go through
+      // the keys together (attention.h), each with R floats of scores (sized in Plan). The
+      // keys lo..p sit at rows (lo + j) % R: at most two contiguous runs of the ring.
       const int threads = pool_ ? pool_->size() : 1;
+      const kernels::Isa isa = isa_;
       auto task = [&](int64_t begin, int64_t end, int thread) {
-        float* sc = scores_.data() + thread * R;
+        float* sc = scores_.data() + thread * scores_stride_;
         for (int64_t i = begin; i < end; ++i) {
-          const int64_t t = i / Hq, h = i % Hq, kvh = h / group;
+          const int64_t t = i / KV, kvh = i % KV;
           const int64_t p = pos[t];
           const int64_t lo = n.window > 0 ? std::max<int64_t>(0, p - n.window + 1) : 0;
           const int64_t nk = p - lo + 1;
-          const float* qv = qd + (t * Hq + h) * D;
-          for (int64_t j = 0; j < nk; ++j) {
-            const int64_t row = (lo + j) % R;
-            sc[j] = ops.dot(qv, kd + (row * KV + kvh) * D, D) * n.f0;
-          }
-          ops.softmax(sc, nk);
-          float* o = y + (t * Hq + h) * D;
-          std::memset(o, 0, D * sizeof(float));
-          for (int64_t j = 0; j < nk; ++j) {
-            const int64_t row = (lo + j) % R;
-            ops.axpy(sc[j], vd + (row * KV + kvh) * D, o, D);
-          }
+          const int64_t first = lo % R;
+          const int64_t run1 = std::min(nk, R - first), run2 = nk - run1;
+          const float* qv = qd + (t * Hq + kvh * group) * D;
+          const float* kb = kd + kvh * D;
+          const float* vb = vd + kvh * D;
+          const int64_t stride = KV * D;
+          kernels::AttnScores(isa, qv, group, D, kb + first * stride, stride, run1, n.f0, sc, R);
+          if (run2 > 0) kernels::AttnScores(isa, qv, group, D, kb, stride, run2, n.f0, sc + run1, R);
+          for (int64_t g = 0; g < group; ++g) ops.softmax(sc + g * R, nk);
+          float* o = y + (t * Hq + kvh * group) * D;
+          std::memset(o, 0, group * D * sizeof(float));
+          kernels::AttnWeightedSum(isa, sc, R, group, vb + first * stride, stride, run1, D, o);
+          if (run2 > 0) kernels::AttnWeightedSum(isa, sc + run1, R, group, vb, stride, run2, D, o);
         }
       };
       // Ranges of tasks are claimed by the pool's threads (a preempted thread's share is taken
       // over); `thread` picks the scores row, so ranges running at once never share one.
-      const int64_t tasks = S * Hq;
+      const int64_t tasks = S * KV;
       const int64_t keys = std::min<int64_t>(R, pos[S - 1] + 1);  // most keys a query reads
-      const int64_t work = keys * D * 4;                          // dot + axpy per key
+      const int64_t work = keys * D * 4 * group;                  // dot + axpy per key and head
       constexpr int64_t kMinWork = 1 << 15;
       if (pool_ == nullptr || threads == 1 || tasks == 1 || tasks * work < kMinWork) {
         task(0, tasks, 0);

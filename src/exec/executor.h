@@ -95,7 +95,8 @@ class Executor {
     std::vector<float> cos, sin;
   };
   std::vector<RopeCache> rope_cache_;
-  std::vector<float> scores_;  // attention scores: one row of cache-length floats per thread
+  std::vector<float> scores_;  // attention scores: scores_stride_ floats per thread
+  int64_t scores_stride_ = 0;  // cache length x query heads per KV head (largest attention)
 };
 
 }  // namespace fg::exec

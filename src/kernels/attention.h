@@ -1,0 +1,48 @@
+// The two inner loops of attention over an f32 KV cache, for a group of query heads that share
+// one KV head (Gemma 3 270M: 4 query heads per KV head):
+//   scores:       s[g][j] = scale * (q_g . k_j)
+//   weighted sum: o_g += sum_j p[g][j] * v_j
+// Doing the group at once reads each key / value row once per group instead of once per query
+// head, and keeps the outputs in registers across keys (the per-key dot + axpy loop loaded and
+// stored the whole output row for every key).
+//
+// Numerics: f32 products. The scalar twin accumulates in double; the SIMD versions accumulate
+// the scores in f32 lanes and the weighted sum in key order with one fused multiply-add per key
+// (the same rounding as axpy per key). ISAs without a specialization run dot / axpy from
+// GetElementOps(isa).
+#ifndef FGEMMA_KERNELS_ATTENTION_H_
+#define FGEMMA_KERNELS_ATTENTION_H_
+
+#include <cstdint>
+
+#include "src/kernels/cpu.h"
+
+namespace fg::kernels {
+
+// q: G rows of D floats (contiguous); k: n rows of D floats, row j at k + j * k_stride;
+// s: row g at s + g * lds (lds >= n).
+void AttnScores(Isa isa, const float* q, int64_t G, int64_t D, const float* k, int64_t k_stride,
+                int64_t n, float scale, float* s, int64_t lds);
+// p: row g at p + g * ldp; v: n rows of D floats, row j at v + j * v_stride; o: G rows of D
+// floats (contiguous), accumulated into.
+void AttnWeightedSum(Isa isa, const float* p, int64_t ldp, int64_t G, const float* v,
+                     int64_t v_stride, int64_t n, int64_t D, float* o);
+
+namespace scalar {
+void AttnScores(const float* q, int64_t G, int64_t D, const float* k, int64_t k_stride, int64_t n,
+                float scale, float* s, int64_t lds);
+void AttnWeightedSum(const float* p, int64_t ldp, int64_t G, const float* v, int64_t v_stride,
+                     int64_t n, int64_t D, float* o);
+}  // namespace scalar
+
+namespace internal {
+// AVX-512 versions (attention_avx512.cc); D must be a multiple of 16.
+void AttnScoresAvx512(const float* q, int64_t G, int64_t D, const float* k, int64_t k_stride,
+                      int64_t n, float scale, float* s, int64_t lds);
+void AttnWeightedSumAvx512(const float* p, int64_t ldp, int64_t G, const float* v,
+                           int64_t v_stride, int64_t n, int64_t D, float* o);
+}  // namespace internal
+
+}  // namespace fg::kernels
+
+#endif  // FGEMMA_KERNELS_ATTENTION_H_
