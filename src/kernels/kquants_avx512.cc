@@ -23,6 +23,7 @@
 
 #include "src/kernels/kquant_blocks.h"
 #include "src/kernels/kquants_internal.h"
+#include "src/kernels/quant_basic_internal.h"
 #include "src/kernels/registry.h"
 
 namespace fg::kernels::internal {
@@ -160,6 +161,146 @@ void VecDotQ6K(int64_t n, const void* w, const void* a, float* out) {
   *out = HsumPs(acc);
 }
 
+// 2 weight rows x 2 activation rows (batched matmul): each (row, token) pair runs exactly the
+// operation sequence of VecDotQ45K / VecDotQ6K above (integer block sums are exact and the f32
+// steps happen in the same order), so out[r + 2 t] is bit for bit vec_dot(w_r, a_t); the
+// weight unpacking (nibbles, high bits, scales) is done once for both tokens.
+template <bool kHigh, typename Block>
+void TileQ45K(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
+              float* out) {
+  const Block* x[2] = {static_cast<const Block*>(w0), static_cast<const Block*>(w1)};
+  const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m1 = _mm256_set1_epi8(1);
+  __m256 acc[2][2];
+  __m128 acc_m[2][2];
+  for (int r = 0; r < 2; ++r) {
+    for (int t = 0; t < 2; ++t) {
+      acc[r][t] = _mm256_setzero_ps();
+      acc_m[r][t] = _mm_setzero_ps();
+    }
+  }
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    __m256i scales[2], hbits[2];
+    __m128i bs_pairs[2];
+    for (int t = 0; t < 2; ++t) {
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].bsums));
+      bs_pairs[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    }
+    float d[2][2];
+    for (int r = 0; r < 2; ++r) {
+      const __m256i scales_mins = _mm256_cvtepu8_epi16(UnpackK4(x[r][b].scales));
+      for (int t = 0; t < 2; ++t) {
+        d[r][t] = y[t][b].d * F16(x[r][b].d);
+        const float dmin = y[t][b].d * F16(x[r][b].dmin);
+        const __m128i mins_dot = _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs[t]);
+        acc_m[r][t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins_dot), acc_m[r][t]);
+      }
+      const __m128i sc = _mm256_castsi256_si128(scales_mins);
+      scales[r] = _mm256_set_m128i(sc, sc);
+      if constexpr (kHigh) hbits[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qh));
+    }
+    __m256i sumi_lo[2][2], sumi_hi[2][2];
+    for (int r = 0; r < 2; ++r) {
+      for (int t = 0; t < 2; ++t) sumi_lo[r][t] = sumi_hi[r][t] = _mm256_setzero_si256();
+    }
+    for (int k = 0; k < 4; ++k) {
+      __m256i a_lo[2], a_hi[2];
+      for (int t = 0; t < 2; ++t) {
+        a_lo[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 64 * k));
+        a_hi[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 64 * k + 32));
+      }
+      for (int r = 0; r < 2; ++r) {
+        const __m256i s_lo = _mm256_shuffle_epi8(scales[r], BroadcastI16Index(2 * k));
+        const __m256i s_hi = _mm256_shuffle_epi8(scales[r], BroadcastI16Index(2 * k + 1));
+        const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qs + 32 * k));
+        __m256i q_lo = _mm256_and_si256(q4, m4);
+        __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+        if constexpr (kHigh) {
+          q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(_mm256_and_si256(hbits[r], m1), 4));
+          q_hi = _mm256_or_si256(q_hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits[r], 1), m1), 4));
+          hbits[r] = _mm256_srli_epi16(hbits[r], 2);
+        }
+        for (int t = 0; t < 2; ++t) {
+          sumi_lo[r][t] = _mm256_dpwssd_epi32(sumi_lo[r][t], _mm256_maddubs_epi16(q_lo, a_lo[t]), s_lo);
+          sumi_hi[r][t] = _mm256_dpwssd_epi32(sumi_hi[r][t], _mm256_maddubs_epi16(q_hi, a_hi[t]), s_hi);
+        }
+      }
+    }
+    for (int r = 0; r < 2; ++r) {
+      for (int t = 0; t < 2; ++t) {
+        const __m256i sumi = _mm256_add_epi32(sumi_lo[r][t], sumi_hi[r][t]);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d[r][t]), _mm256_cvtepi32_ps(sumi), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    for (int t = 0; t < 2; ++t) out[r + 2 * t] = HsumPs(acc[r][t]) - HsumPs128(acc_m[r][t]);
+  }
+}
+
+void TileQ6K(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
+             float* out) {
+  const BlockQ6K* x[2] = {static_cast<const BlockQ6K*>(w0), static_cast<const BlockQ6K*>(w1)};
+  const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[2][2];
+  for (int r = 0; r < 2; ++r) {
+    for (int t = 0; t < 2; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    __m256i scales16[2], offset[2][2], sumi0[2][2], sumi1[2][2];
+    for (int r = 0; r < 2; ++r) {
+      scales16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r][b].scales)));
+      for (int t = 0; t < 2; ++t) {
+        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].bsums));
+        offset[r][t] = _mm256_slli_epi32(_mm256_madd_epi16(scales16[r], bs), 5);
+        sumi0[r][t] = sumi1[r][t] = _mm256_setzero_si256();
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int r = 0; r < 2; ++r) {
+        const __m256i sc = h == 0 ? _mm256_permute2x128_si256(scales16[r], scales16[r], 0x00)
+                                  : _mm256_permute2x128_si256(scales16[r], scales16[r], 0x11);
+        const uint8_t* ql = x[r][b].ql + 64 * h;
+        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qh + 32 * h));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        for (int i = 0; i < 4; ++i) {
+          const __m256i idx = _mm256_set_m128i(_mm256_castsi256_si128(BroadcastI16Index(2 * i + 1)),
+                                               _mm256_castsi256_si128(BroadcastI16Index(2 * i)));
+          const __m256i s = _mm256_shuffle_epi8(sc, idx);
+          for (int t = 0; t < 2; ++t) {
+            const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 128 * h + 32 * i));
+            if (i % 2 == 0) {
+              sumi0[r][t] = _mm256_dpwssd_epi32(sumi0[r][t], _mm256_maddubs_epi16(q[i], av), s);
+            } else {
+              sumi1[r][t] = _mm256_dpwssd_epi32(sumi1[r][t], _mm256_maddubs_epi16(q[i], av), s);
+            }
+          }
+        }
+      }
+    }
+    for (int r = 0; r < 2; ++r) {
+      for (int t = 0; t < 2; ++t) {
+        const float d = y[t][b].d * F16(x[r][b].d);
+        const __m256i sumi = _mm256_sub_epi32(_mm256_add_epi32(sumi0[r][t], sumi1[r][t]), offset[r][t]);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    for (int t = 0; t < 2; ++t) out[r + 2 * t] = HsumPs(acc[r][t]);
+  }
+}
+
 // Q8_K activation quantizer, bit-identical to the scalar one for finite inputs.
 void QuantizeRowQ8K(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ8K*>(dst);
@@ -195,6 +336,15 @@ void QuantizeRowQ8K(const float* x, void* dst, int64_t n) {
 }
 
 }  // namespace
+
+DotTileFn KQuantTileAvx512(DType t) {
+  switch (t) {
+    case DType::kQ4_K: return TileQ45K<false, BlockQ4K>;
+    case DType::kQ5_K: return TileQ45K<true, BlockQ5K>;
+    case DType::kQ6_K: return TileQ6K;
+    default: return nullptr;
+  }
+}
 
 void RegisterKQuantAvx512(OpsTable& t) {
   t.ops[static_cast<int>(DType::kQ4_K)].vec_dot = VecDotQ4K;

@@ -30,6 +30,7 @@
 #include "src/kernels/kquants_internal.h"
 #include "src/kernels/matmul.h"
 #include "src/kernels/quant.h"
+#include "src/kernels/quant_basic_internal.h"
 #include "src/tensor/dtype.h"
 #include "src/tensor/half.h"
 
@@ -396,6 +397,43 @@ TEST(KQuantsTest, VecDotMatchesDequantizedDoubleAndAllIsasMatchScalar) {
     }
   }
   std::printf("largest SIMD vs scalar vec_dot difference relative to the result: %.3g\n", max_rel);
+}
+
+// The 2 x 2 tiles MatMul uses for m > 1 return exactly what vec_dot returns (results must not
+// depend on how rows and tokens fall into tiles or threads). Random bytes hit every level.
+TEST(KQuantsTest, TileEqualsVecDotBitForBit) {
+  uint32_t seed = 300;
+  int tiles = 0;
+  for (Isa isa : AvailableIsas()) {
+    for (DType t : kWeightTypes) {
+      const internal::DotTileFn tile = internal::GetDotTile(t, isa);
+      if (tile == nullptr) continue;
+      ++tiles;
+      for (int64_t n : kLengths) {
+        std::vector<uint8_t> w[2], a[2];
+        for (int i = 0; i < 2; ++i) {
+          w[i] = RandomBlocks(t, n, ++seed);
+          a[i] = i == 0 ? RandomBlocks(DType::kQ8_K, n, ++seed)
+                        : Quantize(DType::kQ8_K, Gaussian(n, ++seed));
+        }
+        float out[4];
+        tile(n, w[0].data(), w[1].data(), a[0].data(), a[1].data(), out);
+        for (int r = 0; r < 2; ++r) {
+          for (int tok = 0; tok < 2; ++tok) {
+            float want = 0;
+            Ops(t, isa).vec_dot(n, w[r].data(), a[tok].data(), &want);
+            EXPECT_EQ(std::memcmp(&out[r + 2 * tok], &want, sizeof(float)), 0)
+                << tensor::DTypeName(t) << " " << IsaName(isa) << " n=" << n << " r=" << r
+                << " t=" << tok << ": " << out[r + 2 * tok] << " vs " << want;
+          }
+        }
+      }
+    }
+  }
+  // Q4_K, Q5_K and Q6_K have tiles on AVX-512.
+  int avx512 = 0;
+  for (Isa isa : AvailableIsas()) avx512 += isa == Isa::kAvx512;
+  EXPECT_EQ(tiles, 3 * avx512);
 }
 
 TEST(KQuantsTest, VecDotOfQuantizedRowsTracksF32Dot) {

@@ -519,7 +519,10 @@ void RegisterBasicOps(Isa isa, OpsTable& t) {
 DotTileFn GetDotTile(DType t, Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   if (isa == Isa::kAvx2) return DotTileAvx2(t);
-  if (isa == Isa::kAvx512) return DotTileAvx512(t);
+  if (isa == Isa::kAvx512) {
+    if (DotTileFn k = KQuantTileAvx512(t)) return k;
+    return DotTileAvx512(t);
+  }
 #endif
   (void)t;
   (void)isa;

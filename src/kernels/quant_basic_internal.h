@@ -29,6 +29,8 @@ void RegisterBasicAvx512(OpsTable& t);
 DotTileFn DotTileAvx2(DType t);
 DotRowsFn DotRowsAvx2(DType t);
 DotTileFn DotTileAvx512(DType t);
+// The K-quant (Q4_K/Q5_K/Q6_K) tiles, kquants_avx512.cc; nullptr for other types.
+DotTileFn KQuantTileAvx512(DType t);
 DotRowsFn DotRowsAvx512(DType t);
 #endif
 
