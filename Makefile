@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build venv model run test test-unit test-asan bench fuzz clean \
+.PHONY: all deps build venv model run test test-unit test-asan bench fuzz fuzz-text clean \
 	cross cross-deps cross-aarch64 cross-armv7 cross-i686
 
 all: build
@@ -67,6 +67,17 @@ fuzz:
 	cd $(BUILD_FUZZ) && ./gguf_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  -dict=$(abspath fuzz/gguf.dict) -print_final_stats=1 \
 	  corpus/gguf_reader $(abspath fuzz/corpus/gguf_reader)
+
+# The FunctionGemma call parser (src/text/call_parser.h): model output in, calls or a Status out.
+fuzz-text:
+	cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DFG_FUZZ=ON -DFG_WERROR=OFF -DFG_BUILD_TESTS=OFF \
+	  -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD_FUZZ) --target text_call_parser_fuzz -j $(JOBS)
+	mkdir -p $(BUILD_FUZZ)/corpus/text_call_parser
+	cd $(BUILD_FUZZ) && ./text_call_parser_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -dict=$(abspath fuzz/text_call_parser.dict) -print_final_stats=1 \
+	  corpus/text_call_parser $(abspath fuzz/corpus/text_call_parser)
 
 # Cross builds of the portable libraries and their unit tests: aarch64 and armv7 (NEON) run
 # under qemu user-mode emulation, i686 (-m32) natively. Extra packages: scripts/install_cross_deps.sh.

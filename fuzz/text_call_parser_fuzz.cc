@@ -1,0 +1,98 @@
+// libFuzzer target for the FunctionGemma call parser: parse arbitrary model output, without and
+// with a catalog. A crash, sanitizer report, exception or failed invariant (FG_FUZZ_CHECK) is a
+// bug; a non-OK Status is the expected answer to garbage. Invariants: every parsed result
+// dumps as JSON (valid UTF-8, finite numbers); with a catalog every call names a catalog tool;
+// a call whose keys the syntax can carry bare re-parses from its own rendering to the same
+// arguments.
+//   make fuzz FUZZ_SECONDS=60
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "src/text/call_parser.h"
+#include "src/text/function_prompt.h"
+#include "src/text/tool_catalog.h"
+
+#define FG_FUZZ_CHECK(cond)                                                   \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                           \
+    }                                                                         \
+  } while (0)
+
+namespace {
+
+using nlohmann::json;
+
+const fg::text::ToolCatalog& Catalog() {
+  static const fg::text::ToolCatalog* catalog = [] {
+    auto c = fg::text::ParseToolCatalog(R"([
+      {"name":"set_light","parameters":{"type":"object","properties":{
+         "room":{"type":"string"},"state":{"type":"string","enum":["on","off"]},
+         "brightness":{"type":"integer"},"level":{"type":"number"},"dim":{"type":"boolean"},
+         "rooms":{"type":"array","items":{"type":"integer"}},
+         "color":{"type":"object","properties":{"r":{"type":"integer"}}}},
+         "required":["room"]}},
+      {"name":"set_timer","parameters":{"type":"object","properties":{
+         "seconds":{"type":"integer"}}}},
+      {"name":"get_weather"}])");
+    FG_FUZZ_CHECK(c.ok());
+    return new fg::text::ToolCatalog(*std::move(c));
+  }();
+  return *catalog;
+}
+
+// True when every object key in `v` can be written bare in call syntax.
+bool KeysRoundTrip(const json& v) {
+  if (v.is_object()) {
+    for (const auto& [k, item] : v.items()) {
+      if (!fg::text::IsValidPropertyKey(k) || !KeysRoundTrip(item)) return false;
+    }
+  } else if (v.is_array()) {
+    for (const json& item : v) {
+      if (!KeysRoundTrip(item)) return false;
+    }
+  } else if (v.is_string()) {
+    // A string holding the delimiter cannot be rendered back.
+    if (v.get_ref<const std::string&>().find("<escape>") != std::string::npos) return false;
+  }
+  return true;
+}
+
+void Check(std::string_view text, const fg::text::ToolCatalog* catalog) {
+  auto out = fg::text::ParseModelOutput(text, catalog);
+  if (!out.ok()) {
+    FG_FUZZ_CHECK(out.status().code() == fg::StatusCode::kInvalidArgument);
+    return;
+  }
+  try {
+    (void)out->ToJson().dump();
+  } catch (...) {
+    FG_FUZZ_CHECK(false && "ToJson().dump() threw");
+  }
+  for (const fg::text::Call& call : out->calls) {
+    if (catalog != nullptr) FG_FUZZ_CHECK(catalog->Find(call.name) != nullptr);
+    if (catalog == nullptr && KeysRoundTrip(call.arguments) &&
+        call.name.find_first_of("{}<,\n") == std::string::npos) {
+      auto again = fg::text::ParseModelOutput(fg::text::RenderCall(call.name, call.arguments));
+      FG_FUZZ_CHECK(again.ok());
+      FG_FUZZ_CHECK(again->calls.size() == 1);
+      // Bare words re-read as what they look like; only escaped strings are exact, so compare
+      // the renderings, which are canonical.
+      FG_FUZZ_CHECK(fg::text::RenderValue(again->calls[0].arguments) ==
+                    fg::text::RenderValue(call.arguments));
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  Check(text, nullptr);
+  Check(text, &Catalog());
+  return 0;
+}
