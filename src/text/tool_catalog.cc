@@ -16,6 +16,19 @@ Status Err(const std::string& path, const std::string& what) {
 
 std::string Quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
+// Catalog strings are rendered verbatim between <escape> delimiters and the prompt is tokenized
+// with special tokens atomic, so a description holding a control token's text would end the
+// string (or the declaration) early.
+Status CheckText(const std::string& path, const char* field, std::string_view text) {
+  for (std::string_view token : {"<escape>", "<start_function_", "<end_function_",
+                                 "<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>"}) {
+    if (text.find(token) != std::string_view::npos) {
+      return Err(path, std::string(field) + " contains the control token text " + Quoted(token));
+    }
+  }
+  return OkStatus();
+}
+
 // Rejects text nested deeper than kMaxJsonNesting before nlohmann sees it: its parser is
 // iterative, but everything we do afterwards (validation, dump) recurses.
 Status CheckNesting(std::string_view text) {
@@ -98,6 +111,7 @@ StatusOr<Schema> ParseSchema(const json& j, const std::string& path, int depth) 
   if (j.contains("description")) {
     if (!j["description"].is_string()) return Err(path, "\"description\" must be a string");
     s.description = j["description"].get<std::string>();
+    FG_RETURN_IF_ERROR(CheckText(path, "\"description\"", s.description));
   }
   if (j.contains("enum")) {
     const json& e = j["enum"];
@@ -105,6 +119,9 @@ StatusOr<Schema> ParseSchema(const json& j, const std::string& path, int depth) 
     for (size_t i = 0; i < e.size(); ++i) {
       if (!EnumMemberFits(s.type, e[i])) {
         return Err(path, "enum[" + std::to_string(i) + "] does not match type " + s.type);
+      }
+      if (e[i].is_string()) {
+        FG_RETURN_IF_ERROR(CheckText(path, "enum member", e[i].get_ref<const std::string&>()));
       }
       for (const json& prev : s.enum_values) {
         if (prev == e[i]) return Err(path, "enum[" + std::to_string(i) + "] is a duplicate");
@@ -169,6 +186,7 @@ StatusOr<Tool> ParseTool(const json& entry, const std::string& path) {
   if (fn->contains("description")) {
     if (!(*fn)["description"].is_string()) return Err(named, "\"description\" must be a string");
     tool.description = (*fn)["description"].get<std::string>();
+    FG_RETURN_IF_ERROR(CheckText(named, "\"description\"", tool.description));
   }
   tool.parameters.type = "OBJECT";
   if (fn->contains("parameters")) {

@@ -12,7 +12,10 @@
 //   tools[0].parameters.properties.room: unsupported type "date"
 //   tools[3]: parameters must be an object schema
 // Invalid JSON reports the parser's byte position. Hostile input is bounded: at most 16 MiB of
-// text, JSON nesting <= 64 (checked before parsing), schema nesting <= 16.
+// text, JSON nesting <= 64 (checked before parsing), schema nesting <= 16. Descriptions and enum
+// strings may not contain control-token text (<escape>, <start_function_*>, <end_function_*>,
+// <start_of_turn>, <end_of_turn>, <bos>, <eos>): rendered verbatim and tokenized with special
+// tokens atomic, it would break the declaration.
 #ifndef FGEMMA_TEXT_TOOL_CATALOG_H_
 #define FGEMMA_TEXT_TOOL_CATALOG_H_
 

@@ -149,6 +149,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"string",
                    "items":{"type":"string"}}}}}])",
                 "\"items\" on a non-array type STRING"},
+        BadCase{R"([{"name":"f","description":"a<escape>b"}])",
+                R"(tools[0] ("f"): "description" contains the control token text "<escape>")"},
+        BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"string",
+                   "description":"x<end_of_turn>"}}}}])",
+                "tools[0].parameters.properties.a: \"description\" contains the control token"},
+        BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"string",
+                   "enum":["<start_function_call>"]}}}}])",
+                "enum member contains the control token text"},
         BadCase{R"([{"name": "f",)", "invalid JSON at byte"},
         BadCase{"", "invalid JSON at byte"}));
 
