@@ -1,11 +1,16 @@
 #include "src/text/function_prompt.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "src/base/status_matchers.h"
+#include "src/gguf/reader.h"
+#include "src/text/tokenizer.h"
 
 namespace fg::text {
 namespace {
@@ -207,6 +212,40 @@ TEST(FunctionPrompt, ConversationPendingCallsEndWithResponseStart) {
   m[1].exchanges[0].response = json{{"t", 1}};
   EXPECT_THAT(RenderConversation(c, m, true),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("some calls have responses")));
+}
+
+// The rendered prompt tokenized as fgemma will: special tokens atomic, exactly one BOS (the
+// token, not text). The vocabulary is the real Gemma 3 one with ids 46..52 renamed to the
+// FunctionGemma control tokens, which is where FunctionGemma keeps them (MODEL.md).
+TEST(FunctionPrompt, TokenizesWithAtomicControlTokensAndOneBos) {
+  const char* path = std::getenv("FGEMMA_MODEL");
+  if (path == nullptr || !std::filesystem::exists(path)) {
+    GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs a Gemma 3 GGUF for its vocabulary";
+  }
+  FG_ASSERT_OK_AND_ASSIGN(auto file, gguf::File::Open(path));
+  FG_ASSERT_OK_AND_ASSIGN(Vocab vocab, LoadVocab(*file));
+  const char* kControl[] = {"<start_function_declaration>", "<end_function_declaration>",
+                            "<start_function_call>",        "<end_function_call>",
+                            "<start_function_response>",    "<end_function_response>",
+                            "<escape>"};
+  ASSERT_GT(vocab.tokens.size(), 106u);
+  for (int i = 0; i < 7; ++i) {
+    vocab.tokens[46 + i] = kControl[i];
+    vocab.types[46 + i] = static_cast<int32_t>(TokenType::kControl);
+  }
+  FG_ASSERT_OK_AND_ASSIGN(auto tok, Tokenizer::Create(std::move(vocab)));
+  const std::string prompt = RenderPrompt(Parse(kWeatherCatalog), "What's the weather in Tokyo?");
+  const std::vector<int32_t> ids = tok->Encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], 2);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 1);
+  const auto count = [&](int32_t id) { return std::count(ids.begin(), ids.end(), id); };
+  EXPECT_EQ(count(46), 1);  // one declaration
+  EXPECT_EQ(count(47), 1);
+  EXPECT_EQ(count(52), 10);  // five escaped strings: 2 descriptions, STRING, city, OBJECT
+  EXPECT_EQ(count(105), 3);  // developer, user, model turns
+  EXPECT_EQ(count(106), 2);
+  EXPECT_EQ(tok->Decode(std::span<const int32_t>(ids).subspan(1), /*special=*/true), prompt);
 }
 
 }  // namespace
