@@ -221,6 +221,30 @@ TEST(CallParser, InvalidUtf8InContentIsReplaced) {
   EXPECT_EQ(out.content, "ab\xEF\xBF\xBD");
 }
 
+// The example catalog end to end: its prompt declares every tool, and a typical answer parses,
+// snaps and validates.
+TEST(CallParser, SmartHomeExample) {
+  FG_ASSERT_OK_AND_ASSIGN(ToolCatalog c,
+                          LoadToolCatalog(std::string(FG_SOURCE_DIR) + "/examples/smart_home.json"));
+  const std::string prompt = RenderPrompt(c, "turn the kitchen light on");
+  size_t declarations = 0;
+  for (size_t at = 0; (at = prompt.find(kStartDeclaration, at)) != std::string::npos; ++at) {
+    ++declarations;
+  }
+  EXPECT_EQ(declarations, c.tools.size());
+  FG_ASSERT_OK_AND_ASSIGN(
+      ParsedOutput out,
+      ParseModelOutput("<start_function_call>call:SetLight{room:<escape>kitchen<escape>,"
+                       "state:<escape>on<escape>,brightness:<escape>80<escape>}"
+                       "<end_function_call><start_function_call>call:play_media{query:"
+                       "<escape>jazz<escape>,speakers:[<escape>den<escape>],shuffle:true}",
+                       &c));
+  ASSERT_EQ(out.calls.size(), 2u);
+  EXPECT_EQ(out.calls[0].ToJson(), json::parse(R"({"name":"set_light","arguments":
+      {"room":"kitchen","state":"on","brightness":80}})"));
+  for (const Call& call : out.calls) FG_EXPECT_OK(ValidateCall(*c.Find(call.name), call.arguments));
+}
+
 // Bounded randomized mutation loop: every outcome is a value or a Status, and every value can
 // be dumped as JSON (valid UTF-8, finite numbers).
 TEST_F(CallParserTest, MutatedInputsNeverCrash) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "src/base/mapped_file.h"
+
 namespace fg::text {
 namespace {
 
@@ -294,6 +296,13 @@ StatusOr<ToolCatalog> ParseToolCatalog(std::string_view json_text) {
                                 ": " + what);
   }
   return ParseToolCatalogJson(doc);
+}
+
+StatusOr<ToolCatalog> LoadToolCatalog(const std::string& path) {
+  FG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  StatusOr<ToolCatalog> catalog = ParseToolCatalog(text);
+  if (!catalog.ok()) return catalog.status().WithContext(path);
+  return catalog;
 }
 
 }  // namespace fg::text

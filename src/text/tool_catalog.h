@@ -72,6 +72,9 @@ struct ToolCatalog {
 StatusOr<ToolCatalog> ParseToolCatalog(std::string_view json_text);
 // Same, from an already parsed document.
 StatusOr<ToolCatalog> ParseToolCatalogJson(const nlohmann::json& doc);
+// Reads and parses a catalog file; errors are prefixed with the path. An unreadable file keeps
+// ReadFileToString's code (NotFound/Io), a bad catalog is InvalidArgument.
+StatusOr<ToolCatalog> LoadToolCatalog(const std::string& path);
 
 // True for names the call syntax can carry bare: 1..64 chars of [A-Za-z0-9_.-].
 bool IsValidToolName(std::string_view name);

@@ -1,7 +1,6 @@
 #include "src/text/tool_catalog.h"
 
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -183,12 +182,23 @@ TEST(ToolCatalog, DeepSchemaIsRefused) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("schema nested deeper than 16")));
 }
 
+TEST(ToolCatalog, LoadErrors) {
+  const Status missing = LoadToolCatalog("/nonexistent/tools.json").status();
+  EXPECT_FALSE(missing.ok());
+  EXPECT_THAT(missing.message(), HasSubstr("/nonexistent/tools.json"));
+  const std::string bad = ::testing::TempDir() + "/fg_bad_catalog.json";
+  {
+    std::ofstream out(bad);
+    out << R"([{"nam":"x"}])";
+  }
+  EXPECT_THAT(LoadToolCatalog(bad),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr(bad + ": tools[0]: missing \"name\"")));
+}
+
 TEST(ToolCatalog, SmartHomeExample) {
-  std::ifstream in(std::string(FG_SOURCE_DIR) + "/examples/smart_home.json");
-  ASSERT_TRUE(in) << "examples/smart_home.json";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  FG_ASSERT_OK_AND_ASSIGN(ToolCatalog c, ParseToolCatalog(ss.str()));
+  FG_ASSERT_OK_AND_ASSIGN(ToolCatalog c,
+                          LoadToolCatalog(std::string(FG_SOURCE_DIR) + "/examples/smart_home.json"));
   ASSERT_EQ(c.tools.size(), 6u);
   for (const char* name : {"set_light", "set_thermostat", "set_timer", "cancel_timer",
                            "play_media", "control_media"}) {
