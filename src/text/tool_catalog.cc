@@ -294,6 +294,13 @@ StatusOr<ToolCatalog> ParseToolCatalog(std::string_view json_text) {
     if (cut != std::string::npos) what = what.substr(cut + 2);
     return InvalidArgumentError("tool catalog: invalid JSON at byte " + std::to_string(e.byte) +
                                 ": " + what);
+  } catch (const json::exception& e) {
+    // Not only parse_error: a number too large for a double throws out_of_range.406 (found by
+    // fuzz/text_tool_catalog_fuzz.cc).
+    std::string what = e.what();
+    const size_t cut = what.find("] ");
+    if (cut != std::string::npos) what = what.substr(cut + 2);
+    return InvalidArgumentError("tool catalog: invalid JSON: " + what);
   }
   return ParseToolCatalogJson(doc);
 }

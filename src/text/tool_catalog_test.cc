@@ -157,7 +157,10 @@ INSTANTIATE_TEST_SUITE_P(
                    "enum":["<start_function_call>"]}}}}])",
                 "enum member contains the control token text"},
         BadCase{R"([{"name": "f",)", "invalid JSON at byte"},
-        BadCase{"", "invalid JSON at byte"}));
+        BadCase{"", "invalid JSON at byte"},
+        BadCase{"  555E525", "invalid JSON: number overflow"},
+        BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"number","enum":[1e999]}}}}])",
+                "invalid JSON: number overflow"}));
 
 TEST(ToolCatalog, InvalidJsonReportsPosition) {
   EXPECT_THAT(ParseToolCatalog(R"([{"name": "f"} oops])"),
