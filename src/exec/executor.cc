@@ -364,38 +364,42 @@ Status Executor::RunNode(const Node& n) {
                                std::to_string(highest - lowest + 1) +
                                " cached keys, the cache holds " + std::to_string(R));
       }
-      // One task per (token, KV head): the `group` query heads sharing that KV head go through
-      // the keys together (attention.h), each with R floats of scores (sized in Plan). The
+      // One task per (token, KV head, share of its query heads): the query heads sharing a KV
+      // head go through the keys together (attention.h), each with R floats of scores (sized
+      // in Plan). Their group is split in `splits` shares only when there are fewer
+      // (token, KV head) pairs than threads (decode: 1 token, 1 KV head in the 270M). The
       // keys lo..p sit at rows (lo + j) % R: at most two contiguous runs of the ring.
       const int threads = pool_ ? pool_->size() : 1;
       const kernels::Isa isa = isa_;
+      const int64_t splits = std::clamp<int64_t>(threads / (S * KV), 1, group);
       auto task = [&](int64_t begin, int64_t end, int thread) {
         float* sc = scores_.data() + thread * scores_stride_;
         for (int64_t i = begin; i < end; ++i) {
-          const int64_t t = i / KV, kvh = i % KV;
+          const int64_t t = i / (KV * splits), kvh = i / splits % KV, share = i % splits;
+          const int64_t g0 = group * share / splits, gn = group * (share + 1) / splits - g0;
           const int64_t p = pos[t];
           const int64_t lo = n.window > 0 ? std::max<int64_t>(0, p - n.window + 1) : 0;
           const int64_t nk = p - lo + 1;
           const int64_t first = lo % R;
           const int64_t run1 = std::min(nk, R - first), run2 = nk - run1;
-          const float* qv = qd + (t * Hq + kvh * group) * D;
+          const float* qv = qd + (t * Hq + kvh * group + g0) * D;
           const float* kb = kd + kvh * D;
           const float* vb = vd + kvh * D;
           const int64_t stride = KV * D;
-          kernels::AttnScores(isa, qv, group, D, kb + first * stride, stride, run1, n.f0, sc, R);
-          if (run2 > 0) kernels::AttnScores(isa, qv, group, D, kb, stride, run2, n.f0, sc + run1, R);
-          for (int64_t g = 0; g < group; ++g) ops.softmax(sc + g * R, nk);
-          float* o = y + (t * Hq + kvh * group) * D;
-          std::memset(o, 0, group * D * sizeof(float));
-          kernels::AttnWeightedSum(isa, sc, R, group, vb + first * stride, stride, run1, D, o);
-          if (run2 > 0) kernels::AttnWeightedSum(isa, sc + run1, R, group, vb, stride, run2, D, o);
+          kernels::AttnScores(isa, qv, gn, D, kb + first * stride, stride, run1, n.f0, sc, R);
+          if (run2 > 0) kernels::AttnScores(isa, qv, gn, D, kb, stride, run2, n.f0, sc + run1, R);
+          for (int64_t g = 0; g < gn; ++g) ops.softmax(sc + g * R, nk);
+          float* o = y + (t * Hq + kvh * group + g0) * D;
+          std::memset(o, 0, gn * D * sizeof(float));
+          kernels::AttnWeightedSum(isa, sc, R, gn, vb + first * stride, stride, run1, D, o);
+          if (run2 > 0) kernels::AttnWeightedSum(isa, sc + run1, R, gn, vb, stride, run2, D, o);
         }
       };
       // Ranges of tasks are claimed by the pool's threads (a preempted thread's share is taken
       // over); `thread` picks the scores row, so ranges running at once never share one.
-      const int64_t tasks = S * KV;
+      const int64_t tasks = S * KV * splits;
       const int64_t keys = std::min<int64_t>(R, pos[S - 1] + 1);  // most keys a query reads
-      const int64_t work = keys * D * 4 * group;                  // dot + axpy per key and head
+      const int64_t work = keys * D * 4 * group / splits;         // dot + axpy per key and head
       constexpr int64_t kMinWork = 1 << 15;
       if (pool_ == nullptr || threads == 1 || tasks == 1 || tasks * work < kMinWork) {
         task(0, tasks, 0);
