@@ -1,6 +1,8 @@
 #include "src/text/call_parser.h"
 
 #include <random>
+#include <cstdio>
+#include <ostream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -174,6 +176,23 @@ struct Malformed {
   const char* text;
   const char* message;
 };
+
+// A stable, CTest-safe, unique name for the case (the default printer shows the struct's pointer
+// bytes, which change from run to run): the expected message's letters and digits, then a hash
+// of the input.
+void PrintTo(const Malformed& c, std::ostream* os) {
+  std::string name;
+  for (const char* p = c.message; *p != '\0' && name.size() < 48; ++p) {
+    const char ch = *p;
+    const bool keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+    name += keep ? ch : '_';
+  }
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (const char* p = c.text; *p != '\0'; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 16777619u;
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%08x", h);
+  *os << name << '_' << hex;
+}
 
 class CallParserMalformed : public ::testing::TestWithParam<Malformed> {};
 
