@@ -167,34 +167,28 @@ Status Executor::Plan() {
   return OkStatus();
 }
 
-Status Executor::SetInput(std::string_view name, std::span<const int32_t> data) {
+Status Executor::CopyInput(std::string_view name, ValueType type, const void* data, size_t count) {
   int id = graph_.Find(name);
   if (id < 0 || graph_.nodes()[graph_.value(id).producer].op != OpKind::kInput) {
     return NotFoundError("exec: no input named '" + std::string(name) + "'");
   }
   const Value& v = graph_.value(id);
-  if (v.type != ValueType::kI32 || static_cast<int64_t>(data.size()) != v.elements()) {
+  if (v.type != type || static_cast<int64_t>(count) != v.elements()) {
     return InvalidArgumentError("exec: input '" + v.name + "' wants " +
-                                std::to_string(v.elements()) + " i32 values, got " +
-                                std::to_string(data.size()));
+                                std::to_string(v.elements()) +
+                                (v.type == ValueType::kI32 ? " i32" : " f32") + " values, got " +
+                                std::to_string(count) + (type == ValueType::kI32 ? " i32" : " f32"));
   }
-  std::memcpy(ptr_[id], data.data(), data.size_bytes());
+  std::memcpy(ptr_[id], data, count * 4);  // i32 and f32 alike
   return OkStatus();
 }
 
+Status Executor::SetInput(std::string_view name, std::span<const int32_t> data) {
+  return CopyInput(name, ValueType::kI32, data.data(), data.size());
+}
+
 Status Executor::SetInput(std::string_view name, std::span<const float> data) {
-  int id = graph_.Find(name);
-  if (id < 0 || graph_.nodes()[graph_.value(id).producer].op != OpKind::kInput) {
-    return NotFoundError("exec: no input named '" + std::string(name) + "'");
-  }
-  const Value& v = graph_.value(id);
-  if (v.type != ValueType::kF32 || static_cast<int64_t>(data.size()) != v.elements()) {
-    return InvalidArgumentError("exec: input '" + v.name + "' wants " +
-                                std::to_string(v.elements()) + " f32 values, got " +
-                                std::to_string(data.size()));
-  }
-  std::memcpy(ptr_[id], data.data(), data.size_bytes());
-  return OkStatus();
+  return CopyInput(name, ValueType::kF32, data.data(), data.size());
 }
 
 Status Executor::BindState(std::string_view name, float* data, size_t elements) {

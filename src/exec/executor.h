@@ -72,6 +72,7 @@ class Executor {
  private:
   Executor() = default;
   Status Plan();
+  Status CopyInput(std::string_view name, graph::ValueType type, const void* data, size_t count);
   Status RunNode(const graph::Node& node);
   float* F32(int value) const { return reinterpret_cast<float*>(ptr_[value]); }
   int32_t* I32(int value) const { return reinterpret_cast<int32_t*>(ptr_[value]); }

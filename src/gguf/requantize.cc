@@ -49,11 +49,9 @@ uint32_t LlamaFileType(DType t) {
 }
 
 StatusOr<Writer> BuildRequantized(const File& in, const RequantizeSpec& spec) {
-  for (DType t : {spec.type}) {
-    if (!tensor::Info(t).supported || kernels::GetTypeOps(t) == nullptr) {
-      return UnimplementedError("quantize: fgemma has no kernels for type " +
-                                std::string(tensor::DTypeName(t)));
-    }
+  if (!tensor::Info(spec.type).supported || kernels::GetTypeOps(spec.type) == nullptr) {
+    return UnimplementedError("quantize: fgemma has no kernels for type " +
+                              std::string(tensor::DTypeName(spec.type)));
   }
   for (const auto& [pattern, t] : spec.overrides) {
     if (!tensor::Info(t).supported) {

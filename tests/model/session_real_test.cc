@@ -26,9 +26,12 @@
 #include "src/runtime/sampler.h"
 #include "src/runtime/session.h"
 #include "src/tensor/half.h"
+#include "tests/testing/metrics.h"
 
 namespace fg {
 namespace {
+
+using ::fg::testing::Nmse;
 
 // Two correct implementations may order a near-tie differently: kernels accumulate in
 // different orders and llama.cpp's GELU reads an f16 table. Below this logit margin a
@@ -101,13 +104,8 @@ TEST_F(SessionRealTest, MatchesLlamaCppGoldens) {
                                             name + ".f16",
                                         (*s)->logits().size());
       ASSERT_FALSE(want.empty());
-      double num = 0, den = 0;
-      for (size_t i = 0; i < want.size(); ++i) {
-        double d = (*s)->logits()[i] - want[i];
-        num += d * d;
-        den += static_cast<double>(want[i]) * want[i];
-      }
-      std::printf("[ %-9s ] final logits NMSE vs llama.cpp: %.3g\n", name.c_str(), num / den);
+      const double nmse = Nmse((*s)->logits(), want);
+      std::printf("[ %-9s ] final logits NMSE vs llama.cpp: %.3g\n", name.c_str(), nmse);
       if (tokens.size() < 10) {
         // The same function on the reference kernels (f32 activations, double accumulation):
         // how much of the distance is fgemma's kernels and how much llama.cpp's own rounding.
@@ -115,18 +113,11 @@ TEST_F(SessionRealTest, MatchesLlamaCppGoldens) {
         auto r = runtime::Session::Create(*model_, o);
         FG_ASSERT_OK(r.status());
         FG_ASSERT_OK((*r)->Append(tokens));
-        double n2 = 0, d2 = 0, n3 = 0;
-        for (size_t i = 0; i < want.size(); ++i) {
-          double a = (*r)->logits()[i];
-          n2 += (a - want[i]) * (a - want[i]);
-          d2 += a * a;
-          n3 += (a - (*s)->logits()[i]) * (a - (*s)->logits()[i]);
-        }
         std::printf("[ %-9s ] reference kernels: NMSE vs llama.cpp %.3g, vs fast kernels %.3g\n",
-                    name.c_str(), n2 / den, n3 / d2);
+                    name.c_str(), Nmse((*r)->logits(), want), Nmse((*s)->logits(), (*r)->logits()));
         o.reference = false;
       }
-      EXPECT_LE(num / den, kMaxNmse);
+      EXPECT_LE(nmse, kMaxNmse);
     }
 
     const auto want = p["greedy"].get<std::vector<int32_t>>();

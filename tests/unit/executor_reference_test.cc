@@ -17,6 +17,7 @@
 #include "src/runtime/model.h"
 #include "src/runtime/sampler.h"
 #include "src/runtime/session.h"
+#include "tests/testing/metrics.h"
 
 namespace fg {
 namespace {
@@ -25,15 +26,7 @@ using ::fg::testing::StatusIs;
 using ::testing::HasSubstr;
 using tensor::DType;
 
-double Nmse(std::span<const float> got, std::span<const float> want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return den > 0 ? num / den : num;
-}
+using ::fg::testing::Nmse;
 
 std::vector<int32_t> Prompt(int n, int64_t vocab, uint32_t seed = 7) {
   std::vector<int32_t> t = {2};
