@@ -27,8 +27,8 @@ StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const For
   if (spec.n_logit_rows < 0 || spec.n_logit_rows > S) {
     return InvalidArgumentError("forward: n_logit_rows must be in [0, n_tokens]");
   }
-  if (spec.argmax && spec.n_logit_rows == 0) {
-    return InvalidArgumentError("forward: argmax needs logit rows");
+  if (spec.argmax && (spec.n_logit_rows == 0 || !spec.lm_head)) {
+    return InvalidArgumentError("forward: argmax needs logit rows and the LM head");
   }
   if (static_cast<int64_t>(w.layers.size()) != c.n_layers) {
     return InvalidArgumentError("forward: weights have " + std::to_string(w.layers.size()) +
@@ -97,6 +97,10 @@ StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const For
     FG_ASSIGN_OR_RETURN(int sel, b.SelectRows("result_rows", x, rows));
     FG_ASSIGN_OR_RETURN(int on_w, W(b, w.output_norm));
     FG_ASSIGN_OR_RETURN(int norm, b.RmsNorm("result_norm", sel, on_w, c.rms_eps));
+    if (!spec.lm_head) {
+      FG_RETURN_IF_ERROR(b.MarkOutput(norm));
+      return b.Finish();
+    }
     int head = embd_w;
     if (w.output != nullptr && w.output != w.token_embd) {
       FG_ASSIGN_OR_RETURN(head, W(b, w.output));

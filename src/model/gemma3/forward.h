@@ -6,7 +6,8 @@
 //   inputs:  tokens i32 [S], pos i32 [S], logit_rows i32 [R] (when R > 0)
 //   states:  blk.N.k_cache, blk.N.v_cache  f32 [rows, n_kv_heads, head_dim]; a global layer's
 //            cache holds positions 0..rows-1, a sliding layer's is a ring (row = pos % rows)
-//   outputs: result_output f32 [R, vocab] (when R > 0), result_argmax i32 [R] (when asked)
+//   outputs: result_output f32 [R, vocab] (when R > 0), result_argmax i32 [R] (when asked);
+//            result_norm f32 [R, hidden] instead when lm_head is false
 // Value names follow llama.cpp's graph callbacks where they exist (inp_embd, result_norm,
 // result_output) and blk.N.<stage> otherwise; `fgemma run --dump` prints them.
 #ifndef FGEMMA_MODEL_GEMMA3_FORWARD_H_
@@ -26,6 +27,10 @@ struct ForwardSpec {
   int64_t n_tokens = 1;         // S
   int64_t n_logit_rows = 1;     // R: rows of the last hidden state that get logits (0: none)
   bool argmax = false;          // also output the argmax of each logit row
+  // false: stop after the final norm and output result_norm f32 [R, hidden] instead of logits
+  // (the caller applies the LM head to the vocabulary rows it needs, e.g. a grammar's few
+  // allowed tokens).
+  bool lm_head = true;
   int64_t global_cache_rows = 0;  // capacity of a global layer's cache (>= max position + 1)
   int64_t local_cache_rows = 0;   // ring rows of a sliding layer (>= window + S - 1)
 };
