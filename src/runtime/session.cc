@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "src/kernels/matmul.h"
 #include "src/model/gemma3/forward.h"
+#include "src/tensor/dtype.h"
 
 namespace fg::runtime {
 
@@ -33,13 +35,14 @@ int64_t Session::CacheRows(int64_t layer) const {
   return model_.config().IsGlobal(layer) ? options_.context : local_rows_;
 }
 
-StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens) {
-  auto it = executors_.find(n_tokens);
+StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, bool lm_head) {
+  const std::pair<int64_t, bool> key(n_tokens, lm_head);
+  auto it = executors_.find(key);
   if (it != executors_.end()) return it->second.get();
-  // Keep a handful of chunk lengths: the full chunk, 1 (decode) and recent remainders.
+  // Keep a handful of graphs: full chunks, 1 token (decode) and recent remainders.
   if (executors_.size() >= 8) {
     for (auto e = executors_.begin(); e != executors_.end(); ++e) {
-      if (e->first != 1 && e->first != options_.max_chunk) {
+      if (e->first.first != 1 && e->first.first != options_.max_chunk) {
         executors_.erase(e);
         break;
       }
@@ -48,6 +51,7 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens) {
   model::ForwardSpec spec;
   spec.n_tokens = n_tokens;
   spec.n_logit_rows = 1;
+  spec.lm_head = lm_head;
   spec.global_cache_rows = options_.context;
   spec.local_cache_rows = local_rows_;
   FG_ASSIGN_OR_RETURN(graph::Graph g, model::BuildForward(model_.config(), model_.weights(), spec));
@@ -61,11 +65,11 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens) {
   }
   if (dump_) e->SetDump(dump_);
   exec::Executor* raw = e.get();
-  executors_[n_tokens] = std::move(e);
+  executors_[key] = std::move(e);
   return raw;
 }
 
-Status Session::Append(std::span<const int32_t> tokens) {
+Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& request) {
   if (tokens.empty()) return OkStatus();
   if (position_ + static_cast<int64_t>(tokens.size()) > options_.context) {
     return OutOfRangeError("session: " + std::to_string(position_) + " + " +
@@ -79,11 +83,25 @@ Status Session::Append(std::span<const int32_t> tokens) {
                              " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
   }
-  logits_ = {};  // the runs below may overwrite what it points at
+  if (request.kind == LogitsRequest::Kind::kRows) {
+    for (int32_t r : request.rows) {
+      if (r < 0 || r >= vocab) {
+        return OutOfRangeError("session: logit row " + std::to_string(r) +
+                               " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+      }
+    }
+  }
+  // The runs below may overwrite what these point at.
+  logits_ = {};
+  hidden_ = {};
+  row_logits_.clear();
   size_t done = 0;
   while (done < tokens.size()) {
     const int64_t n = std::min<int64_t>(options_.max_chunk, tokens.size() - done);
-    FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n));
+    const bool last = done + n == tokens.size();
+    // Only the last chunk's last token can need logits; nobody reads the others'.
+    const bool lm_head = last && request.kind == LogitsRequest::Kind::kFull;
+    FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n, lm_head));
     pos_buf_.resize(n);
     for (int64_t i = 0; i < n; ++i) pos_buf_[i] = static_cast<int32_t>(position_ + i);
     const int32_t last_row = static_cast<int32_t>(n - 1);
@@ -93,11 +111,49 @@ Status Session::Append(std::span<const int32_t> tokens) {
     FG_RETURN_IF_ERROR(e->Run());
     position_ += n;
     done += n;
-    if (done == tokens.size()) {
-      // A view: the executor keeps its output until it runs again (it is never evicted while
-      // logits_ points into it: logits_ is cleared above before any executor is made or run).
+    if (!last) continue;
+    // Views: the executor keeps its outputs until it runs again (it is never evicted while a
+    // view points into it: the views are cleared above before any executor is made or run).
+    if (lm_head) {
       FG_ASSIGN_OR_RETURN(logits_, e->OutputF32("result_output"));
+      ++head_stats_.full;
+    } else {
+      FG_ASSIGN_OR_RETURN(hidden_, e->OutputF32("result_norm"));
+      if (request.kind == LogitsRequest::Kind::kRows) {
+        FG_RETURN_IF_ERROR(RowLogits(request.rows));
+        ++head_stats_.sparse;
+        head_stats_.sparse_rows += static_cast<int64_t>(request.rows.size());
+      } else {
+        ++head_stats_.none;
+      }
     }
+  }
+  return OkStatus();
+}
+
+Status Session::RowLogits(std::span<const int32_t> rows) {
+  const gguf::TensorInfo* head = model_.weights().output;
+  kernels::WeightMatrix w;
+  w.type = head->type;
+  w.data = head->data;
+  w.rows = head->shape[0];
+  w.cols = head->shape[1];
+  auto row_bytes = tensor::RowBytes(head->type, w.cols);
+  if (!row_bytes || static_cast<int64_t>(hidden_.size()) != w.cols) {
+    return InternalError("session: the LM head does not fit the hidden state");
+  }
+  w.row_bytes = static_cast<size_t>(*row_bytes);
+  row_logits_.resize(rows.size());
+  if (options_.reference) {
+    // The reference matmul, one row at a time: the same numbers the reference head gives.
+    for (size_t j = 0; j < rows.size(); ++j) {
+      kernels::WeightMatrix one = w;
+      one.data = w.row(rows[j]);
+      one.rows = 1;
+      kernels::MatMulReference(one, hidden_.data(), 1, &row_logits_[j], 1);
+    }
+  } else {
+    kernels::MatVecRows(w, hidden_.data(), rows, row_logits_.data(), options_.pool);
   }
   return OkStatus();
 }
@@ -137,12 +193,38 @@ Status Session::Restore(const Snapshot& s) {
   position_ = s.position;
   owned_logits_ = s.logits;
   logits_ = owned_logits_;
+  hidden_ = {};
+  row_logits_.clear();
   return OkStatus();
 }
 
 void Session::Reset() {
   position_ = 0;
   logits_ = {};
+  hidden_ = {};
+  row_logits_.clear();
+}
+
+Status Session::Truncate(int64_t position) {
+  if (position < 0 || position > position_) {
+    return InvalidArgumentError("session: cannot truncate to " + std::to_string(position) +
+                                " (position is " + std::to_string(position_) + ")");
+  }
+  // A sliding layer keeps position p at ring row p % local_rows_; the next query (at
+  // `position`) reads keys from position - window + 1 on. The oldest of them is intact iff no
+  // later position written so far (< position_) landed on its row.
+  const int64_t window = model_.config().sliding_window;
+  const int64_t oldest = std::max<int64_t>(0, position - window + 1);
+  if (position > 0 && position < position_ && oldest + local_rows_ < position_) {
+    return FailedPreconditionError("session: cannot rewind from " + std::to_string(position_) +
+                                   " to " + std::to_string(position) +
+                                   ": the sliding-window cache has moved on");
+  }
+  position_ = position;
+  logits_ = {};
+  hidden_ = {};
+  row_logits_.clear();
+  return OkStatus();
 }
 
 void Session::SetDump(exec::DumpFn fn) {

@@ -6,6 +6,11 @@
 //   of window + max_chunk - 1 rows (position p at row p % rows), so their memory and attention
 //   cost do not grow with position. Appending past `context` is an OutOfRange error.
 // - Snapshot/Restore copy the whole state (caches, position, last logits).
+// - What the last token of an Append gets is chosen per call (LogitsRequest): the full logits,
+//   none (the LM head is skipped: a grammar forces the next token), or only the logits of a few
+//   vocabulary rows (a grammar allows few tokens): the final-norm hidden state times just those
+//   rows of the (tied) output matrix, the same bits the full head gives for them. Chunks that
+//   are not the last one of an Append never compute the head.
 #ifndef FGEMMA_RUNTIME_SESSION_H_
 #define FGEMMA_RUNTIME_SESSION_H_
 
@@ -29,16 +34,46 @@ struct SessionOptions {
   bool reference = false;      // run the reference kernels (tests)
 };
 
+// What the last token of an Append gets.
+struct LogitsRequest {
+  enum class Kind { kFull, kNone, kRows };
+  Kind kind = Kind::kFull;
+  // kRows: vocabulary ids in [0, vocab); any order, duplicates allowed (ascending runs are
+  // fastest). Only read during Append.
+  std::span<const int32_t> rows;
+
+  static LogitsRequest Full() { return {}; }
+  static LogitsRequest None() { return {Kind::kNone, {}}; }
+  static LogitsRequest Rows(std::span<const int32_t> ids) { return {Kind::kRows, ids}; }
+};
+
+// LM-head work of a session's Appends so far (stats).
+struct HeadStats {
+  int64_t full = 0;         // Appends that computed every vocabulary row
+  int64_t none = 0;         // Appends that skipped the head
+  int64_t sparse = 0;       // Appends that computed only requested rows
+  int64_t sparse_rows = 0;  // rows computed by those
+};
+
 class Session {
  public:
   static StatusOr<std::unique_ptr<Session>> Create(const Model& model, SessionOptions options);
 
   // Appends tokens at the current position. Afterwards logits() are those of the last token;
   // if it fails after checking its arguments, logits() is empty.
-  Status Append(std::span<const int32_t> tokens);
-  // Logits of the last appended token ([vocab]); empty before the first Append. A view into the
-  // session (no copy per token): valid until the next Append, Restore or Reset.
+  Status Append(std::span<const int32_t> tokens) { return Append(tokens, LogitsRequest::Full()); }
+  // Same, computing for the last token only what `request` asks for. Row ids out of range are
+  // an OutOfRange error (checked before anything runs).
+  Status Append(std::span<const int32_t> tokens, const LogitsRequest& request);
+  // Logits of the last appended token ([vocab]) after a kFull Append; empty before the first
+  // Append and after kNone/kRows ones. A view into the session (no copy per token): valid until
+  // the next Append, Restore, Truncate or Reset.
   std::span<const float> logits() const { return logits_; }
+  // After a kRows Append: row_logits()[j] is the logit of request.rows[j]; empty otherwise.
+  std::span<const float> row_logits() const { return row_logits_; }
+  // The final-norm hidden state of the last token ([hidden]) after a kNone/kRows Append.
+  std::span<const float> last_hidden() const { return hidden_; }
+  const HeadStats& head_stats() const { return head_stats_; }
   int64_t position() const { return position_; }
   int64_t context() const { return options_.context; }
   const Model& model() const { return model_; }
@@ -51,6 +86,12 @@ class Session {
   Snapshot Save() const;
   Status Restore(const Snapshot& s);
   void Reset();
+  // Rewinds to `position` (<= position()), keeping the cache of the tokens before it, so a new
+  // continuation can share a prefix with the old one. FailedPrecondition when a sliding layer's
+  // ring has already overwritten a row that position still needs (rewinding further back than
+  // about max_chunk tokens once the ring has wrapped); the session is then unchanged. Logits are
+  // cleared: append at least one token before reading them.
+  Status Truncate(int64_t position);
 
   // Calls fn for every named intermediate of the following Appends (debugging, --dump).
   void SetDump(exec::DumpFn fn);
@@ -60,8 +101,12 @@ class Session {
 
  private:
   Session(const Model& model, SessionOptions options) : model_(model), options_(options) {}
-  StatusOr<exec::Executor*> ExecutorFor(int64_t n_tokens);
+  // The graph for `n_tokens` new tokens, with the LM head (one logit row) or without it (the
+  // final-norm hidden state of the last token).
+  StatusOr<exec::Executor*> ExecutorFor(int64_t n_tokens, bool lm_head);
   int64_t CacheRows(int64_t layer) const;
+  // row_logits_ = the head rows `rows` times hidden_.
+  Status RowLogits(std::span<const int32_t> rows);
 
   const Model& model_;
   SessionOptions options_;
@@ -70,7 +115,11 @@ class Session {
   std::vector<std::vector<float>> k_, v_;  // per layer: [rows, n_kv, head_dim]
   std::span<const float> logits_;    // an executor's output, or owned_logits_
   std::vector<float> owned_logits_;  // logits restored from a snapshot
-  std::map<int64_t, std::unique_ptr<exec::Executor>> executors_;  // by chunk length
+  std::span<const float> hidden_;    // result_norm of a headless run
+  std::vector<float> row_logits_;
+  HeadStats head_stats_;
+  // By (chunk length, lm_head).
+  std::map<std::pair<int64_t, bool>, std::unique_ptr<exec::Executor>> executors_;
   exec::DumpFn dump_;
   std::vector<int32_t> pos_buf_;
 };

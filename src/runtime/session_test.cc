@@ -1,0 +1,196 @@
+// Session logits requests (full / none / a few rows) and Truncate, on synthetic models: sparse
+// logits are the matching entries of the full logits, skipping the head never changes later
+// logits, and a rewound session continues exactly like a fresh one.
+#include "src/runtime/session.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "src/base/status_matchers.h"
+#include "src/base/thread_pool.h"
+#include "src/gguf/synthetic.h"
+#include "src/runtime/model.h"
+
+namespace fg::runtime {
+namespace {
+
+using ::fg::testing::StatusIs;
+using tensor::DType;
+
+std::vector<int32_t> Tokens(int n, int64_t vocab, uint32_t seed) {
+  std::vector<int32_t> t;
+  uint32_t x = seed;
+  while (static_cast<int>(t.size()) < n) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(static_cast<int32_t>(7 + (x >> 8) % (vocab - 7)));
+  }
+  return t;
+}
+
+std::unique_ptr<Model> MakeModel(const std::string& preset, DType type) {
+  auto spec = gguf::SyntheticPreset(preset);
+  EXPECT_TRUE(spec.ok());
+  spec->default_type = type;
+  const std::string path = ::testing::TempDir() + "/session_" + preset + "_" +
+                           std::string(tensor::DTypeName(type)) + ".gguf";
+  Status s = gguf::WriteSyntheticGemma3(*spec, path);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  auto m = Model::Load(path);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+std::unique_ptr<Session> NewSession(const Model& m, ThreadPool* pool, int64_t chunk,
+                                    bool reference = false) {
+  SessionOptions o;
+  o.context = 256;
+  o.max_chunk = chunk;
+  o.pool = pool;
+  o.reference = reference;
+  auto s = Session::Create(m, o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+struct Case {
+  std::string preset;
+  DType type;
+  bool reference;
+};
+
+class SessionLogits : public ::testing::TestWithParam<Case> {};
+
+// Rows (scattered, consecutive runs, unsorted, duplicated) get exactly the full logits' values.
+TEST_P(SessionLogits, RowsEqualTheFullLogitsEntries) {
+  const Case& c = GetParam();
+  auto m = MakeModel(c.preset, c.type);
+  ASSERT_NE(m, nullptr);
+  const int64_t vocab = m->config().vocab;
+  ThreadPool pool(2);
+  auto full = NewSession(*m, &pool, 16, c.reference);
+  auto sparse = NewSession(*m, &pool, 16, c.reference);
+  std::vector<int32_t> rows = {0, 1, 2, 3, 4, 46, 52, 7, 100, 101, 102, 103, 104, 105, 106,
+                               static_cast<int32_t>(vocab - 1), 52, 300, 9};
+  std::vector<int32_t> prompt = Tokens(37, vocab, 3);  // three chunks, the last partial
+  FG_ASSERT_OK(full->Append(prompt));
+  FG_ASSERT_OK(sparse->Append(prompt, LogitsRequest::Rows(rows)));
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_EQ(sparse->row_logits().size(), rows.size());
+    EXPECT_TRUE(sparse->logits().empty());
+    EXPECT_EQ(sparse->last_hidden().size(), static_cast<size_t>(m->config().hidden));
+    ASSERT_EQ(full->logits().size(), static_cast<size_t>(vocab));
+    for (size_t j = 0; j < rows.size(); ++j) {
+      EXPECT_EQ(sparse->row_logits()[j], full->logits()[rows[j]]) << "row " << rows[j];
+    }
+    const int32_t next = static_cast<int32_t>(
+        std::max_element(full->logits().begin(), full->logits().end()) - full->logits().begin());
+    FG_ASSERT_OK(full->Append(std::span<const int32_t>(&next, 1)));
+    FG_ASSERT_OK(sparse->Append(std::span<const int32_t>(&next, 1), LogitsRequest::Rows(rows)));
+  }
+  EXPECT_EQ(sparse->head_stats().sparse, 7);
+  EXPECT_EQ(sparse->head_stats().sparse_rows, 7 * static_cast<int64_t>(rows.size()));
+  EXPECT_EQ(sparse->head_stats().full, 0);
+  EXPECT_EQ(full->head_stats().full, 7);
+}
+
+// Skipping the head (kNone) on some Appends leaves every later full logit vector unchanged.
+TEST_P(SessionLogits, NoneThenFullEqualsAlwaysFull) {
+  const Case& c = GetParam();
+  auto m = MakeModel(c.preset, c.type);
+  ASSERT_NE(m, nullptr);
+  const int64_t vocab = m->config().vocab;
+  ThreadPool pool(2);
+  auto always = NewSession(*m, &pool, 8, c.reference);
+  auto mixed = NewSession(*m, &pool, 8, c.reference);
+  std::vector<int32_t> toks = Tokens(40, vocab, 11);
+  // Pieces of lengths 13, 1, 1, 5, 1, 19: chunks split, single tokens, runs of forced tokens.
+  const int cuts[] = {13, 1, 1, 5, 1, 19};
+  size_t at = 0;
+  for (int i = 0; i < 6; ++i) {
+    std::span<const int32_t> piece(toks.data() + at, cuts[i]);
+    at += cuts[i];
+    FG_ASSERT_OK(always->Append(piece));
+    const bool skip = i % 2 == 0;
+    FG_ASSERT_OK(mixed->Append(piece, skip ? LogitsRequest::None() : LogitsRequest::Full()));
+    if (skip) {
+      EXPECT_TRUE(mixed->logits().empty());
+      EXPECT_TRUE(mixed->row_logits().empty());
+      continue;
+    }
+    ASSERT_EQ(mixed->logits().size(), always->logits().size());
+    for (int64_t v = 0; v < vocab; ++v) ASSERT_EQ(mixed->logits()[v], always->logits()[v]) << v;
+  }
+  EXPECT_EQ(mixed->head_stats().none, 3);
+  EXPECT_EQ(mixed->head_stats().full, 3);
+  EXPECT_EQ(mixed->position(), always->position());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, SessionLogits,
+    ::testing::Values(Case{"tiny", DType::kF32, false}, Case{"tiny", DType::kQ8_0, false},
+                      Case{"small", DType::kQ4_0, false}, Case{"tiny", DType::kQ8_0, true}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      return i.param.preset + "_" + std::string(tensor::DTypeName(i.param.type)) +
+             (i.param.reference ? "_reference" : "");
+    });
+
+TEST(Session, BadLogitRowsAreRefusedBeforeRunning) {
+  auto m = MakeModel("tiny", DType::kF32);
+  ASSERT_NE(m, nullptr);
+  auto s = NewSession(*m, nullptr, 8);
+  std::vector<int32_t> toks = Tokens(5, m->config().vocab, 5);
+  std::vector<int32_t> bad = {3, static_cast<int32_t>(m->config().vocab)};
+  EXPECT_THAT(s->Append(toks, LogitsRequest::Rows(bad)), StatusIs(StatusCode::kOutOfRange, ::testing::_));
+  EXPECT_EQ(s->position(), 0);
+  std::vector<int32_t> negative = {-1};
+  EXPECT_THAT(s->Append(toks, LogitsRequest::Rows(negative)), StatusIs(StatusCode::kOutOfRange, ::testing::_));
+  EXPECT_EQ(s->position(), 0);
+  // No rows at all is allowed (an empty result).
+  FG_ASSERT_OK(s->Append(toks, LogitsRequest::Rows({})));
+  EXPECT_TRUE(s->row_logits().empty());
+  EXPECT_EQ(s->position(), 5);
+}
+
+// A session rewound to a shared prefix continues exactly like one that never saw the old
+// continuation, also once the sliding layers' ring has wrapped.
+TEST(Session, TruncateThenAppendEqualsFresh) {
+  auto m = MakeModel("small", DType::kF32);
+  ASSERT_NE(m, nullptr);
+  const int64_t vocab = m->config().vocab;
+  ASSERT_LT(m->config().sliding_window, 30);
+  ThreadPool pool(2);
+  const int64_t chunk = 8;
+  auto s = NewSession(*m, &pool, chunk);
+  auto fresh = NewSession(*m, &pool, chunk);
+  std::vector<int32_t> prefix = Tokens(30, vocab, 1);
+  std::vector<int32_t> old_tail = Tokens(6, vocab, 2);
+  std::vector<int32_t> new_tail = Tokens(9, vocab, 3);
+  FG_ASSERT_OK(s->Append(prefix));
+  FG_ASSERT_OK(s->Append(old_tail));
+  FG_ASSERT_OK(s->Truncate(30));
+  EXPECT_EQ(s->position(), 30);
+  EXPECT_TRUE(s->logits().empty());
+  FG_ASSERT_OK(s->Append(new_tail));
+  FG_ASSERT_OK(fresh->Append(prefix));
+  FG_ASSERT_OK(fresh->Append(new_tail));
+  ASSERT_EQ(s->logits().size(), fresh->logits().size());
+  for (int64_t v = 0; v < vocab; ++v) ASSERT_EQ(s->logits()[v], fresh->logits()[v]) << v;
+
+  // Too far back once the ring has wrapped: refused, nothing changes.
+  const int64_t pos = s->position();
+  std::vector<int32_t> more = Tokens(40, vocab, 4);
+  FG_ASSERT_OK(s->Append(more));
+  EXPECT_THAT(s->Truncate(pos), StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_EQ(s->position(), pos + 40);
+  EXPECT_THAT(s->Truncate(pos + 41), StatusIs(StatusCode::kInvalidArgument, ::testing::_));
+  FG_EXPECT_OK(s->Truncate(0));  // position 0 needs no earlier keys
+  EXPECT_EQ(s->position(), 0);
+}
+
+}  // namespace
+}  // namespace fg::runtime
