@@ -15,17 +15,21 @@ int CmdInspect(int argc, char** argv);
 int CmdMkmodel(int argc, char** argv);
 int CmdTokenize(int argc, char** argv);
 int CmdRun(int argc, char** argv);
+int CmdCall(int argc, char** argv);
 int CmdBench(int argc, char** argv);
 int CmdQuantize(int argc, char** argv);
+int CmdExport(int argc, char** argv);
 
 // Every subcommand, in the order `fgemma --help` lists them.
 inline constexpr Command kCommands[] = {
+    {"call", "Turn a request into a function call of a tool catalog (JSON out)", CmdCall},
     {"run", "Generate text from a prompt (Gemma chat template), streaming", CmdRun},
     {"quantize", "Requantize a GGUF's weights to another type (like llama-quantize)", CmdQuantize},
     {"inspect", "Show a GGUF file's metadata and tensor table", CmdInspect},
     {"mkmodel", "Write a deterministic random Gemma 3 GGUF (tests, benchmarks)", CmdMkmodel},
     {"tokenize", "Tokenize text with a model's vocabulary (ids, pieces)", CmdTokenize},
     {"bench", "Measure prompt processing and generation speed (ppN, tgN)", CmdBench},
+    {"export", "Export the contract's functions as StableHLO + IREE parameter archive + manifest", CmdExport},
 };
 
 // Runs the CLI (main() calls this; tests call it in-process).

@@ -1,0 +1,153 @@
+// fgemma's function-calling API: a request in natural language in, a validated call out.
+//
+//   auto model = fg::CallModel::Load("functiongemma-270m.gguf");          // once
+//   auto caller = fg::FunctionCaller::Create(*model, catalog_json, {});   // once per catalog
+//   auto result = (*caller)->Call("turn the light on in the kitchen");    // per request
+//   // result->calls[0].name == "set_light", result->calls[0].arguments == {"room":"kitchen",...}
+//
+// The prompt is the FunctionGemma one (official dialect: developer turn declaring every tool,
+// then the user turn), or the seed fine-tune's compact one (just the user turn; tools are
+// <tool_N> vocabulary tokens named by a toolMap). The catalog part of the prompt (everything
+// before the user's text) is prefilled once per FunctionCaller and kept as a snapshot; with a
+// cache directory it is also stored on disk (checksummed, keyed by model identity and prefix
+// tokens) so a new process skips that prefill. Decoding is greedy by default and, with
+// constrain "call", follows a grammar that only admits calls of the catalog's tools with valid
+// arguments; steps where the grammar allows one token skip the LM head, steps where it allows
+// few compute only those rows.
+//
+// Threads: a CallModel is immutable and may be shared by any number of FunctionCallers on any
+// threads; one FunctionCaller is used by one thread at a time (thread-compatible).
+#ifndef FGEMMA_FUNCTION_CALLER_H_
+#define FGEMMA_FUNCTION_CALLER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fgemma/status.h"
+
+namespace fg {
+
+// A loaded GGUF model and its tokenizer.
+class CallModel {
+ public:
+  static StatusOr<std::shared_ptr<const CallModel>> Load(const std::string& gguf_path);
+  ~CallModel();
+  const std::string& path() const;
+  int64_t trained_context() const;  // gemma3.context_length (0 when absent)
+
+  struct Impl;  // internal (src/call)
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit CallModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct FunctionCallerOptions {
+  std::string dialect = "official";  // "official" or "compact"
+  std::string constrain = "call";    // "call" (output must be calls), "auto", or "off"
+  // Sampling: temperature 0 is greedy (the default; ties go to the lowest token id).
+  double temperature = 0.0;
+  int64_t top_k = 64;
+  double top_p = 0.95;
+  uint64_t seed = 0;
+  int max_calls = 1;          // calls before decoding stops (>= 1)
+  int64_t max_tokens = 256;   // generated tokens per request at most
+  int64_t context = 0;        // 0: 2048, or the model's trained context if shorter
+  int threads = 0;            // 0: the cores this process may use
+  std::string cache_dir;      // "": the prefix snapshot lives in memory only
+  // Compact dialect: tool_map[N] is the catalog name of <tool_N> ("" for an unused N).
+  std::vector<std::string> tool_map;
+  // Official dialect: text before the first declaration ("" = FunctionGemma's default).
+  std::string developer_message;
+  // false: compute the whole LM head at every step even when the grammar allows one or a few
+  // tokens (same output, slower; for measuring the optimization).
+  bool fast_head = true;
+  // Warnings (a corrupt or stale cache file being rebuilt, ...). Null: written to stderr.
+  std::function<void(const std::string&)> on_warning;
+};
+
+struct FunctionCall {
+  std::string name;
+  nlohmann::json arguments = nlohmann::json::object();
+  nlohmann::json ToJson() const;  // {"name": ..., "arguments": {...}}
+};
+
+struct CallStats {
+  std::string prefix_source;  // "memory", "disk" or "prefill": where the catalog prefix came from
+  double prefix_ms = 0;       // restoring or prefilling the catalog prefix
+  double prefill_ms = 0;      // the rest of the prompt (the request)
+  double decode_ms = 0;
+  double total_ms = 0;
+  int64_t prefix_tokens = 0;
+  int64_t prompt_tokens = 0;      // whole prompt, BOS and prefix included
+  int64_t generated_tokens = 0;   // stop token excluded
+  // LM-head work during decoding (each step either skipped the head, computed the logits of
+  // only the grammar's allowed tokens, or computed every vocabulary row).
+  int64_t forced_steps = 0;  // tokens the grammar forced: no head at all
+  int64_t sparse_steps = 0;
+  int64_t full_steps = 0;
+  int64_t head_rows_skipped = 0;  // vocabulary rows not computed, over all steps
+  int64_t head_rows_total = 0;    // steps x vocabulary
+};
+
+struct CallResult {
+  std::vector<FunctionCall> calls;
+  std::string content;       // text outside calls (usually empty)
+  std::string text;          // the raw output, special tokens as text
+  std::vector<int32_t> tokens;
+  std::string stop_reason;   // "stop token N", "grammar done", "max calls", "max tokens", ...
+  // OK when every call parsed and validated against the catalog; otherwise the reason (the
+  // output was not a valid call: possible without a grammar, or when max_tokens cut it short).
+  Status validity;
+  CallStats stats;
+
+  // The JSON `fgemma call` prints (see README): with max_calls 1 and one valid call, the call
+  // object; with max_calls > 1 and valid calls, an array of call objects; otherwise
+  // {"content": TEXT, "calls": [...]} plus "error" when the output was not valid.
+  nlohmann::json ToJson(int max_calls) const;
+};
+
+class FunctionCaller {
+ public:
+  // `catalog_json`: the tool catalog's JSON text (tool_catalog.h lists the accepted shapes).
+  // Errors: InvalidArgument for a bad catalog or options, NotFound/Io for an unusable cache
+  // directory.
+  static StatusOr<std::unique_ptr<FunctionCaller>> Create(std::shared_ptr<const CallModel> model,
+                                                          std::string_view catalog_json,
+                                                          const FunctionCallerOptions& options);
+  ~FunctionCaller();
+
+  // One request (a user turn). InvalidArgument for an empty or non-UTF-8 request, OutOfRange
+  // when the prompt does not fit the context. A model output that is not a valid call is not an
+  // error: see CallResult::validity.
+  StatusOr<CallResult> Call(std::string_view request);
+
+  // Prompt tokens of a request (BOS first), and how many of them are the cached prefix.
+  StatusOr<std::vector<int32_t>> PromptTokens(std::string_view request) const;
+  int64_t prefix_tokens() const;
+  // The context actually used.
+  int64_t context() const;
+
+  struct Impl;
+
+ private:
+  explicit FunctionCaller(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads a toolMap: a JSON object {"0": "set_lights", "1": ..., "none": null} (keys that are not
+// non-negative integers are ignored), or a manifest whose "toolMap" member is one. Returns
+// names indexed by N ("" where the map has no N). InvalidArgument naming the problem otherwise.
+StatusOr<std::vector<std::string>> ParseToolMap(std::string_view json_text);
+StatusOr<std::vector<std::string>> LoadToolMap(const std::string& path);
+
+}  // namespace fg
+
+#endif  // FGEMMA_FUNCTION_CALLER_H_

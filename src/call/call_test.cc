@@ -1,0 +1,507 @@
+// The function-calling module on synthetic models: prompt tokens, the prefix cache file (round
+// trip, corruption, staleness), tool maps, the compact parser, and FunctionCaller end to end
+// (unconstrained and with the call grammar; prefix reuse in memory and on disk; callers sharing
+// one model on several threads).
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "fgemma/function_caller.h"
+#include "src/base/mapped_file.h"
+#include "src/base/status_matchers.h"
+#include "src/call/compact.h"
+#include "src/call/prefix_cache.h"
+#include "src/call/prompt.h"
+#include "src/gguf/synthetic.h"
+#include "src/runtime/model.h"
+#include "src/runtime/session.h"
+#include "src/text/function_prompt.h"
+#include "src/text/tokenizer.h"
+#include "src/text/tool_catalog.h"
+
+namespace fg {
+namespace {
+
+using ::fg::testing::StatusIs;
+using ::testing::_;
+using ::testing::HasSubstr;
+
+constexpr char kCatalog[] = R"([
+  {"name": "set_light", "description": "Turns a light on or off.",
+   "parameters": {"type": "object",
+     "properties": {"room": {"type": "string", "description": "Room"},
+                    "state": {"type": "string", "enum": ["on", "off"]}},
+     "required": ["state"]}},
+  {"name": "set_timer", "description": "Starts a timer.",
+   "parameters": {"type": "object",
+     "properties": {"minutes": {"type": "integer", "description": "Length"}},
+     "required": ["minutes"]}},
+  {"name": "get_weather", "description": "Weather for a city.",
+   "parameters": {"type": "object",
+     "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+])";
+
+// Only enums, booleans and tools without arguments: the grammar bounds every output, so even a
+// random model finishes its call.
+constexpr char kBoundedCatalog[] = R"([
+  {"name": "set_light", "description": "Turns a light on or off.",
+   "parameters": {"type": "object",
+     "properties": {"room": {"type": "string", "enum": ["kitchen", "bedroom", "hall"]},
+                    "state": {"type": "string", "enum": ["on", "off"]}},
+     "required": ["room", "state"]}},
+  {"name": "set_mode", "description": "Sets the thermostat mode.",
+   "parameters": {"type": "object",
+     "properties": {"mode": {"type": "string", "enum": ["heat", "cool", "auto"]},
+                    "eco": {"type": "boolean"}},
+     "required": ["mode", "eco"]}},
+  {"name": "stop_music", "description": "Stops the music."}
+])";
+
+const std::string& TinyModelPath() {
+  static const std::string path = [] {
+    auto spec = gguf::SyntheticPreset("tiny");
+    EXPECT_TRUE(spec.ok());
+    spec->context = 2048;
+    const std::string p = ::testing::TempDir() + "/call_tiny.gguf";
+    Status s = gguf::WriteSyntheticGemma3(*spec, p);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return p;
+  }();
+  return path;
+}
+
+std::shared_ptr<const CallModel> TinyModel() {
+  static std::shared_ptr<const CallModel> m = [] {
+    auto r = CallModel::Load(TinyModelPath());
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : nullptr;
+  }();
+  return m;
+}
+
+std::unique_ptr<text::Tokenizer> TinyTokenizer() {
+  auto f = gguf::File::Open(TinyModelPath());
+  EXPECT_TRUE(f.ok());
+  auto t = text::Tokenizer::FromGguf(**f);
+  EXPECT_TRUE(t.ok());
+  return std::move(*t);
+}
+
+text::ToolCatalog Catalog() {
+  auto c = text::ParseToolCatalog(kCatalog);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return *c;
+}
+
+// --- prompt ---------------------------------------------------------------------------------
+
+TEST(CallPrompt, SplitTokenizesLikeTheWholePromptWithOneBos) {
+  auto tk = TinyTokenizer();
+  text::ToolCatalog cat = Catalog();
+  for (const char* req : {"turn the light on", "Set a timer for 5 minutes, please!",
+                          " weather in Paris?\n", "\xc3\xa9t\xc3\xa9 \xe2\x9c\x93"}) {
+    std::vector<int32_t> got = call::PrefixTokens(*tk, text::Dialect::kOfficial, cat, {});
+    auto rest = call::RequestTokens(*tk, req);
+    FG_ASSERT_OK(rest.status());
+    got.insert(got.end(), rest->begin(), rest->end());
+    std::vector<int32_t> want = {2};
+    std::vector<int32_t> body = tk->Encode(text::RenderPrompt(cat, req), false, true);
+    want.insert(want.end(), body.begin(), body.end());
+    EXPECT_EQ(got, want) << req;
+    EXPECT_EQ(std::count(got.begin(), got.end(), 2), 1);
+  }
+}
+
+TEST(CallPrompt, RequestCannotInjectControlTokens) {
+  auto tk = TinyTokenizer();
+  auto rest = call::RequestTokens(*tk, "hi<end_of_turn><escape>");
+  FG_ASSERT_OK(rest.status());
+  const int32_t eot = *tk->Find("<end_of_turn>");
+  // Only the template's own <end_of_turn> (the suffix) is a control token.
+  EXPECT_EQ(std::count(rest->begin(), rest->end(), eot), 1);
+  EXPECT_EQ(std::count(rest->begin(), rest->end(), *tk->Find("<escape>")), 0);
+}
+
+TEST(CallPrompt, CompactPrefixIsJustTheUserTurnOpening) {
+  auto tk = TinyTokenizer();
+  std::vector<int32_t> p = call::PrefixTokens(*tk, text::Dialect::kCompact, Catalog(), {});
+  std::vector<int32_t> want = {2};
+  std::vector<int32_t> body = tk->Encode("<start_of_turn>user\n", false, true);
+  want.insert(want.end(), body.begin(), body.end());
+  EXPECT_EQ(p, want);
+}
+
+TEST(CallPrompt, BadRequests) {
+  auto tk = TinyTokenizer();
+  EXPECT_THAT(call::RequestTokens(*tk, "").status(), StatusIs(StatusCode::kInvalidArgument, _));
+  EXPECT_THAT(call::RequestTokens(*tk, " \n\t").status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty")));
+  EXPECT_THAT(call::RequestTokens(*tk, "a\xff").status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("UTF-8")));
+}
+
+// --- prefix cache -----------------------------------------------------------------------------
+
+struct CacheFixture {
+  std::unique_ptr<runtime::Model> model;
+  std::unique_ptr<runtime::Session> session;
+  call::PrefixGeometry g;
+  std::vector<int32_t> tokens;
+};
+
+CacheFixture MakeCache() {
+  CacheFixture f;
+  auto m = runtime::Model::Load(TinyModelPath());
+  EXPECT_TRUE(m.ok());
+  f.model = std::move(*m);
+  runtime::SessionOptions o;
+  o.context = 256;
+  o.max_chunk = 8;
+  auto s = runtime::Session::Create(*f.model, o);
+  EXPECT_TRUE(s.ok());
+  f.session = std::move(*s);
+  f.g.layers = f.model->config().n_layers;
+  f.g.kv_dim = f.model->config().kv_dim();
+  f.g.local_rows = f.model->config().sliding_window + 8 - 1;
+  for (int i = 0; i < 30; ++i) f.tokens.push_back(7 + (i * 37) % 500);
+  EXPECT_TRUE(f.session->Append(f.tokens).ok());
+  return f;
+}
+
+TEST(PrefixCache, RoundTripsExactly) {
+  CacheFixture f = MakeCache();
+  const std::string path = ::testing::TempDir() + "/prefix_roundtrip.fgkv";
+  runtime::Session::Snapshot snap = f.session->Save();
+  FG_ASSERT_OK(call::SavePrefix(path, 42, f.g, f.tokens, snap));
+  auto back = call::LoadPrefix(path, 42, f.g, f.tokens);
+  FG_ASSERT_OK(back.status());
+  EXPECT_EQ(back->position, snap.position);
+  EXPECT_EQ(back->k, snap.k);
+  EXPECT_EQ(back->v, snap.v);
+  // No temporary files left behind.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir())) {
+    files += e.path().filename().string().rfind("prefix_roundtrip.fgkv.tmp", 0) == 0;
+  }
+  EXPECT_EQ(files, 0);
+}
+
+TEST(PrefixCache, CorruptStaleAndMissingFilesAreRefused) {
+  CacheFixture f = MakeCache();
+  const std::string path = ::testing::TempDir() + "/prefix_bad.fgkv";
+  runtime::Session::Snapshot snap = f.session->Save();
+  EXPECT_THAT(call::LoadPrefix(path + ".none", 1, f.g, f.tokens).status(),
+              StatusIs(StatusCode::kNotFound, _));
+  FG_ASSERT_OK(call::SavePrefix(path, 7, f.g, f.tokens, snap));
+  auto bytes = ReadFileToString(path);
+  FG_ASSERT_OK(bytes.status());
+  auto write = [&](const std::string& b) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(b.data(), b.size());
+  };
+  // Every corruption: one flipped bit anywhere, truncation, garbage.
+  for (size_t at : {size_t{0}, size_t{9}, size_t{40}, bytes->size() / 2, bytes->size() - 1}) {
+    std::string b = *bytes;
+    b[at] ^= 0x10;
+    write(b);
+    EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens).status(),
+                StatusIs(StatusCode::kDataLoss, _))
+        << "flip at " << at;
+  }
+  write(bytes->substr(0, bytes->size() - 100));
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens).status(), StatusIs(StatusCode::kDataLoss, _));
+  write("hello");
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens).status(), StatusIs(StatusCode::kDataLoss, _));
+  // Stale: another key, geometry or prefix.
+  write(*bytes);
+  FG_EXPECT_OK(call::LoadPrefix(path, 7, f.g, f.tokens).status());
+  EXPECT_THAT(call::LoadPrefix(path, 8, f.g, f.tokens).status(),
+              StatusIs(StatusCode::kFailedPrecondition, _));
+  call::PrefixGeometry g2 = f.g;
+  g2.local_rows += 1;
+  EXPECT_THAT(call::LoadPrefix(path, 7, g2, f.tokens).status(),
+              StatusIs(StatusCode::kFailedPrecondition, _));
+  std::vector<int32_t> other = f.tokens;
+  other[3] += 1;
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, other).status(),
+              StatusIs(StatusCode::kFailedPrecondition, _));
+  other.pop_back();
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, other).status(),
+              StatusIs(StatusCode::kFailedPrecondition, _));
+}
+
+TEST(PrefixCache, KeyDependsOnEveryInput) {
+  call::PrefixGeometry g{2, 32, 15};
+  std::vector<int32_t> t = {2, 5, 9};
+  const uint64_t k = call::PrefixCacheKey(1, g, "avx2", t);
+  EXPECT_EQ(k, call::PrefixCacheKey(1, g, "avx2", t));
+  EXPECT_NE(k, call::PrefixCacheKey(2, g, "avx2", t));
+  EXPECT_NE(k, call::PrefixCacheKey(1, g, "avx512", t));
+  call::PrefixGeometry g2 = g;
+  g2.local_rows = 16;
+  EXPECT_NE(k, call::PrefixCacheKey(1, g2, "avx2", t));
+  t.push_back(1);
+  EXPECT_NE(k, call::PrefixCacheKey(1, g, "avx2", t));
+}
+
+TEST(PrefixCache, CacheDirMustBeAWritableDirectory) {
+  const std::string dir = ::testing::TempDir() + "/call_cache_new";
+  std::filesystem::remove_all(dir);
+  FG_EXPECT_OK(call::PrepareCacheDir(dir));  // created
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  const std::string file = ::testing::TempDir() + "/call_cache_file";
+  std::ofstream(file) << "x";
+  EXPECT_THAT(call::PrepareCacheDir(file), StatusIs(StatusCode::kIo, HasSubstr("not a directory")));
+  EXPECT_THAT(call::PrepareCacheDir(file + "/sub"), StatusIs(StatusCode::kIo, _));
+  EXPECT_THAT(call::PrepareCacheDir(dir + "/a/b/c"), StatusIs(StatusCode::kIo, _));
+}
+
+// --- tool map and compact output ----------------------------------------------------------------
+
+TEST(ToolMap, ParsesObjectsAndManifests) {
+  auto m = ParseToolMap(R"({"0": "set_lights", "2": "set_timer", "none": null})");
+  FG_ASSERT_OK(m.status());
+  EXPECT_EQ(*m, (std::vector<std::string>{"set_lights", "", "set_timer"}));
+  auto man = ParseToolMap(R"({"model": "x", "toolMap": {"0": "a", "1": "b"}})");
+  FG_ASSERT_OK(man.status());
+  EXPECT_EQ(*man, (std::vector<std::string>{"a", "b"}));
+  for (const char* bad : {"[1]", "{", R"({"0": 3})", R"({"none": null})", R"({"0": "a b"})",
+                          R"({"99999": "a"})"}) {
+    EXPECT_THAT(ParseToolMap(bad).status(), StatusIs(StatusCode::kInvalidArgument, _)) << bad;
+  }
+}
+
+TEST(CompactOutput, ParsesTheSeedGoldenShape) {
+  text::ToolCatalog cat = Catalog();
+  std::vector<std::string> map = {"set_light", "set_timer"};
+  auto out = call::ParseCompactOutput("<tool_0>(state=\"on\")<end>", map, cat);
+  FG_ASSERT_OK(out.status());
+  ASSERT_EQ(out->calls.size(), 1u);
+  EXPECT_EQ(out->calls[0].name, "set_light");
+  EXPECT_EQ(out->calls[0].arguments, nlohmann::json({{"state", "on"}}));
+  auto two = call::ParseCompactOutput("<tool_1>(minutes=5)<end><tool_0>(room=\"a \\\"b\\\"\", state=\"off\")", map, cat);
+  FG_ASSERT_OK(two.status());
+  ASSERT_EQ(two->calls.size(), 2u);
+  EXPECT_EQ(two->calls[0].arguments, nlohmann::json({{"minutes", 5}}));
+  EXPECT_EQ(two->calls[1].arguments, nlohmann::json({{"room", "a \"b\""}, {"state", "off"}}));
+  for (const char* bad : {"<tool_7>(state=\"on\")", "<tool_0>state", "<tool_0>(state=\"on)",
+                          "<tool_x>()", "<tool_0>(=1)"}) {
+    EXPECT_FALSE(call::ParseCompactOutput(bad, map, cat).ok()) << bad;
+  }
+}
+
+// --- FunctionCaller ---------------------------------------------------------------------------
+
+FunctionCallerOptions Options(const std::string& constrain) {
+  FunctionCallerOptions o;
+  o.constrain = constrain;
+  o.max_tokens = 48;
+  o.threads = 1;
+  o.context = 1024;
+  return o;
+}
+
+std::unique_ptr<FunctionCaller> NewCaller(const FunctionCallerOptions& o,
+                                          const char* catalog = kCatalog) {
+  auto c = FunctionCaller::Create(TinyModel(), catalog, o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+TEST(FunctionCaller, UnconstrainedIsDeterministicAndReusesThePrefix) {
+  auto c = NewCaller(Options("off"));
+  ASSERT_NE(c, nullptr);
+  auto a = c->Call("turn the light on");
+  FG_ASSERT_OK(a.status());
+  EXPECT_EQ(a->stats.prefix_source, "prefill");
+  EXPECT_EQ(a->stats.prefix_tokens, c->prefix_tokens());
+  EXPECT_GT(a->stats.generated_tokens, 0);
+  auto b = c->Call("set a timer");
+  FG_ASSERT_OK(b.status());
+  EXPECT_EQ(b->stats.prefix_source, "memory");
+  auto a2 = c->Call("turn the light on");
+  FG_ASSERT_OK(a2.status());
+  EXPECT_EQ(a2->tokens, a->tokens);
+  EXPECT_EQ(a2->text, a->text);
+  // A fresh caller agrees.
+  auto fresh = NewCaller(Options("off"))->Call("set a timer");
+  FG_ASSERT_OK(fresh.status());
+  EXPECT_EQ(fresh->tokens, b->tokens);
+}
+
+TEST(FunctionCaller, BadRequestsAndOptions) {
+  auto c = NewCaller(Options("off"));
+  ASSERT_NE(c, nullptr);
+  EXPECT_THAT(c->Call(" ").status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty")));
+  std::string huge;
+  for (int i = 0; i < 1200; ++i) huge += "light ";
+  EXPECT_THAT(c->Call(huge).status(), StatusIs(StatusCode::kOutOfRange, HasSubstr("context")));
+  // The caller still works after a refused request.
+  FG_EXPECT_OK(c->Call("turn the light on").status());
+
+  FunctionCallerOptions o = Options("off");
+  o.dialect = "klingon";
+  EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("klingon")));
+  o = Options("maybe");
+  EXPECT_FALSE(FunctionCaller::Create(TinyModel(), kCatalog, o).ok());
+  o = Options("off");
+  EXPECT_THAT(FunctionCaller::Create(TinyModel(), "[{\"name\": 3}]", o).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("tool catalog")));
+  EXPECT_FALSE(FunctionCaller::Create(TinyModel(), "not json", o).ok());
+  o.max_calls = 0;
+  EXPECT_FALSE(FunctionCaller::Create(TinyModel(), kCatalog, o).ok());
+  o = Options("off");
+  o.dialect = "compact";  // no tool map; and the synthetic vocabulary has no <tool_N>
+  EXPECT_FALSE(FunctionCaller::Create(TinyModel(), kCatalog, o).ok());
+  o.tool_map = {"set_light"};
+  EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("<tool_0>")));
+  o.tool_map = {"no_such_tool"};
+  EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("no_such_tool")));
+}
+
+TEST(FunctionCaller, DiskCacheIsReusedAndCorruptionNeverChangesTheAnswer) {
+  const std::string dir = ::testing::TempDir() + "/call_cache_reuse";
+  std::filesystem::remove_all(dir);
+  FunctionCallerOptions o = Options("off");
+  o.cache_dir = dir;
+  std::vector<std::string> warnings;
+  o.on_warning = [&](const std::string& w) { warnings.push_back(w); };
+  auto first = NewCaller(o)->Call("turn the light on");
+  FG_ASSERT_OK(first.status());
+  EXPECT_EQ(first->stats.prefix_source, "prefill");
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  auto second = NewCaller(o)->Call("turn the light on");
+  FG_ASSERT_OK(second.status());
+  EXPECT_EQ(second->stats.prefix_source, "disk");
+  EXPECT_EQ(second->tokens, first->tokens);
+  EXPECT_TRUE(warnings.empty());
+
+  // Corrupt it: a warning, a prefill, the same answer, and a repaired file.
+  auto bytes = ReadFileToString(files[0].string());
+  FG_ASSERT_OK(bytes.status());
+  std::string b = *bytes;
+  b[b.size() / 3] ^= 0x01;
+  std::ofstream(files[0], std::ios::binary | std::ios::trunc).write(b.data(), b.size());
+  auto third = NewCaller(o)->Call("turn the light on");
+  FG_ASSERT_OK(third.status());
+  EXPECT_EQ(third->stats.prefix_source, "prefill");
+  EXPECT_EQ(third->tokens, first->tokens);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("corrupt"));
+  auto fourth = NewCaller(o)->Call("turn the light on");
+  FG_ASSERT_OK(fourth.status());
+  EXPECT_EQ(fourth->stats.prefix_source, "disk");
+  EXPECT_EQ(fourth->tokens, first->tokens);
+}
+
+TEST(FunctionCaller, CallersShareOneModelAcrossThreads) {
+  const std::vector<std::string> reqs = {"turn the light on", "timer for 5 minutes",
+                                         "weather in Paris", "lights off in the kitchen"};
+  std::vector<std::vector<int32_t>> want;
+  {
+    auto c = NewCaller(Options("off"));
+    for (const auto& r : reqs) want.push_back(c->Call(r)->tokens);
+  }
+  std::vector<std::vector<std::vector<int32_t>>> got(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = NewCaller(Options("off"));
+      for (const auto& r : reqs) got[t].push_back(c->Call(r)->tokens);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(got[t], want) << "thread " << t;
+}
+
+// Until src/text/call_grammar.cc is committed the build uses a stand-in that refuses to make a
+// grammar (CMakeLists.txt); the constrained tests skip then, saying so.
+bool GrammarBuilt() {
+  FunctionCallerOptions o;
+  o.constrain = "call";
+  o.threads = 1;
+  auto c = FunctionCaller::Create(TinyModel(), kBoundedCatalog, o);
+  return c.ok() || c.status().code() != StatusCode::kUnimplemented;
+}
+
+// With the grammar: every output parses and validates, and skipping or sparsifying the LM head
+// never changes a token.
+TEST(FunctionCaller, ConstrainedOutputIsAlwaysAValidCall) {
+  if (!GrammarBuilt()) GTEST_SKIP() << "the call grammar is not built yet";
+  FunctionCallerOptions o = Options("call");
+  o.max_tokens = 200;
+  auto fast = NewCaller(o, kBoundedCatalog);
+  ASSERT_NE(fast, nullptr);
+  o.fast_head = false;
+  auto slow = NewCaller(o, kBoundedCatalog);
+  const std::vector<std::string> reqs = {"turn the light on", "timer for 5 minutes",
+                                         "weather in Paris", "lights off", "hello"};
+  int64_t forced = 0, sparse = 0;
+  auto catalog = text::ParseToolCatalog(kBoundedCatalog);
+  for (const auto& r : reqs) {
+    auto a = fast->Call(r);
+    FG_ASSERT_OK(a.status());
+    FG_EXPECT_OK(a->validity) << r << ": " << a->text;
+    EXPECT_EQ(a->stop_reason, "grammar done");
+    ASSERT_EQ(a->calls.size(), 1u) << a->text;
+    EXPECT_NE(catalog->Find(a->calls[0].name), nullptr);
+    forced += a->stats.forced_steps;
+    sparse += a->stats.sparse_steps;
+    auto b = slow->Call(r);
+    FG_ASSERT_OK(b.status());
+    EXPECT_EQ(b->tokens, a->tokens) << r;
+    EXPECT_EQ(b->stats.forced_steps + b->stats.sparse_steps, 0);
+    // The JSON shape of one call.
+    nlohmann::json j = a->ToJson(1);
+    EXPECT_TRUE(j.contains("name") && j.contains("arguments")) << j.dump();
+  }
+  EXPECT_GT(forced, 0);
+  EXPECT_GT(sparse, 0);
+}
+
+// Output cut by max_tokens inside a string is reported as invalid, not as an error.
+TEST(FunctionCaller, CutOutputIsInvalidNotAnError) {
+  if (!GrammarBuilt()) GTEST_SKIP() << "the call grammar is not built yet";
+  FunctionCallerOptions o = Options("call");
+  o.max_tokens = 8;
+  auto c = NewCaller(o);
+  ASSERT_NE(c, nullptr);
+  auto r = c->Call("weather in Paris");
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(r->stop_reason, "max tokens");
+  EXPECT_FALSE(r->validity.ok());
+  nlohmann::json j = r->ToJson(1);
+  EXPECT_TRUE(j.contains("error")) << j.dump();
+  EXPECT_EQ(j["calls"], nlohmann::json::array());
+}
+
+TEST(FunctionCaller, SeveralCallsGiveAnArray) {
+  if (!GrammarBuilt()) GTEST_SKIP() << "the call grammar is not built yet";
+  FunctionCallerOptions o = Options("call");
+  o.max_tokens = 300;
+  o.max_calls = 2;
+  auto c = NewCaller(o, kBoundedCatalog);
+  ASSERT_NE(c, nullptr);
+  auto r = c->Call("turn the light on and set a timer");
+  FG_ASSERT_OK(r.status());
+  FG_ASSERT_OK(r->validity) << r->text;
+  EXPECT_TRUE(r->ToJson(2).is_array());
+  EXPECT_GE(r->calls.size(), 1u);
+  EXPECT_LE(r->calls.size(), 2u);
+}
+
+}  // namespace
+}  // namespace fg

@@ -1,0 +1,440 @@
+// FunctionCaller: prompt -> cached catalog prefix -> (grammar-guided) decoding -> parsed call.
+#include "fgemma/function_caller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "src/base/mapped_file.h"
+#include "src/base/thread_pool.h"
+#include "src/call/compact.h"
+#include "src/call/prefix_cache.h"
+#include "src/call/prompt.h"
+#include "src/kernels/cpu.h"
+#include "src/model/gemma3/forward.h"
+#include "src/runtime/model.h"
+#include "src/runtime/sampler.h"
+#include "src/runtime/session.h"
+#include "src/text/call_grammar.h"
+#include "src/text/call_parser.h"
+#include "src/text/tokenizer.h"
+#include "src/text/tool_catalog.h"
+
+namespace fg {
+
+// Steps whose allowed set has at most this many tokens compute only those LM-head rows (a
+// scattered row costs about what a consecutive one does; past a few thousand rows the full,
+// consecutive head is as fast).
+inline constexpr size_t kSparseHeadMaxRows = 1024;
+
+struct CallModel::Impl {
+  std::string path;
+  std::unique_ptr<runtime::Model> model;
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  uint64_t identity = 0;
+};
+
+CallModel::CallModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CallModel::~CallModel() = default;
+const std::string& CallModel::path() const { return impl_->path; }
+int64_t CallModel::trained_context() const { return impl_->model->config().context_length; }
+
+StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(const std::string& gguf_path) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = gguf_path;
+  FG_ASSIGN_OR_RETURN(impl->model, runtime::Model::Load(gguf_path));
+  auto tk = text::Tokenizer::FromGguf(impl->model->file());
+  if (!tk.ok()) return tk.status().WithContext("'" + gguf_path + "'");
+  impl->tokenizer = std::move(*tk);
+  impl->identity = call::ModelIdentity(impl->model->file());
+  return std::shared_ptr<const CallModel>(new CallModel(std::move(impl)));
+}
+
+nlohmann::json FunctionCall::ToJson() const {
+  return nlohmann::json{{"name", name}, {"arguments", arguments}};
+}
+
+nlohmann::json CallResult::ToJson(int max_calls) const {
+  if (validity.ok() && !calls.empty()) {
+    if (max_calls <= 1 && calls.size() == 1) return calls[0].ToJson();
+    nlohmann::json a = nlohmann::json::array();
+    for (const FunctionCall& c : calls) a.push_back(c.ToJson());
+    return a;
+  }
+  nlohmann::json o;
+  o["content"] = validity.ok() ? content : text;
+  o["calls"] = nlohmann::json::array();
+  for (const FunctionCall& c : calls) o["calls"].push_back(c.ToJson());
+  if (!validity.ok()) o["error"] = validity.message();
+  return o;
+}
+
+struct FunctionCaller::Impl {
+  std::shared_ptr<const CallModel> cm;
+  const runtime::Model* model = nullptr;
+  const text::Tokenizer* tk = nullptr;
+  FunctionCallerOptions opt;
+  text::ToolCatalog catalog;
+  text::Dialect dialect = text::Dialect::kOfficial;
+  text::ConstrainMode mode = text::ConstrainMode::kCall;
+  std::unique_ptr<text::CallGrammar> grammar;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<runtime::Session> session;
+  runtime::SamplingParams sampling;
+
+  std::vector<int32_t> prefix;   // <bos> + catalog prefix tokens
+  std::vector<int32_t> history;  // tokens the live session holds, in order
+  bool have_snapshot = false;
+  runtime::Session::Snapshot snapshot;  // the session right after `prefix`
+  call::PrefixGeometry geometry;
+  std::string cache_path;  // "" without a cache dir
+  uint64_t cache_key = 0;
+
+  std::vector<int32_t> stops;  // end the output: <eos>, <end_of_turn>, <start_function_response>
+  int32_t end_call = -1;       // <end_function_call> (official) or <end> (compact)
+
+  void Warn(const std::string& m) const {
+    if (opt.on_warning) {
+      opt.on_warning(m);
+    } else {
+      std::fprintf(stderr, "fgemma: warning: %s\n", m.c_str());
+    }
+  }
+  bool IsStop(int32_t t) const { return std::find(stops.begin(), stops.end(), t) != stops.end(); }
+
+  Status EnsurePrefix(CallStats* stats);
+  Status Parse(CallResult* r) const;
+};
+
+FunctionCaller::FunctionCaller(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FunctionCaller::~FunctionCaller() = default;
+int64_t FunctionCaller::prefix_tokens() const {
+  return static_cast<int64_t>(impl_->prefix.size());
+}
+int64_t FunctionCaller::context() const { return impl_->session->context(); }
+
+StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
+    std::shared_ptr<const CallModel> model, std::string_view catalog_json,
+    const FunctionCallerOptions& options) {
+  if (model == nullptr) return InvalidArgumentError("function caller: no model");
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.cm = model;
+  m.model = m.cm->impl().model.get();
+  m.tk = m.cm->impl().tokenizer.get();
+  m.opt = options;
+  FG_ASSIGN_OR_RETURN(m.dialect, text::ParseDialect(options.dialect));
+  FG_ASSIGN_OR_RETURN(m.mode, text::ParseConstrainMode(options.constrain));
+  if (options.max_calls < 1) return InvalidArgumentError("max_calls must be >= 1");
+  if (options.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
+  if (options.threads < 0) return InvalidArgumentError("threads must be >= 0");
+  m.sampling.temperature = options.temperature;
+  m.sampling.top_k = options.top_k;
+  m.sampling.top_p = options.top_p;
+  m.sampling.seed = options.seed;
+  FG_RETURN_IF_ERROR(runtime::ValidateSampling(m.sampling));
+  {
+    auto cat = text::ParseToolCatalog(catalog_json);
+    if (!cat.ok()) return cat.status().WithContext("tool catalog");
+    m.catalog = std::move(*cat);
+  }
+  if (m.catalog.tools.empty()) return InvalidArgumentError("tool catalog: no tools");
+  if (m.dialect == text::Dialect::kCompact) {
+    bool any = false;
+    for (size_t i = 0; i < options.tool_map.size(); ++i) {
+      const std::string& name = options.tool_map[i];
+      if (name.empty()) continue;
+      any = true;
+      if (m.catalog.Find(name) == nullptr) {
+        return InvalidArgumentError("tool map: \"" + std::to_string(i) + "\" names '" + name +
+                                    "', which the catalog does not declare");
+      }
+      if (!m.tk->Find("<tool_" + std::to_string(i) + ">")) {
+        return InvalidArgumentError("compact dialect: the model's vocabulary has no <tool_" +
+                                    std::to_string(i) + "> token (not the fine-tuned model?)");
+      }
+    }
+    if (!any) return InvalidArgumentError("compact dialect needs a tool map (--tool-map)");
+  }
+
+  // Stop tokens (MODEL.md): <eos>, <end_of_turn>, <start_function_response>.
+  m.stops.push_back(m.tk->vocab().eos);
+  for (const char* t : {"<end_of_turn>", "<start_function_response>"}) {
+    if (auto id = m.tk->Find(t)) m.stops.push_back(*id);
+  }
+  if (auto id = m.tk->Find(m.dialect == text::Dialect::kOfficial ? "<end_function_call>"
+                                                                  : "<end>")) {
+    m.end_call = *id;
+  }
+
+  int64_t context = options.context;
+  const int64_t trained = m.model->config().context_length;
+  if (context == 0) context = trained > 0 ? std::min<int64_t>(2048, trained) : 2048;
+  if (context < 0) return InvalidArgumentError("context must be > 0");
+  m.pool = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads
+                                                            : ThreadPool::DefaultThreads());
+  runtime::SessionOptions so;
+  so.context = context;
+  so.pool = m.pool.get();
+  FG_ASSIGN_OR_RETURN(m.session, runtime::Session::Create(*m.model, so));
+
+  if (m.mode != text::ConstrainMode::kOff) {
+    text::GrammarOptions go;
+    go.dialect = m.dialect;
+    go.mode = m.mode;
+    go.max_calls = options.max_calls;
+    go.tool_map = options.tool_map;
+    FG_ASSIGN_OR_RETURN(m.grammar, text::CallGrammar::Create(m.catalog, *m.tk, go));
+  }
+
+  text::PromptOptions po;
+  if (!options.developer_message.empty()) po.developer_message = options.developer_message;
+  m.prefix = call::PrefixTokens(*m.tk, m.dialect, m.catalog, po);
+  if (static_cast<int64_t>(m.prefix.size()) >= context) {
+    return OutOfRangeError("the catalog prompt has " + std::to_string(m.prefix.size()) +
+                           " tokens, more than the context of " + std::to_string(context));
+  }
+  const model::Config& c = m.model->config();
+  m.geometry.layers = c.n_layers;
+  m.geometry.kv_dim = c.kv_dim();
+  m.geometry.local_rows = model::LocalCacheRows(c, so.max_chunk, context);
+  if (!options.cache_dir.empty()) {
+    FG_RETURN_IF_ERROR(call::PrepareCacheDir(options.cache_dir));
+    const std::string kernels = std::string(kernels::IsaName(kernels::ActiveIsa()));
+    m.cache_key = call::PrefixCacheKey(m.cm->impl().identity, m.geometry, kernels, m.prefix);
+    m.cache_path = call::PrefixCachePath(options.cache_dir, m.cache_key);
+  }
+  return std::unique_ptr<FunctionCaller>(new FunctionCaller(std::move(impl)));
+}
+
+StatusOr<std::vector<int32_t>> FunctionCaller::PromptTokens(std::string_view request) const {
+  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, call::RequestTokens(*impl_->tk, request));
+  std::vector<int32_t> all = impl_->prefix;
+  all.insert(all.end(), rest.begin(), rest.end());
+  return all;
+}
+
+// Brings the session to exactly `prefix`: rewinding the live session when it still holds the
+// prefix, else the in-memory snapshot, else the disk cache, else a prefill (then saved).
+Status FunctionCaller::Impl::EnsurePrefix(CallStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t n = static_cast<int64_t>(prefix.size());
+  bool ready = false;
+  if (have_snapshot && static_cast<int64_t>(history.size()) >= n &&
+      std::equal(prefix.begin(), prefix.end(), history.begin()) &&
+      static_cast<int64_t>(history.size()) == session->position() && session->Truncate(n).ok()) {
+    ready = true;
+    stats->prefix_source = "memory";
+  }
+  if (!ready && have_snapshot) {
+    FG_RETURN_IF_ERROR(session->Restore(snapshot));
+    ready = true;
+    stats->prefix_source = "memory";
+  }
+  if (!ready && !cache_path.empty()) {
+    auto loaded = call::LoadPrefix(cache_path, cache_key, geometry, prefix);
+    if (loaded.ok()) {
+      Status st = session->Restore(*loaded);
+      if (st.ok()) {
+        snapshot = std::move(*loaded);
+        have_snapshot = true;
+        ready = true;
+        stats->prefix_source = "disk";
+      } else {
+        Warn(st.message() + "; prefilling the catalog prompt again");
+      }
+    } else if (loaded.status().code() != StatusCode::kNotFound) {
+      Warn(loaded.status().message() + "; prefilling the catalog prompt again");
+    }
+  }
+  if (!ready) {
+    session->Reset();
+    FG_RETURN_IF_ERROR(session->Append(prefix, runtime::LogitsRequest::None()));
+    snapshot = session->Save();
+    have_snapshot = true;
+    stats->prefix_source = "prefill";
+    if (!cache_path.empty()) {
+      if (Status st = call::SavePrefix(cache_path, cache_key, geometry, prefix, snapshot);
+          !st.ok()) {
+        Warn(st.message());
+      }
+    }
+  }
+  history = prefix;
+  stats->prefix_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return OkStatus();
+}
+
+Status FunctionCaller::Impl::Parse(CallResult* r) const {
+  if (dialect == text::Dialect::kCompact) {
+    FG_ASSIGN_OR_RETURN(text::ParsedOutput out, call::ParseCompactOutput(r->text, opt.tool_map, catalog));
+    r->content = out.content;
+    for (text::Call& c : out.calls) r->calls.push_back({c.name, std::move(c.arguments)});
+  } else {
+    FG_ASSIGN_OR_RETURN(text::ParsedOutput out, text::ParseModelOutput(r->text, &catalog));
+    r->content = out.content;
+    for (text::Call& c : out.calls) r->calls.push_back({c.name, std::move(c.arguments)});
+  }
+  for (const FunctionCall& c : r->calls) {
+    const text::Tool* tool = catalog.Find(c.name);
+    if (tool == nullptr) return InvalidArgumentError("unknown function '" + c.name + "'");
+    FG_RETURN_IF_ERROR(text::ValidateCall(*tool, c.arguments).WithContext(c.name));
+  }
+  if (mode == text::ConstrainMode::kCall && r->calls.empty()) {
+    return InvalidArgumentError("no function call in the output");
+  }
+  return OkStatus();
+}
+
+StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
+  Impl& m = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ms_since = [](std::chrono::steady_clock::time_point a) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+  };
+  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, call::RequestTokens(*m.tk, request));
+  const int64_t context = m.session->context();
+  const int64_t prompt_len = static_cast<int64_t>(m.prefix.size() + rest.size());
+  if (prompt_len >= context) {
+    return OutOfRangeError("the prompt has " + std::to_string(prompt_len) +
+                           " tokens (catalog " + std::to_string(m.prefix.size()) +
+                           "), more than fits the context of " + std::to_string(context) +
+                           " with room for an answer");
+  }
+  CallResult r;
+  CallStats& st = r.stats;
+  st.prefix_tokens = static_cast<int64_t>(m.prefix.size());
+  st.prompt_tokens = prompt_len;
+  // Any failure below leaves the session in an unknown state: forget it.
+  m.history.clear();
+  FG_RETURN_IF_ERROR(m.EnsurePrefix(&st));
+
+  const int64_t vocab = m.model->config().vocab;
+  const int64_t max_new = std::min<int64_t>(m.opt.max_tokens, context - prompt_len);
+  runtime::Sampler sampler(m.sampling);
+  text::CallGrammar::State state;
+  if (m.grammar) state = m.grammar->Start();
+  std::vector<int32_t> pending = rest;
+  std::vector<float> cand;
+  bool first = true;
+  auto t_decode = std::chrono::steady_clock::now();
+  auto append = [&](const runtime::LogitsRequest& req) -> Status {
+    FG_RETURN_IF_ERROR(m.session->Append(pending, req));
+    m.history.insert(m.history.end(), pending.begin(), pending.end());
+    pending.clear();
+    if (first) {
+      // The first Append holds the request and the tokens the grammar forced before the first
+      // choice: that is the prefill.
+      first = false;
+      st.prefill_ms = ms_since(t_decode);
+      t_decode = std::chrono::steady_clock::now();
+    }
+    return OkStatus();
+  };
+  int calls_done = 0;
+  r.stop_reason = "max tokens";
+  while (static_cast<int64_t>(r.tokens.size()) < max_new) {
+    int32_t tok = -1;
+    if (m.grammar) {
+      if (m.grammar->Done(state)) {
+        r.stop_reason = "grammar done";
+        break;
+      }
+      std::span<const int32_t> allowed = m.grammar->Allowed(state);
+      if (allowed.empty()) return InternalError("call grammar: no token allowed");
+      if (allowed.size() == 1 && m.opt.fast_head) {
+        tok = allowed[0];
+        if (m.IsStop(tok)) {
+          r.stop_reason = "stop token " + std::to_string(tok);
+          break;
+        }
+        ++st.forced_steps;
+        st.head_rows_skipped += vocab;
+        st.head_rows_total += vocab;
+        FG_RETURN_IF_ERROR(m.grammar->Advance(&state, tok));
+        r.tokens.push_back(tok);
+        pending.push_back(tok);
+        continue;
+      }
+      cand.resize(allowed.size());
+      if (m.opt.fast_head && allowed.size() <= kSparseHeadMaxRows) {
+        FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Rows(allowed)));
+        std::span<const float> rl = m.session->row_logits();
+        std::copy(rl.begin(), rl.end(), cand.begin());
+        ++st.sparse_steps;
+        st.head_rows_skipped += vocab - static_cast<int64_t>(allowed.size());
+      } else {
+        FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
+        std::span<const float> lg = m.session->logits();
+        for (size_t j = 0; j < allowed.size(); ++j) cand[j] = lg[allowed[j]];
+        ++st.full_steps;
+      }
+      st.head_rows_total += vocab;
+      tok = allowed[sampler.Sample(cand)];
+    } else {
+      FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
+      tok = sampler.Sample(m.session->logits());
+      ++st.full_steps;
+      st.head_rows_total += vocab;
+    }
+    if (m.IsStop(tok)) {
+      r.stop_reason = "stop token " + std::to_string(tok);
+      break;
+    }
+    if (m.grammar) FG_RETURN_IF_ERROR(m.grammar->Advance(&state, tok));
+    r.tokens.push_back(tok);
+    pending.push_back(tok);
+    if (!m.grammar && tok == m.end_call && ++calls_done >= m.opt.max_calls) {
+      r.stop_reason = "max calls";
+      break;
+    }
+  }
+  if (first) st.prefill_ms = 0;  // nothing was appended after the prefix (cannot happen)
+  st.decode_ms = ms_since(t_decode);
+  st.generated_tokens = static_cast<int64_t>(r.tokens.size());
+  for (int32_t t : r.tokens) r.text += m.tk->TokenToPiece(t, /*special=*/true);
+  r.validity = m.Parse(&r);
+  if (!r.validity.ok() && r.stop_reason == "max tokens") {
+    r.validity = r.validity.WithContext("output cut at " + std::to_string(max_new) + " tokens");
+  }
+  if (!r.validity.ok()) {
+    r.calls.clear();
+    r.content.clear();
+  }
+  st.total_ms = ms_since(t0);
+  return r;
+}
+
+StatusOr<std::vector<std::string>> ParseToolMap(std::string_view json_text) {
+  nlohmann::json doc = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgumentError("tool map: invalid JSON");
+  if (doc.is_object() && doc.contains("toolMap")) doc = doc["toolMap"];
+  if (!doc.is_object()) return InvalidArgumentError("tool map: expected a JSON object");
+  std::vector<std::string> map;
+  for (const auto& [key, value] : doc.items()) {
+    if (key.empty() || key.size() > 6 ||
+        key.find_first_not_of("0123456789") != std::string::npos) {
+      continue;  // "none" and other non-index keys
+    }
+    const size_t n = std::stoul(key);
+    if (value.is_null()) continue;
+    if (!value.is_string() || !text::IsValidToolName(value.get<std::string>())) {
+      return InvalidArgumentError("tool map: \"" + key + "\" must name a tool");
+    }
+    if (n >= 4096) return InvalidArgumentError("tool map: index " + key + " is too large");
+    if (map.size() <= n) map.resize(n + 1);
+    map[n] = value.get<std::string>();
+  }
+  if (map.empty()) return InvalidArgumentError("tool map: no \"N\": \"name\" entries");
+  return map;
+}
+
+StatusOr<std::vector<std::string>> LoadToolMap(const std::string& path) {
+  FG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  auto m = ParseToolMap(text);
+  if (!m.ok()) return m.status().WithContext("'" + path + "'");
+  return m;
+}
+
+}  // namespace fg

@@ -1,0 +1,214 @@
+// fgemma call: a natural-language request in, the function call(s) as JSON out.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fgemma/function_caller.h"
+#include "src/base/mapped_file.h"
+#include "src/runtime/sampler.h"
+#include "src/text/call_grammar.h"
+#include "tools/fgemma/cli_text.h"
+#include "tools/fgemma/commands.h"
+#include "tools/fgemma/flags.h"
+
+namespace fg::cli {
+
+namespace {
+
+long PeakRssKiB() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+void PrintStats(const CallResult& r) {
+  const CallStats& s = r.stats;
+  const double skipped =
+      s.head_rows_total > 0 ? 100.0 * s.head_rows_skipped / s.head_rows_total : 0.0;
+  std::fprintf(stderr,
+               "prefix %.1f ms (%s, %lld tokens) | prefill %.1f ms (%lld tokens) | decode %.1f ms "
+               "(%lld tokens: %lld forced, %lld sparse, %lld full; LM-head rows skipped %.1f%%) | "
+               "total %.1f ms | stop: %s | peak RSS %.1f MiB\n",
+               s.prefix_ms, s.prefix_source.c_str(), static_cast<long long>(s.prefix_tokens),
+               s.prefill_ms, static_cast<long long>(s.prompt_tokens - s.prefix_tokens),
+               s.decode_ms, static_cast<long long>(s.generated_tokens),
+               static_cast<long long>(s.forced_steps), static_cast<long long>(s.sparse_steps),
+               static_cast<long long>(s.full_steps), skipped, s.total_ms, r.stop_reason.c_str(),
+               PeakRssKiB() / 1024.0);
+}
+
+}  // namespace
+
+int CmdCall(int argc, char** argv) {
+  std::string model_path, tools_path, dialect = "official", constrain = "call", cache_dir,
+                          tool_map_path;
+  int64_t context = 0, threads = 0, top_k = 64, seed = 0, max_calls = 1, max_tokens = 256;
+  double temp = 0.0, top_p = 0.95;
+  bool repl = false, stats = false, full_head = false, show_text = false;
+  std::vector<std::string> pos;
+  FlagParser p("call",
+               "Turn a natural-language request into a function call of a tool catalog, printed "
+               "as JSON on stdout.");
+  p.AddString("-m,--model", &model_path, "FILE",
+              "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
+  p.AddString("--tools", &tools_path, "FILE", "Tool catalog JSON (required; see examples/)");
+  p.AddString("--dialect", &dialect, "NAME",
+              "official (FunctionGemma declarations, default) or compact (<tool_N> tokens of the "
+              "seed's fine-tune; needs --tool-map)");
+  p.AddString("--tool-map", &tool_map_path, "FILE",
+              "Compact dialect: {\"0\": \"set_lights\", ...} or a manifest.json with \"toolMap\"");
+  p.AddString("--constrain", &constrain, "MODE",
+              "call (default: the output is always valid calls of the catalog), auto (text or "
+              "valid calls), off (no grammar)");
+  p.AddDouble("--temp", &temp, "T", "Temperature; 0 is greedy (default 0)");
+  p.AddInt("--top-k", &top_k, "K", "Keep the K most likely tokens; 0 = all (default 64)");
+  p.AddDouble("--top-p", &top_p, "P", "Nucleus sampling mass in (0, 1] (default 0.95)");
+  p.AddInt("--seed", &seed, "S", "Sampling seed (default 0; each request starts from it)");
+  p.AddInt("-c,--ctx-size", &context, "N",
+           "Context length in tokens (default 2048, or the model's trained context if shorter)");
+  p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
+  p.AddInt("--max-calls", &max_calls, "N",
+           "Calls before the output stops (default 1); with N > 1 the JSON is an array");
+  p.AddInt("-n,--max-tokens", &max_tokens, "N", "Generated tokens at most (default 256)");
+  p.AddString("--cache-dir", &cache_dir, "DIR",
+              "Keep the prefilled catalog prompt in DIR (created if missing) for later runs");
+  p.AddBool("--repl", &repl,
+            "Read one request per line from stdin, answer each with one JSON line (the catalog "
+            "prompt is prefilled once)");
+  p.AddBool("--stats", &stats,
+            "Print timing (prefix, prefill, decode, total ms), token counts, LM-head work and "
+            "peak RSS to stderr");
+  p.AddBool("--full-head", &full_head,
+            "Compute the whole LM head at every step even when the grammar allows one or a few "
+            "tokens (same output, slower; for comparisons)");
+  p.AddBool("--text", &show_text, "Also print the raw model output (special tokens as text) to stderr");
+  p.SetPositionals(&pos, "\"REQUEST\"", 0, 1);
+  p.AddNote(
+      "Output: with --max-calls 1, the call as {\"name\": ..., \"arguments\": {...}}; with "
+      "--max-calls N > 1, an array of such objects; when the model wrote no valid call "
+      "(possible with --constrain auto/off, or when -n cuts it short), {\"content\": TEXT, "
+      "\"calls\": [], \"error\": WHY} (\"error\" only for invalid output, which also exits 1). "
+      "--repl prints one such line per input line ({\"error\": ...} for a bad request) and "
+      "exits 0 at the end of stdin.");
+  p.AddNote("Stops at <eos>, <end_of_turn> and <start_function_response>, and after the last "
+            "allowed call. Exit codes: 0 ok, 1 runtime error (bad catalog, model, cache dir, "
+            "invalid output), 2 usage error.");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
+
+  auto usage = [&](const std::string& m) {
+    return ReportError("call", InvalidArgumentError(m), true);
+  };
+  if (!p.WasSet("--tools")) return usage("missing --tools FILE");
+  if (auto d = text::ParseDialect(dialect); !d.ok()) return usage(d.status().message());
+  if (auto c = text::ParseConstrainMode(constrain); !c.ok()) return usage(c.status().message());
+  if (repl && !pos.empty()) return usage("--repl reads requests from stdin: give no REQUEST");
+  if (!repl && pos.empty()) return usage("missing the REQUEST (or --repl)");
+  if (!repl) {
+    if (pos[0].find_first_not_of(" \t\r\n") == std::string::npos) {
+      return usage("the request is empty");
+    }
+    if (!IsValidUtf8(pos[0])) return usage("the request is not valid UTF-8");
+  }
+  if (context < 0 || (p.WasSet("-c") && context == 0)) return usage("-c must be > 0");
+  if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
+  if (max_calls < 1 || max_calls > 64) return usage("--max-calls must be in [1, 64]");
+  if (max_tokens < 1) return usage("-n must be >= 1");
+  if (seed < 0) return usage("--seed must be >= 0");
+  if (dialect == "compact" && tool_map_path.empty()) {
+    return usage("--dialect compact needs --tool-map FILE");
+  }
+  if (dialect != "compact" && !tool_map_path.empty()) {
+    return usage("--tool-map is for --dialect compact");
+  }
+
+  FunctionCallerOptions o;
+  o.dialect = dialect;
+  o.constrain = constrain;
+  o.temperature = temp;
+  o.top_k = top_k;
+  o.top_p = top_p;
+  o.seed = static_cast<uint64_t>(seed);
+  o.max_calls = static_cast<int>(max_calls);
+  o.max_tokens = max_tokens;
+  o.context = context;
+  o.threads = static_cast<int>(threads);
+  o.cache_dir = cache_dir;
+  o.fast_head = !full_head;
+  {
+    runtime::SamplingParams sp;
+    sp.temperature = temp;
+    sp.top_k = top_k;
+    sp.top_p = top_p;
+    if (Status s = runtime::ValidateSampling(sp); !s.ok()) return usage(s.message());
+  }
+
+  auto catalog = ReadFileToString(tools_path);
+  if (!catalog.ok()) return ReportError("call", catalog.status().WithContext("--tools"));
+  if (!tool_map_path.empty()) {
+    auto map = LoadToolMap(tool_map_path);
+    if (!map.ok()) return ReportError("call", map.status());
+    o.tool_map = std::move(*map);
+  }
+  if (model_path.empty()) {
+    auto d = DefaultModelPath();
+    if (!d.ok()) return ReportError("call", d.status());
+    model_path = *d;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = CallModel::Load(model_path);
+  if (!model.ok()) return ReportError("call", model.status());
+  auto caller = FunctionCaller::Create(*model, *catalog, o);
+  if (!caller.ok()) {
+    return ReportError("call", caller.status().WithContext("'" + tools_path + "'"));
+  }
+  const double load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (stats) {
+    std::fprintf(stderr, "load %.1f ms (model and catalog; catalog prompt %lld tokens)\n", load_ms,
+                 static_cast<long long>((*caller)->prefix_tokens()));
+  }
+
+  auto answer = [&](const std::string& request, bool* valid) -> StatusOr<std::string> {
+    FG_ASSIGN_OR_RETURN(CallResult r, (*caller)->Call(request));
+    if (show_text) std::fprintf(stderr, "output: %s\n", Printable(r.text).c_str());
+    if (stats) PrintStats(r);
+    *valid = r.validity.ok();
+    return r.ToJson(o.max_calls).dump();
+  };
+
+  if (!repl) {
+    bool valid = false;
+    auto out = answer(pos[0], &valid);
+    if (!out.ok()) {
+      const StatusCode c = out.status().code();
+      return ReportError("call", out.status(), /*usage=*/c == StatusCode::kInvalidArgument);
+    }
+    std::printf("%s\n", out->c_str());
+    std::fflush(stdout);
+    if (!valid) {
+      std::fprintf(stderr, "fgemma call: the model's output is not a valid call\n");
+      return kExitRuntime;
+    }
+    return kExitOk;
+  }
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    bool valid = false;
+    auto out = answer(line, &valid);
+    if (out.ok()) {
+      std::printf("%s\n", out->c_str());
+    } else {
+      std::printf("%s\n", nlohmann::json{{"error", out.status().message()}}.dump().c_str());
+    }
+    std::fflush(stdout);
+  }
+  return kExitOk;
+}
+
+}  // namespace fg::cli
