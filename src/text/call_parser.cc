@@ -396,6 +396,231 @@ class Parser {
   size_t pos_ = 0;
 };
 
+// The compact dialect: <tool_N>(key="value", key=3, flag=true)<end>.
+class CompactParser {
+ public:
+  CompactParser(std::string_view text, const ToolCatalog* catalog,
+                const std::vector<std::string>& tool_map)
+      : text_(text), catalog_(catalog), tool_map_(tool_map) {}
+
+  StatusOr<ParsedOutput> Run() {
+    static constexpr std::string_view kToolPrefix = "<tool_";
+    static constexpr std::string_view kEnd = "<end>";
+    ParsedOutput out;
+    std::string content;
+    while (true) {
+      const size_t start = text_.find(kToolPrefix, pos_);
+      if (start == std::string_view::npos) {
+        content.append(text_.substr(pos_));
+        break;
+      }
+      content.append(text_.substr(pos_, start - pos_));
+      pos_ = start + kToolPrefix.size();
+      const size_t digits_at = pos_;
+      size_t n = 0;
+      while (!AtEnd() && std::isdigit(static_cast<unsigned char>(text_[pos_])) &&
+             pos_ - digits_at < 6) {
+        n = n * 10 + static_cast<size_t>(text_[pos_] - '0');
+        ++pos_;
+      }
+      if (pos_ == digits_at || AtEnd() || text_[pos_] != '>') {
+        return ErrorAt(start, "malformed <tool_N> token");
+      }
+      ++pos_;
+      if (n >= tool_map_.size()) {
+        return ErrorAt(start, "<tool_" + std::to_string(n) + "> is not in the tool map");
+      }
+      Call call;
+      call.name = tool_map_[n];
+      const Schema* schema = nullptr;
+      if (catalog_ != nullptr) {
+        const Tool* tool = catalog_->Find(call.name);
+        if (tool == nullptr) {
+          return ErrorAt(start, "tool map names \"" + call.name + "\", which is not in the catalog");
+        }
+        schema = &tool->parameters;
+      }
+      FG_ASSIGN_OR_RETURN(call.arguments, ParseObject(schema, 1, '(', ')'));
+      SkipSpaces();
+      if (text_.substr(pos_, kEnd.size()) == kEnd) {
+        pos_ += kEnd.size();
+      } else if (!AtEnd()) {
+        return Error("expected <end>");
+      }
+      out.calls.push_back(std::move(call));
+    }
+    for (std::string_view marker : {kEndOfTurn, kStartResponse, std::string_view("<eos>")}) {
+      for (size_t at; (at = content.find(marker)) != std::string::npos;) {
+        content.erase(at, marker.size());
+      }
+    }
+    AppendSanitized(out.content, content);
+    return out;
+  }
+
+ private:
+  Status Error(const std::string& what) const { return ErrorAt(pos_, what); }
+  Status ErrorAt(size_t at, const std::string& what) const {
+    return InvalidArgumentError("offset " + std::to_string(at) + ": " + what);
+  }
+  bool AtEnd() const { return pos_ >= text_.size(); }
+  void SkipSpaces() {
+    while (!AtEnd() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t' ||
+                        text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  Status Expect(char c) {
+    SkipSpaces();
+    if (AtEnd()) return Error(std::string("unexpected end of text, expected '") + c + "'");
+    if (text_[pos_] != c) return Error(std::string("expected '") + c + "'");
+    ++pos_;
+    return OkStatus();
+  }
+
+  StatusOr<json> ParseObject(const Schema* schema, int depth, char open, char close) {
+    if (depth > kMaxValueDepth) return Error("values nested too deeply");
+    FG_RETURN_IF_ERROR(Expect(open));
+    json obj = json::object();
+    SkipSpaces();
+    if (!AtEnd() && text_[pos_] == close) {
+      ++pos_;
+      return obj;
+    }
+    while (true) {
+      SkipSpaces();
+      const size_t key_at = pos_;
+      while (!AtEnd() && text_[pos_] != '=') {
+        const char c = text_[pos_];
+        if (c == ',' || c == '(' || c == ')' || c == '{' || c == '}' || c == '[' || c == ']' ||
+            c == '"' || c == '<') {
+          return Error("expected '=' after key");
+        }
+        ++pos_;
+      }
+      if (AtEnd()) return Error("unexpected end of text, expected '='");
+      std::string_view key = text_.substr(key_at, pos_ - key_at);
+      while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
+      if (key.empty()) return ErrorAt(key_at, "empty key");
+      if (FindInvalidUtf8(key) != std::string_view::npos) {
+        return ErrorAt(key_at, "key is not valid UTF-8");
+      }
+      ++pos_;  // '='
+      const std::string k(key);
+      if (obj.contains(k)) return ErrorAt(key_at, "duplicate key \"" + k + "\"");
+      const Schema* sub = nullptr;
+      if (schema != nullptr) {
+        auto it = schema->properties.find(k);
+        if (it != schema->properties.end()) sub = &it->second;
+      }
+      FG_ASSIGN_OR_RETURN(json value, ParseValue(sub, depth + 1));
+      obj[k] = std::move(value);
+      SkipSpaces();
+      if (AtEnd()) return Error(std::string("unexpected end of text, expected ',' or '") + close + "'");
+      if (text_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (text_[pos_] == close) {
+        ++pos_;
+        return obj;
+      }
+      return Error(std::string("expected ',' or '") + close + "'");
+    }
+  }
+
+  StatusOr<json> ParseArray(const Schema* schema, int depth) {
+    if (depth > kMaxValueDepth) return Error("values nested too deeply");
+    FG_RETURN_IF_ERROR(Expect('['));
+    const Schema* items = schema != nullptr ? schema->items.get() : nullptr;
+    json arr = json::array();
+    SkipSpaces();
+    if (!AtEnd() && text_[pos_] == ']') {
+      ++pos_;
+      return arr;
+    }
+    while (true) {
+      FG_ASSIGN_OR_RETURN(json value, ParseValue(items, depth + 1));
+      arr.push_back(std::move(value));
+      SkipSpaces();
+      if (AtEnd()) return Error("unexpected end of text, expected ',' or ']'");
+      if (text_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (text_[pos_] == ']') {
+        ++pos_;
+        return arr;
+      }
+      return Error("expected ',' or ']'");
+    }
+  }
+
+  StatusOr<json> ParseValue(const Schema* schema, int depth) {
+    if (depth > kMaxValueDepth) return Error("values nested too deeply");
+    SkipSpaces();
+    if (AtEnd()) return Error("unexpected end of text, expected a value");
+    const size_t at = pos_;
+    const char c = text_[pos_];
+    if (c == '"') {
+      ++pos_;
+      std::string s;
+      while (true) {
+        if (AtEnd()) return ErrorAt(at, "unterminated string");
+        const char d = text_[pos_++];
+        if (d == '"') break;
+        if (d == '\\') {
+          if (AtEnd()) return ErrorAt(at, "unterminated string");
+          const char e = text_[pos_++];
+          if (e != '"' && e != '\\') return ErrorAt(pos_ - 2, "unknown escape in string");
+          s += e;
+        } else {
+          s += d;
+        }
+      }
+      const size_t bad = FindInvalidUtf8(s);
+      if (bad != std::string_view::npos) return ErrorAt(at + 1, "string is not valid UTF-8");
+      return Coerce(schema, s, json(s), /*was_escaped=*/true);
+    }
+    const Schema* same_kind = schema;
+    if (c == '{') {
+      if (schema != nullptr && schema->type != "OBJECT") same_kind = nullptr;
+      return ParseObject(same_kind, depth, '{', '}');
+    }
+    if (c == '[') {
+      if (schema != nullptr && schema->type != "ARRAY") same_kind = nullptr;
+      return ParseArray(same_kind, depth);
+    }
+    while (!AtEnd() && text_[pos_] != ',' && text_[pos_] != ')' && text_[pos_] != '}' &&
+           text_[pos_] != ']' && text_[pos_] != '<') {
+      ++pos_;
+    }
+    std::string_view tok = text_.substr(at, pos_ - at);
+    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n')) tok.remove_suffix(1);
+    if (tok.empty()) return ErrorAt(at, "expected a value");
+    const size_t bad = FindInvalidUtf8(tok);
+    if (bad != std::string_view::npos) return ErrorAt(at + bad, "value is not valid UTF-8");
+    json natural;
+    if (!ParseNumber(tok, &natural)) {
+      if (tok == "true") {
+        natural = true;
+      } else if (tok == "false") {
+        natural = false;
+      } else if (tok == "null") {
+        natural = nullptr;
+      } else {
+        natural = std::string(tok);
+      }
+    }
+    return Coerce(schema, tok, std::move(natural), /*was_escaped=*/false);
+  }
+
+  std::string_view text_;
+  const ToolCatalog* catalog_;
+  const std::vector<std::string>& tool_map_;
+  size_t pos_ = 0;
+};
+
 std::string TypeOf(const json& v) {
   if (v.is_string()) return "STRING";
   if (v.is_number_integer()) return "INTEGER";
@@ -451,6 +676,11 @@ json ParsedOutput::ToJson() const {
 
 StatusOr<ParsedOutput> ParseModelOutput(std::string_view text, const ToolCatalog* catalog) {
   return Parser(text, catalog).Run();
+}
+
+StatusOr<ParsedOutput> ParseCompactOutput(std::string_view text, const ToolCatalog* catalog,
+                                          const std::vector<std::string>& tool_map) {
+  return CompactParser(text, catalog, tool_map).Run();
 }
 
 StatusOr<const Tool*> SnapToolName(const ToolCatalog& catalog, std::string_view name) {

@@ -51,6 +51,16 @@ struct ParsedOutput {
 StatusOr<ParsedOutput> ParseModelOutput(std::string_view text,
                                         const ToolCatalog* catalog = nullptr);
 
+// The compact dialect of the seed's fine-tune (MODEL.md): <tool_N>(key="value", key=3)<end>,
+// several calls may follow each other. tool_map[N] is the tool's name (the manifest's toolMap);
+// with a catalog it must name a catalog tool exactly, and values are typed by its schema as in
+// ParseModelOutput. Strings are double-quoted with \" and \\ as the only escapes; arguments
+// are separated by ',' (spaces around punctuation tolerated); nested objects are {k=v,...},
+// arrays [v,...]. The final <end> may be missing when the text ends right after ')'. Text
+// outside calls is `content`, minus the stop markers. Errors: InvalidArgument "offset N: what".
+StatusOr<ParsedOutput> ParseCompactOutput(std::string_view text, const ToolCatalog* catalog,
+                                          const std::vector<std::string>& tool_map);
+
 // The catalog tool a model-written name refers to (rules above), or NotFound.
 StatusOr<const Tool*> SnapToolName(const ToolCatalog& catalog, std::string_view name);
 

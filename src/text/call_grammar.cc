@@ -1,0 +1,1061 @@
+#include "src/text/call_grammar.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "src/text/call_parser.h"
+#include "src/text/function_prompt.h"
+
+namespace fg::text {
+namespace {
+
+using nlohmann::json;
+
+// Symbols walked by the automaton: 0..255 are bytes, the rest atomic special tokens.
+constexpr int kSymEscape = 256;
+constexpr int kSymStartCall = 257;
+constexpr int kSymEndCall = 258;
+constexpr int kSymEnd = 259;    // compact <end>
+constexpr int kSymTool0 = 260;  // compact <tool_N> is kSymTool0 + N
+
+// Token classes (per id) besides special symbols (>= 256).
+constexpr int32_t kTokText = -1;   // walked by its bytes
+constexpr int32_t kTokNever = -2;  // never allowed (controls, unused, empty pieces)
+constexpr int32_t kTokStop = -3;   // 1 / 106 / 50: allowed when the output is complete
+
+// Frame kinds (high byte of a frame header; the low 24 bits name a value node).
+enum Kind : uint32_t {
+  kTop = 1,
+  kCallHdr = 2,   // official "call:NAME{" (sub: literal trie node)
+  kCallEnd = 3,   // expects <end_function_call> / <end>
+  kObj = 4,       // object with declared properties (or tool arguments)
+  kFreeObj = 5,   // object without declared properties: at most one free key
+  kArr = 6,
+  kStr = 7,
+  kLit = 8,       // one of a set of literals (enum members, true/false)
+  kNum = 9,
+  kAny = 10,      // any value; becomes one of the above on its first symbol
+};
+
+// kTop phases.
+constexpr uint32_t kTopExpectCall = 0;  // kCall before the first call
+constexpr uint32_t kTopAfterCall = 1;   // a call just ended: another call or stop
+constexpr uint32_t kTopFree = 2;        // kAuto free text (bits 8..15: forbidden-pattern match)
+// kObj phases (bits 8..31: key trie node in kObjKey).
+constexpr uint32_t kObjOpen = 0, kObjAfterOpen = 1, kObjAfterComma = 2, kObjKey = 3,
+                   kObjAfterValue = 4;
+constexpr uint32_t kFreeOpen = 0, kFreeAfterOpen = 1, kFreeKey = 2, kFreeAfterValue = 3;
+constexpr uint32_t kArrOpen = 0, kArrAfterOpen = 1, kArrAfterValue = 2, kArrAfterComma = 3,
+                   kArrItem = 4;
+// kStr: bit 0 body, bits 4..7 UTF-8 state, bits 8..15 pattern match, bit 16 backslash pending.
+// kNum phases (bits 8..: digit count).
+constexpr uint32_t kNumStart = 0, kNumMinus = 1, kNumZero = 2, kNumInt = 3, kNumDot = 4,
+                   kNumFrac = 5, kNumE = 6, kNumESign = 7, kNumExp = 8;
+constexpr uint32_t kMaxIntDigits = 18;   // fits int64 (the parser's INTEGER reading)
+constexpr uint32_t kMaxFracDigits = 18;
+constexpr uint32_t kMaxExpDigits = 2;    // with <= 18 integer digits the value stays finite
+
+constexpr uint32_t Hdr(Kind k, uint32_t node) { return (static_cast<uint32_t>(k) << 24) | node; }
+
+// UTF-8 validation as a small automaton (same acceptance as the parser's Utf8SequenceLength):
+// 0 complete; 1/2/3 continuation bytes left; 4 after E0, 5 after ED, 6 after F0, 7 after F4.
+int Utf8Step(int u, uint8_t b) {
+  const bool cont = (b & 0xC0) == 0x80;
+  switch (u) {
+    case 0:
+      if (b < 0x80) return 0;
+      if (b >= 0xC2 && b <= 0xDF) return 1;
+      if (b == 0xE0) return 4;
+      if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) return 2;
+      if (b == 0xED) return 5;
+      if (b == 0xF0) return 6;
+      if (b >= 0xF1 && b <= 0xF3) return 3;
+      if (b == 0xF4) return 7;
+      return -1;
+    case 1:
+      return cont ? 0 : -1;
+    case 2:
+      return cont ? 1 : -1;
+    case 3:
+      return cont ? 2 : -1;
+    case 4:
+      return b >= 0xA0 && b <= 0xBF ? 1 : -1;
+    case 5:
+      return b >= 0x80 && b <= 0x9F ? 1 : -1;
+    case 6:
+      return b >= 0x90 && b <= 0xBF ? 2 : -1;
+    case 7:
+      return b >= 0x80 && b <= 0x8F ? 2 : -1;
+    default:
+      return -1;
+  }
+}
+
+// Substring matcher (KMP as a DFA): next[state][byte]; reaching pat.size() is a match.
+struct Matcher {
+  std::string pat;
+  std::vector<std::array<uint8_t, 256>> next;
+  void Build(std::string p) {
+    pat = std::move(p);
+    next.assign(pat.size() + 1, {});
+    for (size_t s = 0; s <= pat.size(); ++s) {
+      for (int b = 0; b < 256; ++b) {
+        std::string cur = pat.substr(0, std::min(s, pat.size())) + static_cast<char>(b);
+        size_t k = std::min(cur.size(), pat.size());
+        while (k > 0 && cur.compare(cur.size() - k, k, pat, 0, k) != 0) --k;
+        next[s][b] = static_cast<uint8_t>(k);
+      }
+    }
+  }
+  uint32_t full() const { return static_cast<uint32_t>(pat.size()); }
+};
+
+// A set of symbol strings; per node the key indices below it (for keys seen once).
+struct LitTrie {
+  struct Node {
+    std::vector<std::pair<int, int>> next;  // (symbol, child) sorted by symbol
+    int terminal = -1;
+    std::vector<uint32_t> mask;
+  };
+  std::vector<Node> nodes = std::vector<Node>(1);
+
+  int Child(int n, int sym) const {
+    const auto& v = nodes[n].next;
+    auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(sym, -1));
+    return it != v.end() && it->first == sym ? it->second : -1;
+  }
+  void Add(const std::vector<int>& syms, int index, int nwords) {
+    int n = 0;
+    auto mark = [&](int at) {
+      if (nwords == 0) return;
+      nodes[at].mask.resize(nwords);
+      nodes[at].mask[index / 32] |= 1u << (index % 32);
+    };
+    mark(0);
+    for (int sym : syms) {
+      int c = Child(n, sym);
+      if (c < 0) {
+        c = static_cast<int>(nodes.size());
+        nodes.emplace_back();
+        auto& v = nodes[n].next;
+        v.insert(std::lower_bound(v.begin(), v.end(), std::make_pair(sym, -1)), {sym, c});
+      }
+      n = c;
+      mark(n);
+    }
+    if (nodes[n].terminal < 0) nodes[n].terminal = index;
+  }
+};
+
+struct VNode {
+  enum Type { kString, kLiteral, kInteger, kNumber, kArray, kObject, kFreeObject, kAny };
+  Type type = kString;
+  int depth = 0;
+  int lit = -1;   // kLiteral: the members; kObject: the keys (each followed by its separator)
+  int item = -1;  // kArray: item node (-1: only [] is possible); kFreeObject: value node
+  std::vector<int> values;          // kObject: value node per key index
+  std::vector<uint32_t> required;   // kObject: mask words
+  int nwords = 0;                   // kObject: seen-mask words kept in the frame
+  bool args = false;                // kObject: the tool's arguments
+};
+
+// The vocabulary as a byte trie of token pieces (children contiguous).
+struct ByteNode {
+  uint32_t first_child = 0;
+  uint32_t num_children = 0;
+  uint32_t tok_begin = 0;
+  uint32_t tok_end = 0;
+  uint8_t byte = 0;
+};
+
+struct KeyHash {
+  using is_transparent = void;
+  size_t operator()(std::span<const uint32_t> k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t w : k) h = (h ^ w) * 1099511628211ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+  size_t operator()(const std::vector<uint32_t>& k) const {
+    return (*this)(std::span<const uint32_t>(k));
+  }
+};
+struct KeyEq {
+  using is_transparent = void;
+  bool operator()(std::span<const uint32_t> a, std::span<const uint32_t> b) const {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+  }
+};
+
+std::string EscapeCompact(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct CallGrammar::Impl {
+  GrammarOptions opts;
+  bool compact = false;
+  uint32_t kv_sep = ':';
+  int str_open = kSymEscape;
+
+  std::vector<VNode> vnodes;
+  std::vector<LitTrie> lits;
+  int call_lit = -1;                // official: "call:NAME{" -> tool index
+  std::vector<int> tool_args;       // per catalog tool: its arguments node
+  std::vector<int> compact_tool;    // per N: catalog tool index
+  int str_node = -1, int_node = -1, num_node = -1, bool_node = -1;
+  std::array<int, kMaxValueDepth + 2> any_node{}, any_arr{}, any_obj{};
+  Matcher free_matcher;             // forbidden in free text (would start a call in the parser)
+  Matcher esc_matcher;              // "<escape>": forbidden inside official strings
+
+  // Vocabulary.
+  int32_t vocab_size = 0;
+  std::vector<int32_t> tok_class;   // kTok* or a symbol >= 256
+  std::vector<uint32_t> piece_off;  // text tokens: piece bytes [off[i], off[i+1])
+  std::string piece_buf;
+  std::vector<std::pair<int32_t, int>> special;  // (id, symbol)
+  std::vector<int32_t> stops;
+  std::vector<ByteNode> bnodes;
+  std::vector<int32_t> btok;
+  size_t max_piece = 0;
+
+  mutable std::mutex mu;
+  mutable std::unordered_map<std::vector<uint32_t>, std::unique_ptr<const std::vector<int32_t>>,
+                             KeyHash, KeyEq>
+      memo;
+
+  // ---- construction ----
+  int AddNode(VNode v) {
+    vnodes.push_back(std::move(v));
+    return static_cast<int>(vnodes.size()) - 1;
+  }
+  int AddLit(LitTrie t) {
+    lits.push_back(std::move(t));
+    return static_cast<int>(lits.size()) - 1;
+  }
+  std::vector<int> Bytes(std::string_view s) const {
+    std::vector<int> out;
+    for (char c : s) out.push_back(static_cast<uint8_t>(c));
+    return out;
+  }
+  std::vector<int> LiteralSymbols(const json& v) const {
+    if (v.is_string()) {
+      const std::string& s = v.get_ref<const std::string&>();
+      if (compact) return Bytes("\"" + EscapeCompact(s) + "\"");
+      std::vector<int> out{kSymEscape};
+      for (int b : Bytes(s)) out.push_back(b);
+      out.push_back(kSymEscape);
+      return out;
+    }
+    return Bytes(v.dump());
+  }
+
+  StatusOr<int> Compile(const Schema& s, int depth, const std::string& path) {
+    if (depth > kMaxValueDepth) {
+      return InvalidArgumentError(path + ": nested deeper than the parser accepts");
+    }
+    if (!s.enum_values.empty()) {
+      LitTrie t;
+      for (size_t i = 0; i < s.enum_values.size(); ++i) {
+        t.Add(LiteralSymbols(s.enum_values[i]), static_cast<int>(i), 0);
+      }
+      VNode v;
+      v.type = VNode::kLiteral;
+      v.depth = depth;
+      v.lit = AddLit(std::move(t));
+      return AddNode(std::move(v));
+    }
+    if (s.type == "STRING") return str_node;
+    if (s.type == "INTEGER") return int_node;
+    if (s.type == "NUMBER") return num_node;
+    if (s.type == "BOOLEAN") return bool_node;
+    if (s.type == "ARRAY") {
+      VNode v;
+      v.type = VNode::kArray;
+      v.depth = depth;
+      if (depth + 1 <= kMaxValueDepth) {
+        if (s.items != nullptr) {
+          FG_ASSIGN_OR_RETURN(v.item, Compile(*s.items, depth + 1, path + "[]"));
+        } else {
+          v.item = any_node[depth + 1];
+        }
+      }
+      return AddNode(std::move(v));
+    }
+    if (s.type == "OBJECT") {
+      if (s.properties.empty()) return any_obj[depth];
+      return CompileObject(s, depth, path, false);
+    }
+    return InvalidArgumentError(path + ": unsupported type \"" + s.type + "\"");
+  }
+
+  StatusOr<int> CompileObject(const Schema& s, int depth, const std::string& path, bool args) {
+    VNode v;
+    v.type = VNode::kObject;
+    v.depth = depth;
+    v.args = args;
+    const int n = static_cast<int>(s.properties.size());
+    v.nwords = (n + 31) / 32;
+    v.required.assign(v.nwords, 0);
+    LitTrie keys;
+    int i = 0;
+    for (const auto& [key, child] : s.properties) {
+      if (compact && (key.find('=') != std::string::npos || key.find(' ') != std::string::npos)) {
+        return InvalidArgumentError(path + "." + key +
+                                    ": key cannot be written in the compact dialect");
+      }
+      std::vector<int> syms = Bytes(key);
+      syms.push_back(static_cast<int>(kv_sep));
+      keys.Add(syms, i, v.nwords);
+      FG_ASSIGN_OR_RETURN(int child_node, Compile(child, depth + 1, path + "." + key));
+      v.values.push_back(child_node);
+      if (std::find(s.required.begin(), s.required.end(), key) != s.required.end()) {
+        v.required[i / 32] |= 1u << (i % 32);
+      }
+      ++i;
+    }
+    v.lit = AddLit(std::move(keys));
+    return AddNode(std::move(v));
+  }
+
+  Status Build(const ToolCatalog& catalog) {
+    // Shared scalar nodes.
+    auto scalar = [&](VNode::Type type) {
+      VNode v;
+      v.type = type;
+      return AddNode(std::move(v));
+    };
+    str_node = scalar(VNode::kString);
+    int_node = scalar(VNode::kInteger);
+    num_node = scalar(VNode::kNumber);
+    {
+      LitTrie t;
+      t.Add(Bytes("true"), 0, 0);
+      t.Add(Bytes("false"), 1, 0);
+      VNode v;
+      v.type = VNode::kLiteral;
+      v.lit = AddLit(std::move(t));
+      bool_node = AddNode(std::move(v));
+    }
+    // Free values by depth (deepest first so each can name the next level).
+    any_node.fill(-1);
+    any_arr.fill(-1);
+    any_obj.fill(-1);
+    for (int d = kMaxValueDepth; d >= 1; --d) {
+      VNode any;
+      any.type = VNode::kAny;
+      any.depth = d;
+      any_node[d] = AddNode(any);
+      VNode arr;
+      arr.type = VNode::kArray;
+      arr.depth = d;
+      arr.item = d + 1 <= kMaxValueDepth ? any_node[d + 1] : -1;
+      any_arr[d] = AddNode(arr);
+      VNode obj;
+      obj.type = VNode::kFreeObject;
+      obj.depth = d;
+      obj.item = d + 1 <= kMaxValueDepth ? any_node[d + 1] : -1;
+      any_obj[d] = AddNode(obj);
+    }
+    for (const Tool& t : catalog.tools) {
+      FG_ASSIGN_OR_RETURN(int node, CompileObject(t.parameters, 1, t.name, true));
+      tool_args.push_back(node);
+    }
+    if (!compact) {
+      LitTrie calls;
+      for (size_t i = 0; i < catalog.tools.size(); ++i) {
+        calls.Add(Bytes("call:" + catalog.tools[i].name + "{"), static_cast<int>(i), 0);
+      }
+      call_lit = AddLit(std::move(calls));
+    }
+    if (vnodes.size() >= (1u << 24)) return InvalidArgumentError("catalog too large for a grammar");
+    return OkStatus();
+  }
+
+  Status BuildVocab(const Tokenizer& tok, const ToolCatalog& catalog) {
+    vocab_size = tok.size();
+    tok_class.assign(vocab_size, kTokNever);
+    auto find = [&](std::string_view text) -> int32_t {
+      std::optional<int32_t> id = tok.Find(text);
+      return id ? *id : -1;
+    };
+    std::vector<std::pair<std::string, int>> named;
+    if (compact) {
+      named.emplace_back("<end>", kSymEnd);
+      for (size_t n = 0; n < opts.tool_map.size(); ++n) {
+        named.emplace_back("<tool_" + std::to_string(n) + ">", kSymTool0 + static_cast<int>(n));
+      }
+    } else {
+      named.emplace_back(std::string(kStartCall), kSymStartCall);
+      named.emplace_back(std::string(kEndCall), kSymEndCall);
+      named.emplace_back(std::string(kEscape), kSymEscape);
+    }
+    for (const auto& [text, sym] : named) {
+      const int32_t id = find(text);
+      if (id < 0) {
+        return InvalidArgumentError("the vocabulary has no token \"" + text + "\" (needed by the " +
+                                    (compact ? "compact" : "official") + " dialect)");
+      }
+      tok_class[id] = sym;
+      special.emplace_back(id, sym);
+    }
+    for (std::string_view text : {std::string_view("<eos>"), kEndOfTurn, kStartResponse}) {
+      const int32_t id = find(text);
+      if (id >= 0 && tok_class[id] == kTokNever) tok_class[id] = kTokStop;
+    }
+    const int32_t eos = tok.vocab().eos;
+    if (eos >= 0 && eos < vocab_size && tok_class[eos] == kTokNever) tok_class[eos] = kTokStop;
+    for (int32_t id = 0; id < vocab_size; ++id) {
+      if (tok_class[id] == kTokStop) stops.push_back(id);
+    }
+    if (stops.empty()) return InvalidArgumentError("the vocabulary has no stop token");
+    (void)catalog;
+
+    // Text tokens and their pieces.
+    piece_off.assign(vocab_size + 1, 0);
+    std::vector<int32_t> text_ids;
+    for (int32_t id = 0; id < vocab_size; ++id) {
+      piece_off[id] = static_cast<uint32_t>(piece_buf.size());
+      if (tok_class[id] != kTokNever) continue;
+      const uint32_t a = tok.attr(id);
+      if (a & (kAttrControl | kAttrUnknown | kAttrUnused)) continue;
+      if (!(a & (kAttrNormal | kAttrUserDefined | kAttrByte))) continue;
+      const std::string piece = tok.TokenToPiece(id, false);
+      if (piece.empty()) continue;
+      tok_class[id] = kTokText;
+      piece_buf += piece;
+      max_piece = std::max(max_piece, piece.size());
+      text_ids.push_back(id);
+    }
+    piece_off[vocab_size] = static_cast<uint32_t>(piece_buf.size());
+    auto piece = [&](int32_t id) {
+      return std::string_view(piece_buf).substr(piece_off[id], piece_off[id + 1] - piece_off[id]);
+    };
+    std::sort(text_ids.begin(), text_ids.end(),
+              [&](int32_t a, int32_t b) { return piece(a) < piece(b); });
+    btok = text_ids;
+    // Breadth-first trie build over the sorted pieces.
+    struct Pending {
+      uint32_t node, lo, hi, depth;
+    };
+    std::deque<Pending> queue;
+    bnodes.emplace_back();
+    queue.push_back({0, 0, static_cast<uint32_t>(btok.size()), 0});
+    while (!queue.empty()) {
+      const Pending p = queue.front();
+      queue.pop_front();
+      uint32_t i = p.lo;
+      while (i < p.hi && piece(btok[i]).size() == p.depth) ++i;
+      bnodes[p.node].tok_begin = p.lo;
+      bnodes[p.node].tok_end = i;
+      std::vector<Pending> kids;
+      while (i < p.hi) {
+        const uint8_t b = static_cast<uint8_t>(piece(btok[i])[p.depth]);
+        uint32_t j = i + 1;
+        while (j < p.hi && static_cast<uint8_t>(piece(btok[j])[p.depth]) == b) ++j;
+        kids.push_back({0, i, j, p.depth + 1});
+        i = j;
+      }
+      bnodes[p.node].first_child = static_cast<uint32_t>(bnodes.size());
+      bnodes[p.node].num_children = static_cast<uint32_t>(kids.size());
+      for (Pending& k : kids) {
+        k.node = static_cast<uint32_t>(bnodes.size());
+        ByteNode bn;
+        bn.byte = static_cast<uint8_t>(piece(btok[k.lo])[p.depth]);
+        bnodes.push_back(bn);
+        queue.push_back(k);
+      }
+    }
+    return OkStatus();
+  }
+
+  // ---- the automaton ----
+  uint32_t FrameSize(uint32_t hdr) const {
+    if ((hdr >> 24) == kObj) return 2 + vnodes[hdr & 0xFFFFFF].nwords;
+    return 2;
+  }
+  void Pop(std::vector<uint32_t>& st) const { st.resize(st.size() - FrameSize(st.back())); }
+  void PushValue(std::vector<uint32_t>& st, int node) const {
+    const VNode& v = vnodes[node];
+    const uint32_t n = static_cast<uint32_t>(node);
+    switch (v.type) {
+      case VNode::kString:
+        st.push_back(0);
+        st.push_back(Hdr(kStr, n));
+        break;
+      case VNode::kLiteral:
+        st.push_back(0);
+        st.push_back(Hdr(kLit, n));
+        break;
+      case VNode::kInteger:
+      case VNode::kNumber:
+        st.push_back(kNumStart);
+        st.push_back(Hdr(kNum, n));
+        break;
+      case VNode::kArray:
+        st.push_back(kArrOpen);
+        st.push_back(Hdr(kArr, n));
+        break;
+      case VNode::kObject:
+        st.insert(st.end(), v.nwords, 0u);
+        st.push_back(kObjOpen);
+        st.push_back(Hdr(kObj, n));
+        break;
+      case VNode::kFreeObject:
+        st.push_back(kFreeOpen);
+        st.push_back(Hdr(kFreeObj, n));
+        break;
+      case VNode::kAny:
+        st.push_back(0);
+        st.push_back(Hdr(kAny, n));
+        break;
+    }
+  }
+  static bool RequiredMet(const VNode& v, const uint32_t* seen) {
+    for (int i = 0; i < v.nwords; ++i) {
+      if ((v.required[i] & ~seen[i]) != 0) return false;
+    }
+    return true;
+  }
+  bool KeyOpen(const LitTrie::Node& n, const uint32_t* seen, int nwords) const {
+    for (int i = 0; i < nwords; ++i) {
+      if ((n.mask[i] & ~seen[i]) != 0) return true;
+    }
+    return false;
+  }
+  static bool IsFreeKeyChar(int c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  }
+  bool IsCallStart(int sym) const {
+    return compact ? sym >= kSymTool0 : sym == kSymStartCall;
+  }
+
+  // Feeds one symbol; false (state garbage) when it is not allowed.
+  bool Step(State& s, int sym) const {
+    std::vector<uint32_t>& st = s.stack;
+    while (true) {
+      if (st.size() < 2) return false;
+      const uint32_t h = st.back();
+      const uint32_t node = h & 0xFFFFFF;
+      const size_t sub_at = st.size() - 2;
+      const uint32_t sub = st[sub_at];
+      switch (static_cast<Kind>(h >> 24)) {
+        case kTop: {
+          const uint32_t phase = sub & 0xF;
+          if (IsCallStart(sym)) {
+            if (s.calls_done >= opts.max_calls) return false;
+            if (phase == kTopExpectCall || phase == kTopAfterCall ||
+                phase == kTopFree) {
+              st[sub_at] = kTopAfterCall;
+              if (compact) {
+                const size_t n = static_cast<size_t>(sym - kSymTool0);
+                if (n >= compact_tool.size()) return false;
+                st.push_back(0);
+                st.push_back(Hdr(kCallEnd, 0));
+                PushValue(st, tool_args[compact_tool[n]]);
+              } else {
+                st.push_back(0);
+                st.push_back(Hdr(kCallHdr, 0));
+              }
+              return true;
+            }
+            return false;
+          }
+          if (phase != kTopFree || sym > 255) return false;
+          const uint32_t k = free_matcher.next[(sub >> 8) & 0xFF][sym];
+          if (k == free_matcher.full()) return false;
+          st[sub_at] = kTopFree | (k << 8);
+          return true;
+        }
+        case kCallHdr: {
+          const LitTrie& t = lits[call_lit];
+          const int c = t.Child(static_cast<int>(sub), sym);
+          if (c < 0) return false;
+          const int tool = t.nodes[c].terminal;
+          if (tool < 0) {
+            st[sub_at] = static_cast<uint32_t>(c);
+            return true;
+          }
+          st[sub_at] = 0;
+          st[sub_at + 1] = Hdr(kCallEnd, 0);
+          PushValue(st, tool_args[tool]);
+          st[st.size() - 2] = kObjAfterOpen;  // the '{' was part of the header
+          return true;
+        }
+        case kCallEnd:
+          if (sym != (compact ? kSymEnd : kSymEndCall)) return false;
+          Pop(st);
+          ++s.calls_done;
+          if (s.calls_done >= opts.max_calls) s.done = true;
+          return true;
+        case kObj: {
+          const VNode& v = vnodes[node];
+          const size_t seen_at = sub_at - v.nwords;
+          const uint32_t phase = sub & 0xF;
+          const int open = v.args && compact ? '(' : '{';
+          const int close = v.args && compact ? ')' : '}';
+          uint32_t tn = 0;
+          switch (phase) {
+            case kObjOpen:
+              if (sym != open) return false;
+              st[sub_at] = kObjAfterOpen;
+              return true;
+            case kObjAfterOpen:
+              if (sym == close && RequiredMet(v, &st[seen_at])) {
+                Pop(st);
+                return true;
+              }
+              break;
+            case kObjAfterComma:
+              if (sym == ' ') {
+                st[sub_at] = kObjKey;
+                return true;
+              }
+              break;
+            case kObjKey:
+              tn = sub >> 8;
+              break;
+            case kObjAfterValue:
+              if (sym == ',') {
+                const LitTrie::Node& root = lits[v.lit].nodes[0];
+                if (!KeyOpen(root, &st[seen_at], v.nwords)) return false;
+                st[sub_at] = compact ? kObjAfterComma : kObjKey;
+                return true;
+              }
+              if (sym == close && RequiredMet(v, &st[seen_at])) {
+                Pop(st);
+                return true;
+              }
+              return false;
+            default:
+              return false;
+          }
+          const LitTrie& t = lits[v.lit];
+          const int c = t.Child(static_cast<int>(tn), sym);
+          if (c < 0 || !KeyOpen(t.nodes[c], &st[seen_at], v.nwords)) return false;
+          const int key = t.nodes[c].terminal;
+          if (key < 0) {
+            st[sub_at] = kObjKey | (static_cast<uint32_t>(c) << 8);
+            return true;
+          }
+          st[seen_at + key / 32] |= 1u << (key % 32);
+          st[sub_at] = kObjAfterValue;
+          PushValue(st, v.values[key]);
+          return true;
+        }
+        case kFreeObj: {
+          const VNode& v = vnodes[node];
+          switch (sub) {
+            case kFreeOpen:
+              if (sym != '{') return false;
+              st[sub_at] = kFreeAfterOpen;
+              return true;
+            case kFreeAfterOpen:
+              if (sym == '}') {
+                Pop(st);
+                return true;
+              }
+              if (v.item < 0 || !IsFreeKeyChar(sym)) return false;
+              st[sub_at] = kFreeKey;
+              return true;
+            case kFreeKey:
+              if (IsFreeKeyChar(sym)) return true;
+              if (sym != static_cast<int>(kv_sep)) return false;
+              st[sub_at] = kFreeAfterValue;
+              PushValue(st, v.item);
+              return true;
+            case kFreeAfterValue:
+              if (sym != '}') return false;
+              Pop(st);
+              return true;
+            default:
+              return false;
+          }
+        }
+        case kArr: {
+          const VNode& v = vnodes[node];
+          switch (sub) {
+            case kArrOpen:
+              if (sym != '[') return false;
+              st[sub_at] = kArrAfterOpen;
+              return true;
+            case kArrAfterOpen:
+              if (sym == ']') {
+                Pop(st);
+                return true;
+              }
+              if (v.item < 0) return false;
+              st[sub_at] = kArrAfterValue;
+              PushValue(st, v.item);
+              continue;
+            case kArrAfterValue:
+              if (sym == ',' && v.item >= 0) {
+                st[sub_at] = kArrAfterComma;
+                return true;
+              }
+              if (sym == ']') {
+                Pop(st);
+                return true;
+              }
+              return false;
+            case kArrAfterComma:
+              if (compact && sym == ' ') {
+                st[sub_at] = kArrItem;
+                return true;
+              }
+              [[fallthrough]];
+            case kArrItem:
+              st[sub_at] = kArrAfterValue;
+              PushValue(st, v.item);
+              continue;
+            default:
+              return false;
+          }
+        }
+        case kStr: {
+          const uint32_t u = (sub >> 4) & 0xF;
+          if ((sub & 1) == 0) {
+            if (sym != str_open) return false;
+            st[sub_at] = 1;
+            return true;
+          }
+          if (!compact) {
+            if (sym == kSymEscape) {
+              if (u != 0) return false;
+              Pop(st);
+              return true;
+            }
+            if (sym > 255) return false;
+            const int nu = Utf8Step(static_cast<int>(u), static_cast<uint8_t>(sym));
+            if (nu < 0) return false;
+            const uint32_t k = esc_matcher.next[(sub >> 8) & 0xFF][sym];
+            if (k == esc_matcher.full()) return false;
+            st[sub_at] = 1 | (static_cast<uint32_t>(nu) << 4) | (k << 8);
+            return true;
+          }
+          if (sym > 255) return false;
+          if (sub & (1u << 16)) {
+            if (sym != '"' && sym != '\\') return false;
+            st[sub_at] = 1;
+            return true;
+          }
+          if (u == 0 && sym == '"') {
+            Pop(st);
+            return true;
+          }
+          if (u == 0 && sym == '\\') {
+            st[sub_at] = 1 | (1u << 16);
+            return true;
+          }
+          const int nu = Utf8Step(static_cast<int>(u), static_cast<uint8_t>(sym));
+          if (nu < 0) return false;
+          st[sub_at] = 1 | (static_cast<uint32_t>(nu) << 4);
+          return true;
+        }
+        case kLit: {
+          const LitTrie& t = lits[vnodes[node].lit];
+          const int c = t.Child(static_cast<int>(sub), sym);
+          if (c >= 0) {
+            st[sub_at] = static_cast<uint32_t>(c);
+            return true;
+          }
+          if (t.nodes[sub].terminal < 0) return false;
+          Pop(st);
+          continue;
+        }
+        case kNum: {
+          const bool integer = vnodes[node].type == VNode::kInteger;
+          const uint32_t phase = sub & 0xFF;
+          const uint32_t cnt = sub >> 8;
+          const bool digit = sym >= '0' && sym <= '9';
+          auto set = [&](uint32_t p, uint32_t c) { st[sub_at] = p | (c << 8); };
+          switch (phase) {
+            case kNumStart:
+              if (sym == '-') {
+                set(kNumMinus, 0);
+                return true;
+              }
+              [[fallthrough]];
+            case kNumMinus:
+              if (sym == '0') {
+                set(kNumZero, 0);
+                return true;
+              }
+              if (digit) {
+                set(kNumInt, 1);
+                return true;
+              }
+              return false;
+            case kNumZero:
+            case kNumInt:
+              if (digit && phase == kNumInt && cnt < kMaxIntDigits) {
+                set(kNumInt, cnt + 1);
+                return true;
+              }
+              if (!integer && sym == '.') {
+                set(kNumDot, 0);
+                return true;
+              }
+              if (!integer && (sym == 'e' || sym == 'E')) {
+                set(kNumE, 0);
+                return true;
+              }
+              break;
+            case kNumDot:
+              if (!digit) return false;
+              set(kNumFrac, 1);
+              return true;
+            case kNumFrac:
+              if (digit && cnt < kMaxFracDigits) {
+                set(kNumFrac, cnt + 1);
+                return true;
+              }
+              if (sym == 'e' || sym == 'E') {
+                set(kNumE, 0);
+                return true;
+              }
+              break;
+            case kNumE:
+              if (sym == '+' || sym == '-') {
+                set(kNumESign, 0);
+                return true;
+              }
+              [[fallthrough]];
+            case kNumESign:
+              if (!digit) return false;
+              set(kNumExp, 1);
+              return true;
+            case kNumExp:
+              if (digit && cnt < kMaxExpDigits) {
+                set(kNumExp, cnt + 1);
+                return true;
+              }
+              break;
+            default:
+              return false;
+          }
+          Pop(st);  // a complete number ends; the symbol belongs to the enclosing value
+          continue;
+        }
+        case kAny: {
+          const int d = vnodes[node].depth;
+          int target;
+          if (sym == str_open) {
+            target = str_node;
+          } else if (sym == '-' || (sym >= '0' && sym <= '9')) {
+            target = num_node;
+          } else if (sym == 't' || sym == 'f') {
+            target = bool_node;
+          } else if (sym == '[' && d < kMaxValueDepth) {
+            target = any_arr[d];
+          } else if (sym == '{' && d < kMaxValueDepth) {
+            target = any_obj[d];
+          } else {
+            return false;
+          }
+          Pop(st);
+          PushValue(st, target);
+          continue;
+        }
+        default:
+          return false;
+      }
+    }
+  }
+
+  bool CanStop(const State& s) const {
+    if (s.done) return true;
+    if (s.stack.size() != 2) return false;
+    const uint32_t phase = s.stack[0] & 0xF;
+    return phase == kTopAfterCall || phase == kTopFree;
+  }
+
+  // The part of the state that determines the allowed set.
+  void Key(const State& s, std::vector<uint32_t>* key) const {
+    key->clear();
+    const std::vector<uint32_t>& st = s.stack;
+    if (!compact && st.size() >= 2 && (st.back() >> 24) == kStr) {
+      // Inside an official string only <escape> (atomic) leaves it: the rest of the stack
+      // cannot influence which tokens are allowed.
+      key->push_back(0xFFFFFFFFu);
+      key->push_back(st[st.size() - 2]);
+      return;
+    }
+    key->assign(st.begin(), st.end());
+    if (st.size() == 2) key->push_back(s.calls_done < opts.max_calls ? 1 : 0);
+  }
+
+  void Walk(uint32_t n, size_t depth, std::vector<State>& buf, std::vector<uint64_t>& bits) const {
+    const ByteNode& bn = bnodes[n];
+    for (uint32_t c = bn.first_child; c < bn.first_child + bn.num_children; ++c) {
+      State& ns = buf[depth + 1];
+      ns.stack.assign(buf[depth].stack.begin(), buf[depth].stack.end());
+      ns.calls_done = buf[depth].calls_done;
+      ns.done = false;
+      if (!Step(ns, bnodes[c].byte)) continue;
+      for (uint32_t i = bnodes[c].tok_begin; i < bnodes[c].tok_end; ++i) {
+        const int32_t id = btok[i];
+        bits[id >> 6] |= 1ull << (id & 63);
+      }
+      if (bnodes[c].num_children > 0) Walk(c, depth + 1, buf, bits);
+    }
+  }
+
+  std::vector<int32_t> Compute(const State& s) const {
+    std::vector<uint64_t> bits((vocab_size + 63) / 64, 0);
+    std::vector<State> buf(max_piece + 2);
+    buf[0] = s;
+    Walk(0, 0, buf, bits);
+    for (const auto& [id, sym] : special) {
+      State t = s;
+      if (Step(t, sym)) bits[id >> 6] |= 1ull << (id & 63);
+    }
+    if (CanStop(s)) {
+      for (int32_t id : stops) bits[id >> 6] |= 1ull << (id & 63);
+    }
+    std::vector<int32_t> out;
+    for (size_t w = 0; w < bits.size(); ++w) {
+      uint64_t b = bits[w];
+      while (b) {
+        out.push_back(static_cast<int32_t>(w * 64 + std::countr_zero(b)));
+        b &= b - 1;
+      }
+    }
+    return out;
+  }
+};
+
+StatusOr<Dialect> ParseDialect(std::string_view name) {
+  if (name == "official") return Dialect::kOfficial;
+  if (name == "compact") return Dialect::kCompact;
+  return InvalidArgumentError("unknown dialect \"" + std::string(name) +
+                              "\" (expected official or compact)");
+}
+
+StatusOr<ConstrainMode> ParseConstrainMode(std::string_view name) {
+  if (name == "off") return ConstrainMode::kOff;
+  if (name == "call") return ConstrainMode::kCall;
+  if (name == "auto") return ConstrainMode::kAuto;
+  return InvalidArgumentError("unknown constrain mode \"" + std::string(name) +
+                              "\" (expected off, call or auto)");
+}
+
+CallGrammar::CallGrammar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CallGrammar::~CallGrammar() = default;
+
+StatusOr<std::unique_ptr<CallGrammar>> CallGrammar::Create(const ToolCatalog& catalog,
+                                                           const Tokenizer& tokenizer,
+                                                           const GrammarOptions& options) {
+  if (options.mode == ConstrainMode::kOff) {
+    return InvalidArgumentError("grammar: mode off has no grammar");
+  }
+  if (options.max_calls < 1) return InvalidArgumentError("grammar: max_calls must be >= 1");
+  if (catalog.tools.empty()) return InvalidArgumentError("grammar: the catalog has no tools");
+  auto impl = std::make_unique<Impl>();
+  impl->opts = options;
+  impl->compact = options.dialect == Dialect::kCompact;
+  impl->kv_sep = impl->compact ? '=' : ':';
+  impl->str_open = impl->compact ? '"' : kSymEscape;
+  if (impl->compact) {
+    if (options.tool_map.empty()) {
+      return InvalidArgumentError("grammar: the compact dialect needs a tool map");
+    }
+    for (size_t n = 0; n < options.tool_map.size(); ++n) {
+      const std::string& name = options.tool_map[n];
+      int found = -1;
+      for (size_t i = 0; i < catalog.tools.size(); ++i) {
+        if (catalog.tools[i].name == name) found = static_cast<int>(i);
+      }
+      if (found < 0) {
+        return InvalidArgumentError("grammar: tool map entry " + std::to_string(n) + " (\"" +
+                                    name + "\") is not in the catalog");
+      }
+      impl->compact_tool.push_back(found);
+    }
+    impl->free_matcher.Build("<tool_");
+  } else {
+    impl->free_matcher.Build(std::string(kStartCall));
+  }
+  impl->esc_matcher.Build(std::string(kEscape));
+  FG_RETURN_IF_ERROR(impl->Build(catalog));
+  FG_RETURN_IF_ERROR(impl->BuildVocab(tokenizer, catalog));
+  return std::unique_ptr<CallGrammar>(new CallGrammar(std::move(impl)));
+}
+
+CallGrammar::State CallGrammar::Start() const {
+  State s;
+  s.stack = {impl_->opts.mode == ConstrainMode::kAuto ? kTopFree : kTopExpectCall,
+             Hdr(kTop, 0)};
+  return s;
+}
+
+std::span<const int32_t> CallGrammar::Allowed(const State& s) const {
+  if (s.done) return {};
+  thread_local std::vector<uint32_t> key;
+  impl_->Key(s, &key);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->memo.find(std::span<const uint32_t>(key));
+    if (it != impl_->memo.end()) return *it->second;
+  }
+  auto set = std::make_unique<const std::vector<int32_t>>(impl_->Compute(s));
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto [it, inserted] = impl_->memo.try_emplace(key, std::move(set));
+  return *it->second;
+}
+
+Status CallGrammar::Advance(State* s, int32_t token) const {
+  const Impl& g = *impl_;
+  if (s->done) return InvalidArgumentError("grammar: the output is complete");
+  if (token < 0 || token >= g.vocab_size) {
+    return InvalidArgumentError("grammar: token " + std::to_string(token) + " out of range");
+  }
+  const int32_t cls = g.tok_class[token];
+  if (cls == kTokStop) {
+    if (!g.CanStop(*s)) {
+      return InvalidArgumentError("grammar: stop token " + std::to_string(token) +
+                                  " before the output is complete");
+    }
+    s->done = true;
+    return OkStatus();
+  }
+  if (cls == kTokNever) {
+    return InvalidArgumentError("grammar: token " + std::to_string(token) + " is never allowed");
+  }
+  State t = *s;
+  if (cls >= 256) {
+    if (!g.Step(t, cls)) {
+      return InvalidArgumentError("grammar: token " + std::to_string(token) + " not allowed here");
+    }
+  } else {
+    for (uint32_t i = g.piece_off[token]; i < g.piece_off[token + 1]; ++i) {
+      if (!g.Step(t, static_cast<uint8_t>(g.piece_buf[i]))) {
+        return InvalidArgumentError("grammar: token " + std::to_string(token) +
+                                    " not allowed here");
+      }
+    }
+  }
+  *s = std::move(t);
+  return OkStatus();
+}
+
+bool CallGrammar::CanStop(const State& s) const { return impl_->CanStop(s); }
+
+size_t CallGrammar::memoized_states() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->memo.size();
+}
+
+}  // namespace fg::text

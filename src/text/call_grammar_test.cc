@@ -1,0 +1,507 @@
+#include "src/text/call_grammar.h"
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "src/base/status_matchers.h"
+#include "src/text/call_parser.h"
+#include "src/text/function_prompt.h"
+#include "src/text/grammar_test_util.h"
+
+namespace fg::text {
+namespace {
+
+using ::fg::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+using nlohmann::json;
+using namespace grammar_test;  // NOLINT
+
+// Enums (string, integer, number), nested objects with required keys, arrays with and without
+// items, a free object, booleans, keys and tool names that are prefixes of each other, a tool
+// without parameters.
+const char kCatalogA[] = R"([
+  {"name":"set_light","parameters":{"type":"object","properties":{
+     "room":{"type":"string"},"state":{"type":"string","enum":["on","off","o\"dd"]},
+     "brightness":{"type":"integer"},"level":{"type":"number"},"dim":{"type":"boolean"},
+     "mode":{"type":"integer","enum":[1,12,3]},"model":{"type":"number","enum":[0.5,2]},
+     "rooms":{"type":"array","items":{"type":"integer"}},
+     "tags":{"type":"array"},
+     "extra":{"type":"object"},
+     "color":{"type":"object","properties":{"r":{"type":"integer"},"name":{"type":"string"},
+              "rgb":{"type":"array","items":{"type":"number"}}},
+              "required":["r"]}},
+     "required":["room","state"]}},
+  {"name":"set_light_color","parameters":{"type":"object","properties":{
+     "hue":{"type":"number"}},"required":["hue"]}},
+  {"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"},
+     "days":{"type":"integer"}}}},
+  {"name":"set_alarm"}])";
+
+// Many tools, deep nesting, arrays of objects.
+std::string CatalogB() {
+  json tools = json::array();
+  for (int i = 0; i < 40; ++i) {
+    json props = {{"id", {{"type", "integer"}}},
+                  {"name", {{"type", "string"}}},
+                  {"on", {{"type", "boolean"}}}};
+    if (i % 3 == 0) {
+      props["items"] = {{"type", "array"},
+                        {"items",
+                         {{"type", "object"},
+                          {"properties",
+                           {{"k", {{"type", "string"}, {"enum", {"a", "b", "ab"}}}},
+                            {"v", {{"type", "number"}}}}},
+                          {"required", {"k"}}}}};
+    }
+    tools.push_back({{"name", "tool" + std::to_string(i)},
+                     {"parameters",
+                      {{"type", "object"}, {"properties", props}, {"required", {"id"}}}}});
+  }
+  return tools.dump();
+}
+
+ToolCatalog Catalog(std::string_view text) {
+  StatusOr<ToolCatalog> c = ParseToolCatalog(text);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *std::move(c) : ToolCatalog{};
+}
+
+std::unique_ptr<CallGrammar> MakeGrammar(const ToolCatalog& c, const Tokenizer& tok,
+                                         GrammarOptions o) {
+  StatusOr<std::unique_ptr<CallGrammar>> g = CallGrammar::Create(c, tok, o);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? *std::move(g) : nullptr;
+}
+
+class CallGrammarTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tok_ = SmallTokenizer({"call:", "set_light", "set_light_color", "get_weather", "set_alarm",
+                           "{city", "},", "}", "room", "state", "brightness", "level", "mode",
+                           "model", "rooms", "tags", "extra", "color", "dim", "true", "false",
+                           "tru", "on", "off", "12", "3.", "0.5", "e+", "\":", "],", "[1",
+                           "town", "escape", "get_", "=\"", "\")", "\",", "(", "tool", "hue",
+                           "Tokyo", "light", "days", "hello world", "<start", "_function", "_call>",
+                           "<tool_"},
+                          /*compact_tools=*/3);
+    a_ = Catalog(kCatalogA);
+  }
+  std::unique_ptr<Tokenizer> tok_;
+  ToolCatalog a_;
+};
+
+TEST(GrammarNames, ParseDialectAndMode) {
+  EXPECT_EQ(*ParseDialect("official"), Dialect::kOfficial);
+  EXPECT_EQ(*ParseDialect("compact"), Dialect::kCompact);
+  EXPECT_THAT(ParseDialect("x"), StatusIs(StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_EQ(*ParseConstrainMode("call"), ConstrainMode::kCall);
+  EXPECT_EQ(*ParseConstrainMode("auto"), ConstrainMode::kAuto);
+  EXPECT_EQ(*ParseConstrainMode("off"), ConstrainMode::kOff);
+  EXPECT_THAT(ParseConstrainMode("on"), StatusIs(StatusCode::kInvalidArgument, ::testing::_));
+}
+
+TEST_F(CallGrammarTest, CreateErrors) {
+  GrammarOptions o;
+  o.mode = ConstrainMode::kOff;
+  EXPECT_THAT(CallGrammar::Create(a_, *tok_, o), StatusIs(StatusCode::kInvalidArgument, ::testing::_));
+  o.mode = ConstrainMode::kCall;
+  o.max_calls = 0;
+  EXPECT_THAT(CallGrammar::Create(a_, *tok_, o), StatusIs(StatusCode::kInvalidArgument, ::testing::_));
+  o.max_calls = 1;
+  EXPECT_THAT(CallGrammar::Create(ToolCatalog{}, *tok_, o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("no tools")));
+  o.dialect = Dialect::kCompact;
+  EXPECT_THAT(CallGrammar::Create(a_, *tok_, o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("tool map")));
+  o.tool_map = {"set_light", "nope"};
+  EXPECT_THAT(CallGrammar::Create(a_, *tok_, o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("nope")));
+  o.tool_map = {"set_light", "get_weather", "set_alarm", "set_light_color"};  // no <tool_3>
+  EXPECT_THAT(CallGrammar::Create(a_, *tok_, o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("<tool_3>")));
+  // A vocabulary without the FunctionGemma control tokens.
+  std::unique_ptr<Tokenizer> plain = SmallTokenizer({}, 0, /*function_tokens=*/false);
+  EXPECT_THAT(CallGrammar::Create(a_, *plain, GrammarOptions{}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("<start_function_call>")));
+  o.tool_map = {"set_light"};
+  EXPECT_THAT(CallGrammar::Create(a_, *plain, o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("<end>")));
+}
+
+TEST_F(CallGrammarTest, CallModeStartsWithCallAndEndsAfterMaxCalls) {
+  auto g = MakeGrammar(a_, *tok_, GrammarOptions{});
+  ASSERT_NE(g, nullptr);
+  CallGrammar::State s = g->Start();
+  EXPECT_THAT(g->Allowed(s), ElementsAre(Id(*tok_, "<start_function_call>")));
+  EXPECT_FALSE(g->CanStop(s));
+  const std::vector<int32_t> ids =
+      Ids(*tok_, {"<start_function_call>", "call:", "get_weather", "{city", ":", "<escape>",
+                  "Tokyo", "<escape>", "}", "<end_function_call>"});
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_FALSE(g->Done(s));
+    FG_ASSERT_OK(g->Advance(&s, ids[i])) << i;
+  }
+  EXPECT_TRUE(g->Done(s));
+  EXPECT_TRUE(g->CanStop(s));
+  EXPECT_TRUE(g->Allowed(s).empty());
+  EXPECT_THAT(g->Advance(&s, Id(*tok_, "<end_of_turn>")), StatusIs(StatusCode::kInvalidArgument, ::testing::_));
+
+  // Two calls allowed: after the first, another call or a stop token.
+  GrammarOptions two;
+  two.max_calls = 2;
+  auto g2 = MakeGrammar(a_, *tok_, two);
+  CallGrammar::State s2 = g2->Start();
+  for (int32_t id : ids) FG_ASSERT_OK(g2->Advance(&s2, id));
+  EXPECT_FALSE(g2->Done(s2));
+  EXPECT_TRUE(g2->CanStop(s2));
+  EXPECT_THAT(g2->Allowed(s2),
+              UnorderedElementsAre(Id(*tok_, "<eos>"), Id(*tok_, "<start_function_call>"),
+                          Id(*tok_, "<start_function_response>"), Id(*tok_, "<end_of_turn>")));
+  for (int32_t id : ids) FG_ASSERT_OK(g2->Advance(&s2, id));
+  EXPECT_TRUE(g2->Done(s2));
+  // A stop token ends the output.
+  CallGrammar::State s3 = g2->Start();
+  for (int32_t id : ids) FG_ASSERT_OK(g2->Advance(&s3, id));
+  FG_ASSERT_OK(g2->Advance(&s3, Id(*tok_, "<start_function_response>")));
+  EXPECT_TRUE(g2->Done(s3));
+}
+
+TEST_F(CallGrammarTest, AutoModeAllowsTextThenConstrainedCall) {
+  GrammarOptions o;
+  o.mode = ConstrainMode::kAuto;
+  o.max_calls = 2;
+  auto g = MakeGrammar(a_, *tok_, o);
+  ASSERT_NE(g, nullptr);
+  CallGrammar::State s = g->Start();
+  EXPECT_TRUE(g->CanStop(s));
+  std::span<const int32_t> first = g->Allowed(s);
+  const auto has = [](std::span<const int32_t> set, int32_t id) {
+    return std::binary_search(set.begin(), set.end(), id);
+  };
+  EXPECT_TRUE(has(first, Id(*tok_, "hello world")));
+  EXPECT_TRUE(has(first, Id(*tok_, "<end_of_turn>")));
+  EXPECT_TRUE(has(first, Id(*tok_, "<start_function_call>")));
+  EXPECT_FALSE(has(first, Id(*tok_, "<escape>")));
+  EXPECT_FALSE(has(first, Id(*tok_, "<bos>")));
+  EXPECT_FALSE(has(first, Id(*tok_, "<unused0>")));
+  FG_ASSERT_OK(g->Advance(&s, Id(*tok_, "hello world")));
+  FG_ASSERT_OK(g->Advance(&s, Id(*tok_, "<start_function_call>")));
+  EXPECT_FALSE(g->CanStop(s));
+  for (int32_t id : Ids(*tok_, {"call:", "get_weather", "{", "}", "<end_function_call>"})) {
+    FG_ASSERT_OK(g->Advance(&s, id));
+  }
+  EXPECT_TRUE(g->CanStop(s));
+  FG_ASSERT_OK(g->Advance(&s, Id(*tok_, "<end_of_turn>")));
+  EXPECT_TRUE(g->Done(s));
+
+  // Free text cannot spell the call marker with ordinary tokens (the parser would read it).
+  CallGrammar::State t = g->Start();
+  EXPECT_EQ(RejectedAt(*g, &t, Ids(*tok_, {"<start", "_function", "_call>"})), 2);
+  // The same for kAuto's compact form.
+  GrammarOptions oc = o;
+  oc.dialect = Dialect::kCompact;
+  oc.tool_map = {"set_light"};
+  auto gc = MakeGrammar(a_, *tok_, oc);
+  CallGrammar::State u = gc->Start();
+  EXPECT_EQ(RejectedAt(*gc, &u, Ids(*tok_, {"hello world", "<tool_"})), 1);
+}
+
+TEST_F(CallGrammarTest, InvalidCallsAreRejectedAtTheRightToken) {
+  auto g = MakeGrammar(a_, *tok_, GrammarOptions{});
+  ASSERT_NE(g, nullptr);
+  const std::vector<std::string> head = {"<start_function_call>", "call:", "set_light", "{"};
+  auto with_head = [&](std::vector<std::string> rest) {
+    std::vector<std::string> all = head;
+    all.insert(all.end(), rest.begin(), rest.end());
+    return Ids(*tok_, all);
+  };
+  auto reject = [&](const std::vector<int32_t>& ids) {
+    CallGrammar::State s = g->Start();
+    return RejectedAt(*g, &s, ids);
+  };
+  // Unknown tool.
+  EXPECT_EQ(reject(Ids(*tok_, {"<start_function_call>", "call:", "get_", "x"})), 3);
+  EXPECT_EQ(reject(Ids(*tok_, {"<start_function_call>", "call:", "tool"})), 2);
+  // Unknown key.
+  EXPECT_EQ(reject(with_head({"town"})), 4);
+  // Missing required key (state) before '}'.
+  EXPECT_EQ(reject(with_head({"room", ":", "<escape>", "a", "<escape>", "}"})), 9);
+  // Enum violation, in the middle of a string.
+  EXPECT_EQ(reject(with_head({"state", ":", "<escape>", "o", "x"})), 8);
+  EXPECT_EQ(reject(with_head({"state", ":", "<escape>", "on", "n"})), 8);
+  // Wrong types.
+  EXPECT_EQ(reject(with_head({"brightness", ":", "<escape>"})), 6);
+  EXPECT_EQ(reject(with_head({"brightness", ":", "12", "."})), 7);
+  EXPECT_EQ(reject(with_head({"dim", ":", "tru", "x"})), 7);
+  EXPECT_EQ(reject(with_head({"dim", ":", "1"})), 6);
+  EXPECT_EQ(reject(with_head({"room", ":", "1"})), 6);
+  EXPECT_EQ(reject(with_head({"mode", ":", "2"})), 6);  // integer enum {1, 12, 3}
+  EXPECT_EQ(reject(with_head({"rooms", ":", "[1", "."})), 7);
+  // Duplicate key.
+  EXPECT_EQ(reject(with_head({"state", ":", "<escape>", "on", "<escape>", ",", "state"})), 10);
+  // Leading zero, null, whitespace.
+  EXPECT_EQ(reject(with_head({"brightness", ":", "0", "1"})), 7);
+  EXPECT_EQ(reject(with_head({"room", ":", "n"})), 6);
+  EXPECT_EQ(reject(with_head({" "})), 4);
+  // The text "<escape>" spelled inside a string would end it for the parser.
+  EXPECT_EQ(reject(with_head({"room", ":", "<escape>", "<", "escape", ">"})), 9);
+  // Controls never appear inside a call; stop tokens only when complete.
+  EXPECT_EQ(reject(with_head({"<bos>"})), 4);
+  EXPECT_EQ(reject(with_head({"room", ":", "<escape>", "<pad>"})), 7);
+  EXPECT_EQ(reject(with_head({"room", ":", "<escape>", "<unused0>"})), 7);
+  EXPECT_EQ(reject(with_head({"<end_of_turn>"})), 4);
+  EXPECT_EQ(reject(with_head({"<end_function_call>"})), 4);
+  // Nested required key.
+  EXPECT_EQ(reject(with_head({"color", ":", "{", "}"})), 7);
+  // Valid prefixes are not rejected.
+  EXPECT_EQ(reject(with_head({"room", ":", "<escape>", "<escape>", ",", "state", ":", "<escape>",
+                              "off", "<escape>", ",", "mode", ":", "12", ",", "model", ":", "0.5",
+                              "},"})),
+            22);  // "}," closes the arguments, and ',' cannot follow
+  EXPECT_EQ(reject(with_head({"state", ":", "<escape>", "off", "<escape>", ",", "room", ":",
+                              "<escape>", "<escape>", "}", "<end_function_call>"})),
+            -1);
+}
+
+TEST_F(CallGrammarTest, AllowedMatchesAdvanceOnEveryToken) {
+  // For states along random walks: token t is in Allowed(s) iff Advance(s, t) succeeds.
+  for (Dialect d : {Dialect::kOfficial, Dialect::kCompact}) {
+    GrammarOptions o;
+    o.dialect = d;
+    o.mode = ConstrainMode::kAuto;
+    o.max_calls = 2;
+    if (d == Dialect::kCompact) o.tool_map = {"set_light", "get_weather", "set_light_color"};
+    auto g = MakeGrammar(a_, *tok_, o);
+    ASSERT_NE(g, nullptr);
+    std::mt19937 rng(7);
+    for (int walk = 0; walk < 6; ++walk) {
+      CallGrammar::State s = g->Start();
+      for (int step = 0; step < 60 && !g->Done(s); ++step) {
+        std::span<const int32_t> allowed = g->Allowed(s);
+        ASSERT_FALSE(allowed.empty());
+        ASSERT_TRUE(std::is_sorted(allowed.begin(), allowed.end()));
+        for (int32_t t = 0; t < tok_->size(); ++t) {
+          CallGrammar::State c = s;
+          const bool ok = g->Advance(&c, t).ok();
+          ASSERT_EQ(ok, std::binary_search(allowed.begin(), allowed.end(), t))
+              << "token " << t << " '" << tok_->text(t) << "' step " << step;
+        }
+        FG_ASSERT_OK(g->Advance(&s, PickToken(*tok_, allowed, rng)));
+      }
+    }
+  }
+}
+
+TEST_F(CallGrammarTest, AllowedIsMemoizedAndThreadSafe) {
+  auto g = MakeGrammar(a_, *tok_, GrammarOptions{});
+  CallGrammar::State s = g->Start();
+  EXPECT_EQ(g->memoized_states(), 0u);
+  std::span<const int32_t> a = g->Allowed(s);
+  EXPECT_EQ(g->memoized_states(), 1u);
+  EXPECT_EQ(g->Allowed(s).data(), a.data());
+  EXPECT_EQ(g->memoized_states(), 1u);
+  // Official strings share one entry whatever encloses them.
+  FG_ASSERT_OK(Walk(*g, &s, Ids(*tok_, {"<start_function_call>", "call:", "get_weather", "{city",
+                                     ":", "<escape>"})));
+  CallGrammar::State t = g->Start();
+  FG_ASSERT_OK(Walk(*g, &t, Ids(*tok_, {"<start_function_call>", "call:", "set_light", "{",
+                                     "room", ":", "<escape>"})));
+  EXPECT_EQ(g->Allowed(s).data(), g->Allowed(t).data());
+  // Threads sharing the grammar see identical sets.
+  std::vector<std::vector<int32_t>> seen(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      std::mt19937 rng(11);
+      CallGrammar::State u = g->Start();
+      while (!g->Done(u)) {
+        std::span<const int32_t> al = g->Allowed(u);
+        const int32_t id = PickToken(*tok_, al, rng);
+        seen[i].push_back(id);
+        if (!g->Advance(&u, id).ok()) break;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(seen[i], seen[0]);
+}
+
+struct Case {
+  const char* name;
+  Dialect dialect;
+  ConstrainMode mode;
+  int max_calls;
+  bool many;  // CatalogB instead of A
+};
+
+class GrammarLanguageTest : public CallGrammarTest, public ::testing::WithParamInterface<Case> {};
+
+// (a) random valid calls, rendered and tokenized, are accepted token by token;
+// (b) random walks over Allowed() parse and validate with the exact tool names.
+TEST_P(GrammarLanguageTest, ValidCallsAcceptedAndRandomWalksParse) {
+  const Case& c = GetParam();
+  const ToolCatalog catalog = c.many ? Catalog(CatalogB()) : a_;
+  GrammarOptions o;
+  o.dialect = c.dialect;
+  o.mode = c.mode;
+  o.max_calls = c.max_calls;
+  if (c.dialect == Dialect::kCompact) {
+    for (int n = 0; n < 3; ++n) o.tool_map.push_back(catalog.tools[n * 2 % 3].name);
+  }
+  auto g = MakeGrammar(catalog, *tok_, o);
+  ASSERT_NE(g, nullptr);
+  std::mt19937 rng(1234);
+  // (a)
+  for (int i = 0; i < 60; ++i) {
+    std::string text;
+    const int calls = 1 + static_cast<int>(rng() % c.max_calls);
+    if (c.mode == ConstrainMode::kAuto && rng() % 2) text += "hello world ";
+    for (int k = 0; k < calls; ++k) {
+      int tool;
+      if (c.dialect == Dialect::kCompact) {
+        const int n = static_cast<int>(rng() % o.tool_map.size());
+        tool = static_cast<int>(catalog.Find(o.tool_map[n]) - catalog.tools.data());
+        text += RenderCompact(n, RandomArguments(catalog.tools[tool].parameters, rng));
+      } else {
+        tool = static_cast<int>(rng() % catalog.tools.size());
+        text += RenderCall(catalog.tools[tool].name,
+                           RandomArguments(catalog.tools[tool].parameters, rng));
+      }
+    }
+    const std::vector<int32_t> ids = tok_->Encode(text, false, true);
+    CallGrammar::State s = g->Start();
+    ASSERT_EQ(RejectedAt(*g, &s, ids), -1) << text;
+    EXPECT_TRUE(g->CanStop(s)) << text;
+    EXPECT_EQ(g->Done(s), calls == c.max_calls) << text;
+  }
+  // (b)
+  int with_calls = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::vector<int32_t> ids;
+    ASSERT_TRUE(RandomWalk(*g, *tok_, rng, &ids)) << tok_->Decode(ids, true);
+    const std::string text = tok_->Decode(ids, /*special=*/true);
+    StatusOr<ParsedOutput> out = c.dialect == Dialect::kCompact
+                                     ? ParseCompactOutput(text, &catalog, o.tool_map)
+                                     : ParseModelOutput(text, &catalog);
+    ASSERT_TRUE(out.ok()) << out.status().ToString() << "\n" << text;
+    if (c.mode == ConstrainMode::kCall) {
+      EXPECT_GE(out->calls.size(), 1u) << text;
+      EXPECT_TRUE(out->content.empty()) << text;
+    }
+    EXPECT_LE(out->calls.size(), static_cast<size_t>(c.max_calls)) << text;
+    with_calls += !out->calls.empty();
+    for (const Call& call : out->calls) {
+      const Tool* tool = catalog.Find(call.name);
+      ASSERT_NE(tool, nullptr) << text;
+      if (c.dialect == Dialect::kOfficial) {
+        EXPECT_NE(text.find("call:" + call.name + "{"), std::string::npos) << text;
+      }
+      FG_EXPECT_OK(ValidateCall(*tool, call.arguments)) << text;
+    }
+  }
+  EXPECT_GT(with_calls, 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, GrammarLanguageTest,
+    ::testing::Values(Case{"OfficialCall1", Dialect::kOfficial, ConstrainMode::kCall, 1, false},
+                      Case{"OfficialCall3", Dialect::kOfficial, ConstrainMode::kCall, 3, false},
+                      Case{"OfficialAuto2", Dialect::kOfficial, ConstrainMode::kAuto, 2, false},
+                      Case{"OfficialManyTools", Dialect::kOfficial, ConstrainMode::kCall, 2, true},
+                      Case{"CompactCall1", Dialect::kCompact, ConstrainMode::kCall, 1, false},
+                      Case{"CompactAuto2", Dialect::kCompact, ConstrainMode::kAuto, 2, false},
+                      Case{"CompactManyTools", Dialect::kCompact, ConstrainMode::kCall, 2, true}),
+    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+// The seed fine-tune's golden "turn the light on": <tool_0> ( state =" on ") <end> <end_of_turn>
+// (ids 262146 236769 3255 718 498 1373 262152 106 in its 262153-token vocabulary).
+TEST_F(CallGrammarTest, CompactGoldenWalk) {
+  const ToolCatalog c = Catalog(R"([{"name":"light","parameters":{"type":"object","properties":{
+      "state":{"type":"string","enum":["on","off"]}},"required":["state"]}}])");
+  GrammarOptions o;
+  o.dialect = Dialect::kCompact;
+  o.max_calls = 2;
+  o.tool_map = {"light"};
+  auto g = MakeGrammar(c, *tok_, o);
+  ASSERT_NE(g, nullptr);
+  const std::vector<int32_t> ids =
+      Ids(*tok_, {"<tool_0>", "(", "state", "=\"", "on", "\")", "<end>", "<end_of_turn>"});
+  CallGrammar::State s = g->Start();
+  EXPECT_THAT(g->Allowed(s), ElementsAre(Id(*tok_, "<tool_0>")));
+  ASSERT_EQ(RejectedAt(*g, &s, ids), -1);
+  EXPECT_TRUE(g->Done(s));
+  FG_ASSERT_OK_AND_ASSIGN(ParsedOutput out,
+                          ParseCompactOutput(tok_->Decode(ids, true), &c, o.tool_map));
+  ASSERT_EQ(out.calls.size(), 1u);
+  EXPECT_EQ(out.calls[0].ToJson(), json::parse(R"({"name":"light","arguments":{"state":"on"}})"));
+  // One call wanted: done at <end>.
+  o.max_calls = 1;
+  auto g1 = MakeGrammar(c, *tok_, o);
+  CallGrammar::State s1 = g1->Start();
+  ASSERT_EQ(RejectedAt(*g1, &s1, std::vector<int32_t>(ids.begin(), ids.end() - 1)), -1);
+  EXPECT_TRUE(g1->Done(s1));
+  // Enum violations and a second space are refused.
+  CallGrammar::State s2 = g1->Start();
+  EXPECT_EQ(RejectedAt(*g1, &s2, Ids(*tok_, {"<tool_0>", "(", "state", "=\"", "o", "x"})), 5);
+  auto gm = MakeGrammar(a_, *tok_, [] {
+    GrammarOptions m;
+    m.dialect = Dialect::kCompact;
+    m.tool_map = {"get_weather"};
+    return m;
+  }());
+  CallGrammar::State s3 = gm->Start();
+  EXPECT_EQ(RejectedAt(*gm, &s3, Ids(*tok_, {"<tool_0>", "(", "days", "=", "1", ",", " ", " "})),
+            7);
+  CallGrammar::State s4 = gm->Start();
+  EXPECT_EQ(RejectedAt(*gm, &s4, Ids(*tok_, {"<tool_0>", "(", "days", "=", "1", ",", "days"})),
+            6);
+}
+
+TEST(CompactParser, ParsesCallsAndReportsErrors) {
+  const ToolCatalog c = Catalog(kCatalogA);
+  const std::vector<std::string> map = {"set_light", "get_weather"};
+  FG_ASSERT_OK_AND_ASSIGN(
+      ParsedOutput out,
+      ParseCompactOutput(
+          R"(ok <tool_0>(room="a \"b\" \\", state="on", brightness=3, dim=true, rooms=[1, 2], color={r=1, rgb=[0.5]})<end><tool_1>(days=2)<end><end_of_turn>)",
+          &c, map));
+  EXPECT_EQ(out.content, "ok ");
+  ASSERT_EQ(out.calls.size(), 2u);
+  EXPECT_EQ(out.calls[0].arguments,
+            json::parse(R"({"room":"a \"b\" \\","state":"on","brightness":3,"dim":true,
+                            "rooms":[1,2],"color":{"r":1,"rgb":[0.5]}})"));
+  EXPECT_EQ(out.calls[1].ToJson(), json::parse(R"({"name":"get_weather","arguments":{"days":2}})"));
+  // The final <end> may be missing.
+  FG_ASSERT_OK_AND_ASSIGN(ParsedOutput tail, ParseCompactOutput("<tool_1>(days=2)", &c, map));
+  EXPECT_EQ(tail.calls.size(), 1u);
+  EXPECT_THAT(ParseCompactOutput("<tool_5>()", &c, map),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("not in the tool map")));
+  EXPECT_THAT(ParseCompactOutput("<tool_0>(room=\"x)", &c, map),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("unterminated")));
+  EXPECT_THAT(ParseCompactOutput("<tool_0>(room=\"\\n\")", &c, map),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("escape")));
+  EXPECT_THAT(ParseCompactOutput("<tool_0>(a=1, a=2)", &c, map),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("duplicate")));
+  EXPECT_THAT(ParseCompactOutput("<tool_1>(days=2) x", &c, map),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("expected <end>")));
+  EXPECT_THAT(ParseCompactOutput("<tool_x>", &c, map),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("malformed")));
+  const std::vector<std::string> bad_map = {"nope"};
+  EXPECT_THAT(ParseCompactOutput("<tool_0>()", &c, bad_map),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("not in the catalog")));
+  // Without a catalog the names and values are kept as written.
+  FG_ASSERT_OK_AND_ASSIGN(ParsedOutput raw, ParseCompactOutput("<tool_0>(x=1.5)", nullptr, bad_map));
+  EXPECT_EQ(raw.calls[0].ToJson(), json::parse(R"({"name":"nope","arguments":{"x":1.5}})"));
+}
+
+}  // namespace
+}  // namespace fg::text
