@@ -24,9 +24,12 @@ constexpr size_t kAlign = 64;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-size_t ValueBytes(const Value& v) {
-  return static_cast<size_t>(v.elements()) * 4;  // f32 and i32 alike
+// In 64 bits even in a 32-bit build, so the planner can see sizes beyond the address space.
+uint64_t ValueBytes(const Value& v) {
+  return static_cast<uint64_t>(v.elements()) * 4;  // f32 and i32 alike
 }
+
+uint64_t AlignUp64(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 bool IsAlias(OpKind op) { return op == OpKind::kReshape || op == OpKind::kCacheWrite; }
 
@@ -55,6 +58,13 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(graph::Graph graph,
   e->options_ = options;
   e->isa_ = options.reference ? kernels::Isa::kScalar : kernels::ActiveIsa();
   const auto& values = e->graph_.values();
+  for (const Value& v : values) {
+    if (graph::HasDynamic(v.shape)) {
+      return InvalidArgumentError("exec: value '" + v.name + "' has a dynamic shape " +
+                                  graph::ShapeString(v.shape) +
+                                  " (build the graph with concrete sizes to run it)");
+    }
+  }
   e->weight_data_.resize(values.size());
   e->norm_f32_.resize(values.size());
   for (int id : e->graph_.weights()) {
@@ -90,9 +100,9 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(graph::Graph graph,
   return e;
 }
 
-Status Executor::Plan() {
-  const auto& values = graph_.values();
-  const auto& nodes = graph_.nodes();
+MemoryPlan PlanMemory(const graph::Graph& graph) {
+  const auto& values = graph.values();
+  const auto& nodes = graph.nodes();
   const int nv = static_cast<int>(values.size());
   const int nn = static_cast<int>(nodes.size());
   // The value whose storage a value uses (itself unless it is an alias).
@@ -106,30 +116,35 @@ Status Executor::Plan() {
     for (int in : nodes[i].inputs) last_use[root[in]] = std::max(last_use[root[in]], i);
     last_use[root[nodes[i].output]] = std::max(last_use[root[nodes[i].output]], i);
   }
-  for (int out : graph_.outputs()) last_use[root[out]] = nn;
-  for (int in : graph_.inputs()) last_use[in] = nn;  // inputs are set before Run()
+  for (int out : graph.outputs()) last_use[root[out]] = nn;
+  for (int in : graph.inputs()) last_use[in] = nn;  // inputs are set before Run()
 
-  // Greedy first-fit over the node order.
+  // Greedy first-fit over the node order, in 64-bit sizes even in a 32-bit build so a plan
+  // beyond the address space is seen as such.
   struct Block {
-    size_t off, size;
+    uint64_t off, size;
     int value;
   };
+  MemoryPlan plan;
   std::vector<Block> live;
-  offset_.assign(nv, SIZE_MAX);
-  size_t peak = 0;
+  plan.offset.assign(nv, UINT64_MAX);
   auto allocate = [&](int v) {
-    size_t size = AlignUp(std::max<size_t>(ValueBytes(values[v]), 1));
+    uint64_t size = AlignUp64(std::max<uint64_t>(ValueBytes(values[v]), 1));
     std::sort(live.begin(), live.end(), [](const Block& a, const Block& b) { return a.off < b.off; });
-    size_t off = 0;
+    uint64_t off = 0;
     for (const Block& b : live) {
       if (b.off >= off + size) break;
       off = std::max(off, b.off + b.size);
     }
     live.push_back({off, size, v});
-    offset_[v] = off;
-    peak = std::max(peak, off + size);
+    plan.offset[v] = off;
+    plan.arena_bytes = std::max(plan.arena_bytes, off + size);
+    if (plan.largest_value < 0 || ValueBytes(values[v]) > plan.largest_bytes) {
+      plan.largest_value = v;
+      plan.largest_bytes = ValueBytes(values[v]);
+    }
   };
-  for (int in : graph_.inputs()) allocate(in);
+  for (int in : graph.inputs()) allocate(in);
   for (int i = 0; i < nn; ++i) {
     const Node& n = nodes[i];
     if (n.op != OpKind::kInput && n.op != OpKind::kWeight && n.op != OpKind::kState && !IsAlias(n.op)) {
@@ -140,16 +155,39 @@ Status Executor::Plan() {
                live.end());
   }
   // Attention scores: per thread, one cache-length row per query head of a KV group.
-  int64_t max_scores = 0;
   for (const Node& n : nodes) {
-    if (n.op != OpKind::kAttention) continue;
-    const int64_t group = values[n.inputs[0]].shape[1] / values[n.inputs[1]].shape[1];
-    max_scores = std::max(max_scores, values[n.inputs[1]].shape[0] * group);
+    if (n.op == OpKind::kAttention) {
+      const int64_t group = values[n.inputs[0]].shape[1] / values[n.inputs[1]].shape[1];
+      plan.max_scores = std::max(plan.max_scores, values[n.inputs[1]].shape[0] * group);
+    } else if (n.op == OpKind::kAttentionKV) {
+      // k is [1, KV, T, D]: T keys per query head of a group.
+      const int64_t group = values[n.inputs[0]].shape[1] / values[n.inputs[1]].shape[1];
+      plan.max_scores = std::max(plan.max_scores, values[n.inputs[1]].shape[2] * group);
+    }
   }
-  scores_stride_ = max_scores;
-  scores_.assign(static_cast<size_t>(max_scores) * (pool_ ? pool_->size() : 1), 0.0f);
-  arena_bytes_ = peak;
-  arena_.reset(new (std::nothrow) uint8_t[std::max<size_t>(peak, 1) + kAlign]);
+  return plan;
+}
+
+Status Executor::Plan() {
+  const auto& values = graph_.values();
+  const int nv = static_cast<int>(values.size());
+  MemoryPlan plan = PlanMemory(graph_);
+  const uint64_t peak = plan.arena_bytes;
+  const uint64_t threads = pool_ ? pool_->size() : 1;
+  if (peak > SIZE_MAX - 2 * kAlign ||
+      static_cast<uint64_t>(plan.max_scores) * threads > SIZE_MAX / sizeof(float)) {
+    return ResourceExhaustedError("exec: " + std::to_string(peak) +
+                                  " bytes of activation memory do not fit the address space");
+  }
+  scores_stride_ = plan.max_scores;
+  scores_.resize(static_cast<size_t>(plan.max_scores * threads));  // small: rows of keys
+  arena_bytes_ = static_cast<size_t>(peak);
+  largest_value_ = plan.largest_value;
+  offset_.assign(nv, SIZE_MAX);
+  for (int v = 0; v < nv; ++v) {
+    if (plan.offset[v] != UINT64_MAX) offset_[v] = static_cast<size_t>(plan.offset[v]);
+  }
+  arena_.reset(new (std::nothrow) uint8_t[std::max<size_t>(arena_bytes_, 1) + kAlign]);
   if (!arena_) {
     return ResourceExhaustedError("exec: cannot allocate " + std::to_string(peak) +
                                   " bytes of activation memory");
@@ -163,6 +201,10 @@ Status Executor::Plan() {
       ptr_[v] = const_cast<uint8_t*>(static_cast<const uint8_t*>(weight_data_[v].data));
       if (!norm_f32_[v].empty()) ptr_[v] = reinterpret_cast<uint8_t*>(norm_f32_[v].data());
     }
+  }
+  // Aliases (reshapes) share their input's storage; BindState redoes this for cache writes.
+  for (const Node& n : graph_.nodes()) {
+    if (IsAlias(n.op)) ptr_[n.output] = ptr_[n.inputs[0]];
   }
   return OkStatus();
 }
@@ -443,12 +485,181 @@ Status Executor::RunNode(const Node& n) {
       }
       return OkStatus();
     }
+
+    case OpKind::kIota: {
+      int32_t* y = I32(n.output);
+      for (int64_t i = 0; i < out.shape[0]; ++i) y[i] = static_cast<int32_t>(i);
+      return OkStatus();
+    }
+
+    case OpKind::kScale: {
+      // The same kernel as the embedding's scale, so an embeddings input gives bit-identical rows.
+      float* y = F32(n.output);
+      std::memcpy(y, F32(n.inputs[0]), ValueBytes(out));
+      ops.scale(y, n.f0, out.elements());
+      return OkStatus();
+    }
+
+    case OpKind::kTranspose: {
+      // Data movement only (the same in reference and fast mode). Walks the output in order;
+      // when the last axis stays last, whole rows are copied.
+      const Value& x = values[n.inputs[0]];
+      const int64_t rank = static_cast<int64_t>(x.shape.size());
+      std::vector<int64_t> in_stride(rank, 1);
+      for (int64_t i = rank - 2; i >= 0; --i) in_stride[i] = in_stride[i + 1] * x.shape[i + 1];
+      const bool rows = rank > 0 && n.perm.back() == rank - 1;
+      const int64_t inner = rows ? out.shape.back() : 1;
+      const int64_t outer_rank = rows ? rank - 1 : rank;
+      const auto* src = reinterpret_cast<const uint8_t*>(ptr_[n.inputs[0]]);
+      auto* dst = ptr_[n.output];
+      std::vector<int64_t> idx(outer_rank, 0);
+      const int64_t count = out.elements() / std::max<int64_t>(inner, 1);
+      for (int64_t c = 0; c < count; ++c) {
+        int64_t off = 0;
+        for (int64_t i = 0; i < outer_rank; ++i) off += idx[i] * in_stride[n.perm[i]];
+        std::memcpy(dst + c * inner * 4, src + off * 4, inner * 4);
+        for (int64_t i = outer_rank - 1; i >= 0; --i) {
+          if (++idx[i] < out.shape[i]) break;
+          idx[i] = 0;
+        }
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kConcat: {
+      const Value& a = values[n.inputs[0]];
+      const Value& b = values[n.inputs[1]];
+      int64_t outer = 1, inner = 1;
+      for (int64_t i = 0; i < n.axis; ++i) outer *= out.shape[i];
+      for (size_t i = n.axis + 1; i < out.shape.size(); ++i) inner *= out.shape[i];
+      const int64_t na = a.shape[n.axis] * inner * 4, nb = b.shape[n.axis] * inner * 4;
+      const uint8_t* pa = ptr_[n.inputs[0]];
+      const uint8_t* pb = ptr_[n.inputs[1]];
+      uint8_t* y = ptr_[n.output];
+      for (int64_t o = 0; o < outer; ++o) {
+        std::memcpy(y + o * (na + nb), pa + o * na, na);
+        std::memcpy(y + o * (na + nb) + na, pb + o * nb, nb);
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kRopeTable: {
+      // y = x*cos + swap_halves(x)*sin with the contract's signed tables. The fast kernel
+      // rounds each product in f32 as apply_rope does; the reference computes in double.
+      const int64_t S = out.shape[0], heads = out.shape[1], D = out.shape[2], half = D / 2;
+      const float* x = F32(n.inputs[0]);
+      const float* cs = F32(n.inputs[1]);
+      const float* sn = F32(n.inputs[2]);
+      float* y = F32(n.output);
+      for (int64_t t = 0; t < S; ++t) {
+        const float* c = cs + t * D;
+        const float* s = sn + t * D;
+        for (int64_t h = 0; h < heads; ++h) {
+          const float* xr = x + (t * heads + h) * D;
+          float* yr = y + (t * heads + h) * D;
+          for (int64_t i = 0; i < D; ++i) {
+            const int64_t j = i < half ? i + half : i - half;
+            if (options_.reference) {
+              yr[i] = static_cast<float>(static_cast<double>(xr[i]) * c[i] +
+                                         static_cast<double>(xr[j]) * s[i]);
+            } else {
+              yr[i] = xr[i] * c[i] + xr[j] * s[i];
+            }
+          }
+        }
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kAttentionKV: {
+      const Value& q = values[n.inputs[0]];
+      const Value& kv = values[n.inputs[1]];
+      const int64_t S = q.shape[0], Hq = q.shape[1], D = q.shape[2];
+      const int64_t KV = kv.shape[1], T = kv.shape[2];
+      const int64_t group = Hq / KV;
+      const float* qd = F32(n.inputs[0]);
+      const float* kd = F32(n.inputs[1]);
+      const float* vd = F32(n.inputs[2]);
+      const float* mask = n.inputs.size() > 3 ? F32(n.inputs[3]) : nullptr;
+      float* y = F32(n.output);
+      const int threads = pool_ ? pool_->size() : 1;
+      const kernels::Isa isa = isa_;
+      const int64_t splits = std::clamp<int64_t>(threads / (S * KV), 1, group);
+      // Task = (query row, KV head, share of its query heads), as for the cache attention.
+      auto task = [&](int64_t begin, int64_t end, int thread) {
+        float* sc = scores_.data() + thread * scores_stride_;
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t t = i / (KV * splits), kvh = i / splits % KV, share = i % splits;
+          const int64_t g0 = group * share / splits, gn = group * (share + 1) / splits - g0;
+          int64_t lo = 0, nk = T;
+          if (mask == nullptr) {  // causal from the end: query t is key T - S + t
+            const int64_t qi = T - S + t;
+            lo = n.window > 0 ? std::max<int64_t>(0, qi - n.window + 1) : 0;
+            nk = qi - lo + 1;
+          }
+          const float* qv = qd + (t * Hq + kvh * group + g0) * D;
+          const float* kb = kd + (kvh * T + lo) * D;
+          const float* vb = vd + (kvh * T + lo) * D;
+          kernels::AttnScores(isa, qv, gn, D, kb, D, nk, n.f0, sc, T);
+          for (int64_t g = 0; g < gn; ++g) {
+            if (mask != nullptr) {
+              const float* m = mask + ((kvh * group + g0 + g) * S + t) * T;
+              ops.add(sc + g * T, m, sc + g * T, T);
+            }
+            ops.softmax(sc + g * T, nk);
+          }
+          float* o = y + (t * Hq + kvh * group + g0) * D;
+          std::memset(o, 0, gn * D * sizeof(float));
+          kernels::AttnWeightedSum(isa, sc, T, gn, vb, D, nk, D, o);
+        }
+      };
+      const int64_t tasks = S * KV * splits;
+      const int64_t work = T * D * 4 * group / splits;
+      constexpr int64_t kMinWork = 1 << 15;
+      if (pool_ == nullptr || threads == 1 || tasks == 1 || tasks * work < kMinWork) {
+        task(0, tasks, 0);
+      } else {
+        pool_->ParallelForThread(tasks, task, std::max<int64_t>(1, kMinWork / std::max<int64_t>(work, 1)));
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kDot: {
+      const Value& a = values[n.inputs[0]];
+      const int64_t M = a.shape[0], K = a.shape[1], N = out.shape[1];
+      const float* pa = F32(n.inputs[0]);
+      const float* pb = F32(n.inputs[1]);
+      float* y = F32(n.output);
+      if (options_.reference) {
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t j = 0; j < N; ++j) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(pa[m * K + k]) * pb[k * N + j];
+            y[m * N + j] = static_cast<float>(acc);
+          }
+        }
+      } else {
+        std::memset(y, 0, M * N * sizeof(float));
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t k = 0; k < K; ++k) ops.axpy(pa[m * K + k], pb + k * N, y + m * N, N);
+        }
+      }
+      return OkStatus();
+    }
   }
   return InternalError("exec: unknown op");
 }
 
+int Executor::FindOutput(std::string_view name) const {
+  const auto& names = graph_.output_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return graph_.outputs()[i];
+  }
+  return -1;
+}
+
 StatusOr<std::span<const float>> Executor::OutputF32(std::string_view name) const {
-  int id = graph_.Find(name);
+  int id = FindOutput(name);
   if (id < 0 || graph_.value(id).type != ValueType::kF32 ||
       std::find(graph_.outputs().begin(), graph_.outputs().end(), id) == graph_.outputs().end()) {
     return NotFoundError("exec: no f32 output named '" + std::string(name) + "'");
@@ -457,7 +668,7 @@ StatusOr<std::span<const float>> Executor::OutputF32(std::string_view name) cons
 }
 
 StatusOr<std::span<const int32_t>> Executor::OutputI32(std::string_view name) const {
-  int id = graph_.Find(name);
+  int id = FindOutput(name);
   if (id < 0 || graph_.value(id).type != ValueType::kI32 ||
       std::find(graph_.outputs().begin(), graph_.outputs().end(), id) == graph_.outputs().end()) {
     return NotFoundError("exec: no i32 output named '" + std::string(name) + "'");

@@ -43,6 +43,17 @@ struct ExecOptions {
 using DumpFn = std::function<void(std::string_view name, const std::vector<int64_t>& shape,
                                   std::span<const float> data)>;
 
+// The arena plan of a graph, computable without weights or memory (sizes in 64 bits even in a
+// 32-bit build): `fgemma invoke --stats` and tests read it.
+struct MemoryPlan {
+  uint64_t arena_bytes = 0;      // peak of the activation arena
+  std::vector<uint64_t> offset;  // by value id; UINT64_MAX: not in the arena
+  int largest_value = -1;        // the biggest value the arena holds (input or computed)
+  uint64_t largest_bytes = 0;
+  int64_t max_scores = 0;        // attention score floats per thread
+};
+MemoryPlan PlanMemory(const graph::Graph& graph);
+
 class Executor {
  public:
   static StatusOr<std::unique_ptr<Executor>> Create(graph::Graph graph,
@@ -62,16 +73,20 @@ class Executor {
 
   Status Run();
 
-  // Outputs of the last Run(); valid until the next Run().
+  // Outputs of the last Run() by output name (graph::Graph::output_names()); valid until the
+  // next Run().
   StatusOr<std::span<const float>> OutputF32(std::string_view name) const;
   StatusOr<std::span<const int32_t>> OutputI32(std::string_view name) const;
 
   // Bytes of the activation arena (the peak of planned scratch memory).
   size_t arena_bytes() const { return arena_bytes_; }
+  // The biggest value the arena holds (value id), or -1.
+  int largest_value() const { return largest_value_; }
 
  private:
   Executor() = default;
   Status Plan();
+  int FindOutput(std::string_view name) const;  // value id of an output name, or -1
   Status CopyInput(std::string_view name, graph::ValueType type, const void* data, size_t count);
   Status RunNode(const graph::Node& node);
   float* F32(int value) const { return reinterpret_cast<float*>(ptr_[value]); }
@@ -88,6 +103,7 @@ class Executor {
   std::vector<bool> state_bound_;
   std::unique_ptr<uint8_t[]> arena_;
   size_t arena_bytes_ = 0;
+  int largest_value_ = -1;
   DumpFn dump_;
   // RoPE tables of the current run, keyed by (positions value, base).
   struct RopeCache {

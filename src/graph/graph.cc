@@ -20,6 +20,13 @@ std::string_view OpName(OpKind op) {
     case OpKind::kAdd: return "add";
     case OpKind::kSelectRows: return "select_rows";
     case OpKind::kArgmax: return "argmax";
+    case OpKind::kIota: return "iota";
+    case OpKind::kScale: return "scale";
+    case OpKind::kTranspose: return "transpose";
+    case OpKind::kConcat: return "concat";
+    case OpKind::kRopeTable: return "rope_table";
+    case OpKind::kAttentionKV: return "attention_kv";
+    case OpKind::kDot: return "dot";
   }
   return "?";
 }
@@ -28,6 +35,13 @@ int64_t Value::elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+bool HasDynamic(const std::vector<int64_t>& shape) {
+  for (int64_t d : shape) {
+    if (d == kDynamic) return true;
+  }
+  return false;
 }
 
 int Graph::Find(std::string_view name) const {
@@ -53,6 +67,7 @@ Status ShapeError(std::string_view op, std::string_view name, const std::string&
 bool ValidShape(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
+    if (d == kDynamic) continue;
     if (d < 0) return false;
     if (d > 0 && n > (int64_t{1} << 48) / d) return false;
     n *= d;
@@ -162,6 +177,9 @@ StatusOr<int> Builder::Reshape(std::string name, int x, std::vector<int64_t> sha
   const Value& xv = g_.values_[x];
   Value probe;
   probe.shape = shape;
+  if (HasDynamic(shape) || HasDynamic(xv.shape)) {
+    return ShapeError("reshape", name, "dynamic dims cannot be reshaped");
+  }
   if (!ValidShape(shape) || probe.elements() != xv.elements()) {
     return ShapeError("reshape", name, ShapeString(xv.shape) + " cannot become " + ShapeString(shape));
   }
@@ -270,9 +288,149 @@ StatusOr<int> Builder::Argmax(std::string name, int x) {
   return Add(OpKind::kArgmax, std::move(name), {x}, {xv.shape[0]}, ValueType::kI32);
 }
 
-Status Builder::MarkOutput(int value) {
+StatusOr<int> Builder::Iota(std::string name, int64_t n) {
+  if (n <= 0) return ShapeError("iota", name, "length must be > 0");
+  return Add(OpKind::kIota, std::move(name), {}, {n}, ValueType::kI32);
+}
+
+StatusOr<int> Builder::Scale(std::string name, int x, float scale) {
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  if (g_.values_[x].type != ValueType::kF32) return ShapeError("scale", name, "x must be f32");
+  Node n;
+  n.f0 = scale;
+  return Add(OpKind::kScale, std::move(name), {x}, g_.values_[x].shape, ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::Transpose(std::string name, int x, std::vector<int64_t> perm) {
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  const Value& xv = g_.values_[x];
+  if (xv.type == ValueType::kStored) return ShapeError("transpose", name, "x must be computed");
+  const size_t rank = xv.shape.size();
+  std::vector<bool> seen(rank, false);
+  bool ok = perm.size() == rank;
+  for (size_t i = 0; ok && i < rank; ++i) {
+    ok = perm[i] >= 0 && perm[i] < static_cast<int64_t>(rank) && !seen[perm[i]];
+    if (ok) seen[perm[i]] = true;
+  }
+  if (!ok) {
+    return ShapeError("transpose", name,
+                      "perm " + ShapeString(perm) + " is not a permutation of rank " +
+                          std::to_string(rank));
+  }
+  std::vector<int64_t> shape(rank);
+  for (size_t i = 0; i < rank; ++i) shape[i] = xv.shape[perm[i]];
+  Node n;
+  n.perm = std::move(perm);
+  return Add(OpKind::kTranspose, std::move(name), {x}, std::move(shape), xv.type, n);
+}
+
+StatusOr<int> Builder::Concat(std::string name, int a, int b, int64_t axis) {
+  FG_RETURN_IF_ERROR(CheckId(a, name));
+  FG_RETURN_IF_ERROR(CheckId(b, name));
+  const Value& av = g_.values_[a];
+  const Value& bv = g_.values_[b];
+  if (av.type == ValueType::kStored || av.type != bv.type || av.shape.size() != bv.shape.size() ||
+      axis < 0 || axis >= static_cast<int64_t>(av.shape.size())) {
+    return ShapeError("concat", name, "operands of one computed type and rank, axis in range");
+  }
+  std::vector<int64_t> shape = av.shape;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (static_cast<int64_t>(i) == axis) continue;
+    if (av.shape[i] != bv.shape[i]) {
+      return ShapeError("concat", name,
+                        ShapeString(av.shape) + " and " + ShapeString(bv.shape) +
+                            " differ outside axis " + std::to_string(axis));
+    }
+  }
+  shape[axis] = (av.shape[axis] == kDynamic || bv.shape[axis] == kDynamic)
+                    ? kDynamic
+                    : av.shape[axis] + bv.shape[axis];
+  Node n;
+  n.axis = axis;
+  return Add(OpKind::kConcat, std::move(name), {a, b}, std::move(shape), av.type, n);
+}
+
+StatusOr<int> Builder::RopeTable(std::string name, int x, int cos, int sin) {
+  for (int id : {x, cos, sin}) FG_RETURN_IF_ERROR(CheckId(id, name));
+  const Value& xv = g_.values_[x];
+  const Value& cv = g_.values_[cos];
+  const Value& sv = g_.values_[sin];
+  if (xv.type != ValueType::kF32 || xv.shape.size() != 3 || xv.shape[2] % 2 != 0) {
+    return ShapeError("rope_table", name,
+                      "x must be f32 [S,heads,D] with even D, is " + ShapeString(xv.shape));
+  }
+  const std::vector<int64_t> table = {xv.shape[0], xv.shape[2]};
+  if (cv.type != ValueType::kF32 || sv.type != ValueType::kF32 || cv.shape != table ||
+      sv.shape != table) {
+    return ShapeError("rope_table", name,
+                      "cos/sin must be f32 " + ShapeString(table) + ", are " +
+                          ShapeString(cv.shape) + " and " + ShapeString(sv.shape));
+  }
+  return Add(OpKind::kRopeTable, std::move(name), {x, cos, sin}, xv.shape, ValueType::kF32);
+}
+
+StatusOr<int> Builder::AttentionKV(std::string name, int q, int k, int v, int mask, float scale,
+                                   int64_t window) {
+  for (int id : {q, k, v}) FG_RETURN_IF_ERROR(CheckId(id, name));
+  if (mask >= 0) FG_RETURN_IF_ERROR(CheckId(mask, name));
+  const Value& qv = g_.values_[q];
+  const Value& kv = g_.values_[k];
+  const Value& vv = g_.values_[v];
+  if (qv.type != ValueType::kF32 || kv.type != ValueType::kF32 || vv.type != ValueType::kF32 ||
+      qv.shape.size() != 3 || kv.shape.size() != 4 || kv.shape != vv.shape || kv.shape[0] != 1) {
+    return ShapeError("attention_kv", name, "q f32 [S,Hq,D] and k, v f32 [1,KV,T,D] expected");
+  }
+  const int64_t S = qv.shape[0], Hq = qv.shape[1], D = qv.shape[2], KV = kv.shape[1],
+                T = kv.shape[2];
+  if (kv.shape[3] != D || KV <= 0 || Hq % KV != 0 || HasDynamic(qv.shape)) {
+    return ShapeError("attention_kv", name,
+                      "q " + ShapeString(qv.shape) + " and k " + ShapeString(kv.shape) +
+                          " disagree");
+  }
+  if (T != kDynamic && T < S) {
+    return ShapeError("attention_kv", name, "fewer keys than queries");
+  }
+  if (window < 0) return ShapeError("attention_kv", name, "window must be >= 0");
+  std::vector<int> ins = {q, k, v};
+  if (mask >= 0) {
+    const Value& mv = g_.values_[mask];
+    if (mv.type != ValueType::kF32 || mv.shape != std::vector<int64_t>{1, Hq, S, T}) {
+      return ShapeError("attention_kv", name,
+                        "mask must be f32 " + ShapeString({1, Hq, S, T}) + ", is " +
+                            ShapeString(mv.shape));
+    }
+    if (window != 0) return ShapeError("attention_kv", name, "a masked attention has no window");
+    ins.push_back(mask);
+  }
+  Node n;
+  n.f0 = scale;
+  n.window = window;
+  return Add(OpKind::kAttentionKV, std::move(name), std::move(ins), {S, Hq * D}, ValueType::kF32,
+             n);
+}
+
+StatusOr<int> Builder::Dot(std::string name, int a, int b) {
+  FG_RETURN_IF_ERROR(CheckId(a, name));
+  FG_RETURN_IF_ERROR(CheckId(b, name));
+  const Value& av = g_.values_[a];
+  const Value& bv = g_.values_[b];
+  if (av.type != ValueType::kF32 || bv.type != ValueType::kF32 || av.shape.size() != 2 ||
+      bv.shape.size() != 2 || av.shape[1] != bv.shape[0]) {
+    return ShapeError("dot", name,
+                      "f32 [M,K] x [K,N] expected, got " + ShapeString(av.shape) + " x " +
+                          ShapeString(bv.shape));
+  }
+  return Add(OpKind::kDot, std::move(name), {a, b}, {av.shape[0], bv.shape[1]}, ValueType::kF32);
+}
+
+Status Builder::MarkOutput(int value, std::string name) {
   FG_RETURN_IF_ERROR(CheckId(value, "output"));
+  if (name.empty()) name = g_.values_[value].name;
+  for (const std::string& n : g_.output_names_) {
+    if (n == name) return InvalidArgumentError("graph: duplicate output name '" + name + "'");
+  }
   g_.outputs_.push_back(value);
+  g_.output_names_.push_back(std::move(name));
   return OkStatus();
 }
 

@@ -41,7 +41,25 @@ enum class OpKind {
   kAdd,         // (a, b) -> a + b, same shape
   kSelectRows,  // (x [S,N], rows i32 [R]) -> [R,N]; rows[i] in [0,S)
   kArgmax,      // (x [R,N]) -> i32 [R]; first index of the maximum
+  // Ops of the compiled-graph contract (shared/docs/CONTRACT.md; src/export/contract_graphs.h).
+  kIota,        // () -> i32 [N]: 0, 1, ..., N-1 (the positions of a graph without a past)
+  kScale,       // (x f32) -> x * attr f0, same shape (the sqrt(H) of an embeddings input)
+  kTranspose,   // (x) -> x with dims permuted: out.shape[i] = x.shape[perm[i]]; attr perm
+  kConcat,      // (a, b) -> a then b along attr axis; the other dims equal
+  kRopeTable,   // (x f32 [S,heads,D], cos f32 [S,D], sin f32 [S,D]) -> [S,heads,D]:
+                // x*cos + swap_halves(x)*sin (the contract's tables carry the sign), per head
+  kAttentionKV, // (q f32 [S,Hq,D], k f32 [1,KV,T,D], v f32 [1,KV,T,D] [, mask f32 [1,Hq,S,T]])
+                // -> f32 [S,Hq*D]; query head h reads KV head h / (Hq/KV); scores * attr
+                // scale. Without a mask, query i sits at key index T-S+i and sees keys
+                // T-S+i-window+1 .. T-S+i (window 0: 0 .. T-S+i). With a mask (window must be
+                // 0), all T keys with the mask added to the scores (-1e30: masked).
+  kDot,         // (a f32 [M,K], b f32 [K,N]) -> f32 [M,N]: a plain f32 matmul (one-hot select)
 };
+
+// A dimension only known when the graph runs (the past length P of the with-past functions).
+// Shape rules pass it through; the executor refuses graphs that still have one.
+inline constexpr int64_t kDynamic = -1;
+bool HasDynamic(const std::vector<int64_t>& shape);
 
 std::string_view OpName(OpKind op);
 
@@ -63,7 +81,9 @@ struct Node {
   // Attributes (meaning per op, see OpKind).
   float f0 = 0.0f;          // eps (RmsNorm), scale (Embedding, Attention)
   double base = 0.0;        // RoPE base
-  int64_t window = 0;       // Attention
+  int64_t window = 0;       // Attention, AttentionKV
+  int64_t axis = 0;         // Concat
+  std::vector<int64_t> perm;  // Transpose
 };
 
 class Graph {
@@ -76,6 +96,9 @@ class Graph {
   const std::vector<int>& weights() const { return weights_; }
   const std::vector<int>& states() const { return states_; }
   const std::vector<int>& outputs() const { return outputs_; }
+  // The name each output is known by (the value's name unless MarkOutput gave another: a
+  // contract result "l0.k" whose input is also called "l0.k").
+  const std::vector<std::string>& output_names() const { return output_names_; }
   // Value id by name, or -1.
   int Find(std::string_view name) const;
 
@@ -84,6 +107,7 @@ class Graph {
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<int> inputs_, weights_, states_, outputs_;
+  std::vector<std::string> output_names_;
   std::unordered_map<std::string, int> by_name_;
 };
 
@@ -105,7 +129,17 @@ class Builder {
   StatusOr<int> Add(std::string name, int a, int b);
   StatusOr<int> SelectRows(std::string name, int x, int rows);
   StatusOr<int> Argmax(std::string name, int x);
-  Status MarkOutput(int value);
+  StatusOr<int> Iota(std::string name, int64_t n);
+  StatusOr<int> Scale(std::string name, int x, float scale);
+  StatusOr<int> Transpose(std::string name, int x, std::vector<int64_t> perm);
+  StatusOr<int> Concat(std::string name, int a, int b, int64_t axis);
+  StatusOr<int> RopeTable(std::string name, int x, int cos, int sin);
+  // mask = -1: no mask (causal from the end, with `window`).
+  StatusOr<int> AttentionKV(std::string name, int q, int k, int v, int mask, float scale,
+                            int64_t window);
+  StatusOr<int> Dot(std::string name, int a, int b);
+  // `name` empty: the value's own name. Output names must be unique.
+  Status MarkOutput(int value, std::string name = {});
 
   // Hands over the finished graph (the builder is empty afterwards).
   Graph Finish();

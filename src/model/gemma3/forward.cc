@@ -20,33 +20,22 @@ std::string Blk(int64_t l, const char* what) { return "blk." + std::to_string(l)
 std::string KCacheName(int64_t layer) { return Blk(layer, "k_cache"); }
 std::string VCacheName(int64_t layer) { return Blk(layer, "v_cache"); }
 
+StatusOr<int> WeightValue(Builder& b, const gguf::TensorInfo* t) { return W(b, t); }
+
+StatusOr<int> LmHeadValue(Builder& b, const Weights& w, int embd) {
+  if (w.output != nullptr && w.output != w.token_embd) return W(b, w.output);
+  return embd;
+}
+
 // ref: llama.cpp src/models/gemma3.cpp (graph), MODEL.md (numerics).
-StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const ForwardSpec& spec) {
-  const int64_t S = spec.n_tokens;
-  if (S <= 0) return InvalidArgumentError("forward: n_tokens must be > 0");
-  if (spec.n_logit_rows < 0 || spec.n_logit_rows > S) {
-    return InvalidArgumentError("forward: n_logit_rows must be in [0, n_tokens]");
-  }
-  if (spec.argmax && (spec.n_logit_rows == 0 || !spec.lm_head)) {
-    return InvalidArgumentError("forward: argmax needs logit rows and the LM head");
-  }
+StatusOr<int> BuildLayers(Builder& b, const Config& c, const Weights& w, int64_t S, int x,
+                          const AttentionCore& core) {
   if (static_cast<int64_t>(w.layers.size()) != c.n_layers) {
     return InvalidArgumentError("forward: weights have " + std::to_string(w.layers.size()) +
                                 " layers, config " + std::to_string(c.n_layers));
   }
-  Builder b;
-  FG_ASSIGN_OR_RETURN(int tokens, b.Input("tokens", {S}, ValueType::kI32));
-  FG_ASSIGN_OR_RETURN(int pos, b.Input("pos", {S}, ValueType::kI32));
-  FG_ASSIGN_OR_RETURN(int embd_w, W(b, w.token_embd));
-  FG_ASSIGN_OR_RETURN(int x, b.Embedding("inp_embd", embd_w, tokens, c.embed_scale));
-
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
-    const bool global = c.IsGlobal(l);
-    const int64_t rows = global ? spec.global_cache_rows : spec.local_cache_rows;
-    FG_ASSIGN_OR_RETURN(int kc, b.State(KCacheName(l), {rows, c.n_kv_heads, c.head_dim}));
-    FG_ASSIGN_OR_RETURN(int vc, b.State(VCacheName(l), {rows, c.n_kv_heads, c.head_dim}));
-
     // Attention block.
     FG_ASSIGN_OR_RETURN(int an_w, W(b, lw.attn_norm));
     FG_ASSIGN_OR_RETURN(int h, b.RmsNorm(Blk(l, "attn_norm"), x, an_w, c.rms_eps));
@@ -64,12 +53,7 @@ StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const For
     FG_ASSIGN_OR_RETURN(int kn_w, W(b, lw.attn_k_norm));
     FG_ASSIGN_OR_RETURN(int qn, b.RmsNorm(Blk(l, "q_normed"), q3, qn_w, c.rms_eps));
     FG_ASSIGN_OR_RETURN(int kn, b.RmsNorm(Blk(l, "k_normed"), k3, kn_w, c.rms_eps));
-    FG_ASSIGN_OR_RETURN(int qr, b.Rope(Blk(l, "q_rope"), qn, pos, c.RopeBase(l)));
-    FG_ASSIGN_OR_RETURN(int kr, b.Rope(Blk(l, "k_rope"), kn, pos, c.RopeBase(l)));
-    FG_ASSIGN_OR_RETURN(int kc2, b.CacheWrite(Blk(l, "k_cache_w"), kc, kr, pos));
-    FG_ASSIGN_OR_RETURN(int vc2, b.CacheWrite(Blk(l, "v_cache_w"), vc, v3, pos));
-    FG_ASSIGN_OR_RETURN(int att, b.Attention(Blk(l, "attn_out"), qr, kc2, vc2, pos, c.query_scale,
-                                             global ? 0 : c.sliding_window));
+    FG_ASSIGN_OR_RETURN(int att, core(b, l, qn, kn, v3));
     FG_ASSIGN_OR_RETURN(int wo, W(b, lw.attn_output));
     FG_ASSIGN_OR_RETURN(int proj, b.MatMul(Blk(l, "attn_proj"), att, wo));
     FG_ASSIGN_OR_RETURN(int pan_w, W(b, lw.post_attention_norm));
@@ -90,6 +74,39 @@ StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const For
     FG_ASSIGN_OR_RETURN(int pfn, b.RmsNorm(Blk(l, "ffn_post_norm"), down, pfn_w, c.rms_eps));
     FG_ASSIGN_OR_RETURN(x, b.Add(Blk(l, "out"), res, pfn));
   }
+  return x;
+}
+
+StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const ForwardSpec& spec) {
+  const int64_t S = spec.n_tokens;
+  if (S <= 0) return InvalidArgumentError("forward: n_tokens must be > 0");
+  if (spec.n_logit_rows < 0 || spec.n_logit_rows > S) {
+    return InvalidArgumentError("forward: n_logit_rows must be in [0, n_tokens]");
+  }
+  if (spec.argmax && (spec.n_logit_rows == 0 || !spec.lm_head)) {
+    return InvalidArgumentError("forward: argmax needs logit rows and the LM head");
+  }
+  Builder b;
+  FG_ASSIGN_OR_RETURN(int tokens, b.Input("tokens", {S}, ValueType::kI32));
+  FG_ASSIGN_OR_RETURN(int pos, b.Input("pos", {S}, ValueType::kI32));
+  FG_ASSIGN_OR_RETURN(int embd_w, W(b, w.token_embd));
+  FG_ASSIGN_OR_RETURN(int x0, b.Embedding("inp_embd", embd_w, tokens, c.embed_scale));
+
+  // The session's attention: RoPE at the given positions, K/V appended to the per-layer cache
+  // states (a ring for sliding layers), attention read from the caches by position.
+  auto core = [&](Builder& b, int64_t l, int qn, int kn, int v3) -> StatusOr<int> {
+    const bool global = c.IsGlobal(l);
+    const int64_t rows = global ? spec.global_cache_rows : spec.local_cache_rows;
+    FG_ASSIGN_OR_RETURN(int kc, b.State(KCacheName(l), {rows, c.n_kv_heads, c.head_dim}));
+    FG_ASSIGN_OR_RETURN(int vc, b.State(VCacheName(l), {rows, c.n_kv_heads, c.head_dim}));
+    FG_ASSIGN_OR_RETURN(int qr, b.Rope(Blk(l, "q_rope"), qn, pos, c.RopeBase(l)));
+    FG_ASSIGN_OR_RETURN(int kr, b.Rope(Blk(l, "k_rope"), kn, pos, c.RopeBase(l)));
+    FG_ASSIGN_OR_RETURN(int kc2, b.CacheWrite(Blk(l, "k_cache_w"), kc, kr, pos));
+    FG_ASSIGN_OR_RETURN(int vc2, b.CacheWrite(Blk(l, "v_cache_w"), vc, v3, pos));
+    return b.Attention(Blk(l, "attn_out"), qr, kc2, vc2, pos, c.query_scale,
+                       global ? 0 : c.sliding_window);
+  };
+  FG_ASSIGN_OR_RETURN(int x, BuildLayers(b, c, w, S, x0, core));
 
   if (spec.n_logit_rows > 0) {
     // Only the rows whose logits are used go through the final norm and the LM head.
@@ -101,10 +118,7 @@ StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const For
       FG_RETURN_IF_ERROR(b.MarkOutput(norm));
       return b.Finish();
     }
-    int head = embd_w;
-    if (w.output != nullptr && w.output != w.token_embd) {
-      FG_ASSIGN_OR_RETURN(head, W(b, w.output));
-    }
+    FG_ASSIGN_OR_RETURN(int head, LmHeadValue(b, w, embd_w));
     FG_ASSIGN_OR_RETURN(int logits, b.MatMul("result_output", norm, head));
     FG_RETURN_IF_ERROR(b.MarkOutput(logits));
     if (spec.argmax) {

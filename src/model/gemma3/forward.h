@@ -14,6 +14,7 @@
 #define FGEMMA_MODEL_GEMMA3_FORWARD_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "fgemma/status.h"
@@ -44,6 +45,23 @@ inline int64_t LocalCacheRows(const Config& c, int64_t max_chunk, int64_t contex
 
 std::string KCacheName(int64_t layer);
 std::string VCacheName(int64_t layer);
+
+// The pieces every Gemma 3 graph shares (the session's graph here, the contract's functions in
+// src/export/contract_graphs.cc), so the layers are written once.
+//
+// The attention core of layer `layer`: q [S, n_heads, D] and k [S, n_kv_heads, D] after their
+// per-head norms (before RoPE), v [S, n_kv_heads, D]; returns the attention output
+// [S, n_heads * D] (before the output projection).
+using AttentionCore =
+    std::function<StatusOr<int>(graph::Builder& b, int64_t layer, int q, int k, int v)>;
+// The decoder layers over x f32 [S, hidden] (the scaled embeddings); returns the last layer's
+// output. Values are named blk.N.<stage>.
+StatusOr<int> BuildLayers(graph::Builder& b, const Config& config, const Weights& weights,
+                          int64_t n_tokens, int x, const AttentionCore& core);
+// A stored tensor as a graph weight, by its GGUF name.
+StatusOr<int> WeightValue(graph::Builder& b, const gguf::TensorInfo* t);
+// The LM head weight: token_embd's value `embd` when tied, else `output.weight`.
+StatusOr<int> LmHeadValue(graph::Builder& b, const Weights& weights, int embd);
 
 StatusOr<graph::Graph> BuildForward(const Config& config, const Weights& weights,
                                     const ForwardSpec& spec);

@@ -1,0 +1,151 @@
+#include "src/export/contract_graphs.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/model/gemma3/forward.h"
+
+namespace fg::exporter {
+
+namespace {
+
+using graph::Builder;
+using graph::ValueType;
+
+std::string Blk(int64_t l, const char* what) { return "blk." + std::to_string(l) + "." + what; }
+
+// The layer of a per-layer argument "l<N>.k" / "l<N>.v", or -1.
+int64_t LayerOf(const std::string& name) {
+  if (name.size() < 4 || name[0] != 'l' || name[name.size() - 2] != '.') return -1;
+  int64_t l = 0;
+  for (size_t i = 1; i + 2 < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    l = l * 10 + (name[i] - '0');
+  }
+  return l;
+}
+
+}  // namespace
+
+SignatureOptions OptionsOf(const ContractSpec& spec) {
+  SignatureOptions o;
+  o.seq = spec.seq;
+  o.chunk = spec.chunk;
+  o.emb_input = spec.emb_input;
+  return o;
+}
+
+StatusOr<graph::Graph> BuildContractFunction(const model::Config& c, const model::Weights& w,
+                                             const ContractSpec& spec) {
+  FG_ASSIGN_OR_RETURN(Signature sig, GetSignature(spec.function, c, OptionsOf(spec)));
+  const Function f = spec.function;
+  const bool with_past = f == Function::kWithPast || f == Function::kPrefillWithPast;
+  const int64_t p_sliding = spec.past;
+  const int64_t p_global = spec.past_global.value_or(spec.past);
+  for (int64_t p : {p_sliding, p_global}) {
+    if (p < 0 && p != kDynamic) {
+      return InvalidArgumentError("contract graph: past length " + std::to_string(p) +
+                                  " is negative");
+    }
+  }
+  // n: new rows of this call.
+  const int64_t n = f == Function::kWithPast ? 1
+                    : f == Function::kPrefillWithPast ? spec.chunk
+                                                      : spec.seq;
+  auto past_of = [&](bool global) { return global ? p_global : p_sliding; };
+  auto plus = [](int64_t p, int64_t k) { return p == kDynamic ? kDynamic : p + k; };
+
+  Builder b;
+  std::map<std::string, int> arg;  // signature argument -> input value
+  for (const Arg& a : sig.args) {
+    std::vector<int64_t> shape = a.shape;
+    const int64_t layer = LayerOf(a.name);
+    if (layer >= 0) {
+      shape[2] = past_of(c.IsGlobal(layer));
+    } else if (a.name == "maskSliding" || a.name == "maskGlobal") {
+      shape[3] = plus(past_of(a.name == "maskGlobal"), n);
+    }
+    FG_ASSIGN_OR_RETURN(int id, b.Input(a.name, std::move(shape),
+                                        a.type == ArgType::kI32 ? ValueType::kI32 : ValueType::kF32));
+    arg[a.name] = id;
+  }
+
+  // Embeddings: gathered from token_embd by id, or the `emb` input scaled the same way.
+  FG_ASSIGN_OR_RETURN(int embd_w, model::WeightValue(b, w.token_embd));
+  int x0 = -1;
+  if (spec.emb_input) {
+    FG_ASSIGN_OR_RETURN(x0, b.Scale("inp_embd", arg.at("emb"), c.embed_scale));
+  } else {
+    int ids = -1;
+    if (f == Function::kRedecode || f == Function::kRedecodeAt) {
+      FG_ASSIGN_OR_RETURN(ids, b.Reshape("tokens_flat", arg.at("tokens"), {n}));
+    } else {
+      ids = arg.at(f == Function::kWithPast ? "token" : "tokens");
+    }
+    FG_ASSIGN_OR_RETURN(x0, b.Embedding("inp_embd", embd_w, ids, c.embed_scale));
+  }
+
+  int pos = -1;
+  if (!with_past) {
+    FG_ASSIGN_OR_RETURN(pos, b.Iota("pos", n));
+  }
+  const int64_t KV = c.n_kv_heads, D = c.head_dim;
+  std::vector<int> k_out(c.n_layers, -1), v_out(c.n_layers, -1);
+  // [n, KV, D] rows -> the contract's [1, KV, n, D].
+  auto to_contract = [&](Builder& b, int64_t l, int x3, const char* what) -> StatusOr<int> {
+    FG_ASSIGN_OR_RETURN(int t, b.Transpose(Blk(l, (std::string(what) + "_t").c_str()), x3, {1, 0, 2}));
+    return b.Reshape(Blk(l, (std::string(what) + "_rows").c_str()), t, {1, KV, n, D});
+  };
+  auto core = [&](Builder& b, int64_t l, int qn, int kn, int v3) -> StatusOr<int> {
+    const bool global = c.IsGlobal(l);
+    int qr = -1, kr = -1;
+    if (with_past) {
+      const std::string type = global ? "Global" : "Sliding";
+      const int cs = arg.at("cos" + type), sn = arg.at("sin" + type);
+      FG_ASSIGN_OR_RETURN(qr, b.RopeTable(Blk(l, "q_rope"), qn, cs, sn));
+      FG_ASSIGN_OR_RETURN(kr, b.RopeTable(Blk(l, "k_rope"), kn, cs, sn));
+    } else {
+      FG_ASSIGN_OR_RETURN(qr, b.Rope(Blk(l, "q_rope"), qn, pos, c.RopeBase(l)));
+      FG_ASSIGN_OR_RETURN(kr, b.Rope(Blk(l, "k_rope"), kn, pos, c.RopeBase(l)));
+    }
+    FG_ASSIGN_OR_RETURN(int k_new, to_contract(b, l, kr, "k"));
+    FG_ASSIGN_OR_RETURN(int v_new, to_contract(b, l, v3, "v"));
+    int kk = k_new, vv = v_new, mask = -1;
+    int64_t window = global ? 0 : c.sliding_window;
+    if (with_past) {
+      const std::string ln = "l" + std::to_string(l);
+      FG_ASSIGN_OR_RETURN(kk, b.Concat(Blk(l, "k_all"), arg.at(ln + ".k"), k_new, 2));
+      FG_ASSIGN_OR_RETURN(vv, b.Concat(Blk(l, "v_all"), arg.at(ln + ".v"), v_new, 2));
+      window = 0;  // the caller trims sliding caches (with_past) or the mask limits (chunk)
+      if (f == Function::kPrefillWithPast) mask = arg.at(global ? "maskGlobal" : "maskSliding");
+    }
+    k_out[l] = kk;
+    v_out[l] = vv;
+    return b.AttentionKV(Blk(l, "attn_out"), qr, kk, vv, mask, c.query_scale, window);
+  };
+  FG_ASSIGN_OR_RETURN(int x, model::BuildLayers(b, c, w, n, x0, core));
+
+  FG_ASSIGN_OR_RETURN(int on_w, model::WeightValue(b, w.output_norm));
+  FG_ASSIGN_OR_RETURN(int norm, b.RmsNorm("result_norm", x, on_w, c.rms_eps));
+  FG_ASSIGN_OR_RETURN(int head, model::LmHeadValue(b, w, embd_w));
+  int row = norm;  // [1, H] for the one-token heads
+  const bool all_rows = f == Function::kRedecode || f == Function::kPrefill;
+  if (!all_rows && f != Function::kWithPast) {
+    // The one-hot select: [1, n] x [n, H] -> [1, H], a plain matmul every backend lowers.
+    FG_ASSIGN_OR_RETURN(row, b.Dot("result_selected", arg.at("select"), norm));
+  }
+  FG_ASSIGN_OR_RETURN(int logits, b.MatMul("result_output", row, head));
+  FG_ASSIGN_OR_RETURN(int am, b.Argmax("result_argmax", logits));
+
+  // Results in signature order: K before V per layer, the token(s) last.
+  for (const Arg& r : sig.results) {
+    const int64_t layer = LayerOf(r.name);
+    int id = am;
+    if (layer >= 0) id = r.name.back() == 'k' ? k_out[layer] : v_out[layer];
+    FG_RETURN_IF_ERROR(b.MarkOutput(id, r.name));
+  }
+  return b.Finish();
+}
+
+}  // namespace fg::exporter
