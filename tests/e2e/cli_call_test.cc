@@ -1,0 +1,251 @@
+// fgemma call end to end on a synthetic model (fgemma mkmodel; its vocabulary has the
+// FunctionGemma tokens at ids 46-52): the JSON shapes, every bad input, --repl, the prefix
+// cache directory (reuse, corruption), constrained output that always parses and validates, and
+// determinism.
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "src/text/call_parser.h"
+#include "src/text/tool_catalog.h"
+#include "tests/testing/cli_runner.h"
+
+namespace fg {
+namespace {
+
+using ::fg::testing::RunFgemma;
+using ::fg::testing::TempPath;
+using ::testing::HasSubstr;
+
+// Enums, booleans and an argument-less tool: the grammar bounds every output, so even a random
+// model finishes its call.
+constexpr char kCatalog[] = R"({"tools": [
+  {"type": "function", "function": {"name": "set_light", "description": "Turns a light on or off.",
+   "parameters": {"type": "object",
+     "properties": {"room": {"type": "string", "enum": ["kitchen", "bedroom", "hall"]},
+                    "state": {"type": "string", "enum": ["on", "off"]}},
+     "required": ["room", "state"]}}},
+  {"type": "function", "function": {"name": "set_mode", "description": "Thermostat mode.",
+   "parameters": {"type": "object",
+     "properties": {"mode": {"type": "string", "enum": ["heat", "cool", "auto"]},
+                    "eco": {"type": "boolean"}},
+     "required": ["mode", "eco"]}}},
+  {"type": "function", "function": {"name": "stop_music", "description": "Stops the music."}}
+]})";
+
+std::string Write(const std::string& name, const std::string& text) {
+  const std::string p = TempPath(name);
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+  return p;
+}
+
+class CliCall : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new std::string(TempPath("cli_call_tiny.gguf"));
+    auto r = RunFgemma("mkmodel -o " + *model_ + " --context 4096");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    catalog_ = new std::string(Write("cli_call_catalog.json", kCatalog));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete catalog_;
+  }
+  // "call -m MODEL --tools CATALOG -t 1 " + args
+  static std::string Args(const std::string& args) {
+    return "call -m " + *model_ + " --tools " + *catalog_ + " -t 1 " + args;
+  }
+  static void SkipWithoutGrammar() {
+    auto r = RunFgemma(Args("\"turn the light on\""));
+    if (r.out.find("not built yet") != std::string::npos) {
+      GTEST_SKIP() << "the call grammar is not built yet (src/text/call_grammar.cc)";
+    }
+  }
+  static std::string* model_;
+  static std::string* catalog_;
+};
+std::string* CliCall::model_ = nullptr;
+std::string* CliCall::catalog_ = nullptr;
+
+// The parsed call validates against the catalog.
+void ExpectValidCall(const nlohmann::json& j) {
+  ASSERT_TRUE(j.is_object() && j.contains("name") && j.contains("arguments")) << j.dump();
+  auto cat = text::ParseToolCatalog(kCatalog);
+  ASSERT_TRUE(cat.ok());
+  const text::Tool* tool = cat->Find(j["name"].get<std::string>());
+  ASSERT_NE(tool, nullptr) << j.dump();
+  Status v = text::ValidateCall(*tool, j["arguments"]);
+  EXPECT_TRUE(v.ok()) << v.ToString() << " " << j.dump();
+}
+
+TEST_F(CliCall, Help) {
+  auto r = RunFgemma("call --help");
+  EXPECT_EQ(r.rc, 0);
+  for (const char* flag : {"--tools", "--dialect", "--constrain", "--cache-dir", "--repl",
+                           "--max-calls", "--stats", "--tool-map"}) {
+    EXPECT_THAT(r.out, HasSubstr(flag));
+  }
+  EXPECT_THAT(RunFgemma("--help").out, HasSubstr("call"));
+}
+
+TEST_F(CliCall, ConstrainedOutputAlwaysParsesAndValidates) {
+  SkipWithoutGrammar();
+  for (const char* req : {"turn the light on", "lights off in the kitchen", "heat please",
+                          "stop the music", "what?", "\xc3\xa9t\xc3\xa9"}) {
+    auto r = RunFgemma(Args(std::string("\"") + req + "\""), /*with_stderr=*/false);
+    ASSERT_EQ(r.rc, 0) << req << ": " << r.out;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    ExpectValidCall(j);
+  }
+}
+
+TEST_F(CliCall, SeveralCallsAreAnArray) {
+  SkipWithoutGrammar();
+  auto r = RunFgemma(Args("--max-calls 3 \"lights on and heat\""), false);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << r.out;
+  ASSERT_GE(j.size(), 1u);
+  ASSERT_LE(j.size(), 3u);
+  for (const auto& c : j) ExpectValidCall(c);
+}
+
+TEST_F(CliCall, DeterministicAndSamplingIsSeeded) {
+  SkipWithoutGrammar();
+  auto a = RunFgemma(Args("\"turn the light on\""), false);
+  auto b = RunFgemma(Args("\"turn the light on\""), false);
+  EXPECT_EQ(a.rc, 0);
+  EXPECT_EQ(a.out, b.out);
+  auto s1 = RunFgemma(Args("--temp 1 --seed 5 \"turn the light on\""), false);
+  auto s2 = RunFgemma(Args("--temp 1 --seed 5 \"turn the light on\""), false);
+  EXPECT_EQ(s1.rc, 0) << s1.out;
+  EXPECT_EQ(s1.out, s2.out);
+  ExpectValidCall(nlohmann::json::parse(s1.out));
+}
+
+TEST_F(CliCall, UnconstrainedPrintsJsonEvenWhenNoCall) {
+  auto r = RunFgemma(Args("--constrain off -n 12 \"turn the light on\""), false);
+  EXPECT_TRUE(r.rc == 0 || r.rc == 1) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  // The random model writes no call: the content shape.
+  if (!j.contains("name")) {
+    EXPECT_TRUE(j.contains("content") && j.contains("calls")) << r.out;
+  }
+  auto again = RunFgemma(Args("--constrain off -n 12 \"turn the light on\""), false);
+  EXPECT_EQ(again.out, r.out);
+}
+
+TEST_F(CliCall, BadInput) {
+  struct Case {
+    std::string args;
+    int rc;
+    std::string message;
+  };
+  const std::string bad_json = Write("cli_call_bad.json", "{\"tools\": [");
+  const std::string bad_tool = Write("cli_call_badtool.json", R"([{"description": "no name"}])");
+  const std::string file = Write("cli_call_notadir", "x");
+  std::string long_request(9000, 'a');
+  for (size_t i = 1; i < long_request.size(); i += 2) long_request[i] = ' ';
+  const std::vector<Case> cases = {
+      {"call -m " + *model_ + " \"hi\"", 2, "missing --tools"},
+      {Args(""), 2, "missing the REQUEST"},
+      {Args("\"\""), 2, "empty"},
+      {Args("\"   \""), 2, "empty"},
+      {Args("--dialect klingon hi"), 2, "klingon"},
+      {Args("--constrain maybe hi"), 2, "maybe"},
+      {Args("--dialect compact hi"), 2, "--tool-map"},
+      {Args("--temp -1 hi"), 2, "temperature"},
+      {Args("--max-calls 0 hi"), 2, "--max-calls"},
+      {Args("--repl hi"), 2, "--repl"},
+      {Args("--bogus hi"), 2, "bogus"},
+      {"call -m " + *model_ + " --tools " + bad_json + " hi", 1, "cli_call_bad.json"},
+      {"call -m " + *model_ + " --tools " + bad_tool + " hi", 1, "name"},
+      {"call -m " + *model_ + " --tools /nonexistent/tools.json hi", 1, "nonexistent"},
+      {"call -m /nonexistent.gguf --tools " + *catalog_ + " hi", 1, "nonexistent"},
+      {Args("--constrain off \"" + long_request + "\""), 1, "context"},
+      {Args("-c 64 --constrain off hi"), 1, "context"},
+      {Args("--constrain off --cache-dir " + file + " hi"), 1, "not a directory"},
+      {Args("--constrain off --cache-dir " + file + "/sub hi"), 1, "cache dir"},
+  };
+  for (const Case& c : cases) {
+    auto r = RunFgemma(c.args);
+    EXPECT_EQ(r.rc, c.rc) << c.args << "\n" << r.out;
+    EXPECT_THAT(r.out, HasSubstr(c.message)) << c.args;
+    EXPECT_THAT(r.out, HasSubstr("fgemma call")) << c.args;
+  }
+}
+
+TEST_F(CliCall, ReplAnswersEachLineFromTheCachedPrefix) {
+  const std::string in = Write("cli_call_repl.txt", "turn the light on\n\nstop the music\nturn the light on\n");
+  // stdout and stderr together: JSON lines start with '{', the --stats lines do not.
+  auto r = RunFgemma(Args("--constrain off -n 10 --repl --stats < " + in));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::vector<nlohmann::json> lines;
+  std::string stats;
+  size_t at = 0;
+  while (at < r.out.size()) {
+    const size_t nl = r.out.find('\n', at);
+    const std::string line = r.out.substr(at, nl - at);
+    if (!line.empty() && line[0] == '{') {
+      lines.push_back(nlohmann::json::parse(line));
+    } else {
+      stats += line + "\n";
+    }
+    at = nl + 1;
+  }
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  EXPECT_THAT(lines[1].value("error", ""), HasSubstr("empty"));
+  EXPECT_EQ(lines[0], lines[3]);
+  auto single = RunFgemma(Args("--constrain off -n 10 \"stop the music\""), false);
+  EXPECT_EQ(nlohmann::json::parse(single.out), lines[2]);
+  // The catalog is prefilled once; the later requests reuse it.
+  EXPECT_THAT(stats, HasSubstr("(prefill,"));
+  EXPECT_THAT(stats, HasSubstr("(memory,"));
+  EXPECT_EQ(stats.find("(prefill,"), stats.rfind("(prefill,"));
+}
+
+TEST_F(CliCall, CacheDirIsReusedAndCorruptionNeverChangesTheAnswer) {
+  const std::string dir = TempPath("cli_call_cache");
+  std::filesystem::remove_all(dir);
+  const std::string args = Args("--constrain off -n 10 --stats --cache-dir " + dir + " \"lights on\"");
+  auto first = RunFgemma(args);
+  ASSERT_EQ(first.rc == 0 || first.rc == 1, true) << first.out;
+  EXPECT_THAT(first.out, HasSubstr("(prefill,"));
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  auto second = RunFgemma(args);
+  EXPECT_THAT(second.out, HasSubstr("(disk,"));
+  auto stdout_only = [&] { return RunFgemma(args, false).out; };
+  const std::string want = stdout_only();
+
+  // Flip a byte in the middle: a warning, a prefill, the same answer; the file is repaired.
+  std::string bytes;
+  {
+    std::ifstream f(files[0], std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  bytes[bytes.size() / 2] ^= 0x40;
+  std::ofstream(files[0], std::ios::binary | std::ios::trunc) << bytes;
+  auto corrupt = RunFgemma(args);
+  EXPECT_THAT(corrupt.out, HasSubstr("warning"));
+  EXPECT_THAT(corrupt.out, HasSubstr("corrupt"));
+  EXPECT_THAT(corrupt.out, HasSubstr("(prefill,"));
+  EXPECT_EQ(stdout_only(), want);
+  EXPECT_THAT(RunFgemma(args).out, HasSubstr("(disk,"));
+  // Truncated to nothing: the same.
+  std::ofstream(files[0], std::ios::binary | std::ios::trunc) << "";
+  auto empty = RunFgemma(args);
+  EXPECT_THAT(empty.out, HasSubstr("warning"));
+  EXPECT_EQ(stdout_only(), want);
+}
+
+}  // namespace
+}  // namespace fg
