@@ -18,7 +18,7 @@
 #include "fgemma/function_caller.h"
 #include "src/base/mapped_file.h"
 #include "src/base/status_matchers.h"
-#include "src/call/compact.h"
+#include "src/text/call_parser.h"
 #include "src/call/prefix_cache.h"
 #include "src/call/prompt.h"
 #include "src/gguf/synthetic.h"
@@ -282,20 +282,50 @@ TEST(ToolMap, ParsesObjectsAndManifests) {
 TEST(CompactOutput, ParsesTheSeedGoldenShape) {
   text::ToolCatalog cat = Catalog();
   std::vector<std::string> map = {"set_light", "set_timer"};
-  auto out = call::ParseCompactOutput("<tool_0>(state=\"on\")<end>", map, cat);
+  auto out = text::ParseCompactOutput("<tool_0>(state=\"on\")<end>", &cat, map);
   FG_ASSERT_OK(out.status());
   ASSERT_EQ(out->calls.size(), 1u);
   EXPECT_EQ(out->calls[0].name, "set_light");
   EXPECT_EQ(out->calls[0].arguments, nlohmann::json({{"state", "on"}}));
-  auto two = call::ParseCompactOutput("<tool_1>(minutes=5)<end><tool_0>(room=\"a \\\"b\\\"\", state=\"off\")", map, cat);
+  auto two = text::ParseCompactOutput("<tool_1>(minutes=5)<end><tool_0>(room=\"a \\\"b\\\"\", state=\"off\")", &cat, map);
   FG_ASSERT_OK(two.status());
   ASSERT_EQ(two->calls.size(), 2u);
   EXPECT_EQ(two->calls[0].arguments, nlohmann::json({{"minutes", 5}}));
   EXPECT_EQ(two->calls[1].arguments, nlohmann::json({{"room", "a \"b\""}, {"state", "off"}}));
   for (const char* bad : {"<tool_7>(state=\"on\")", "<tool_0>state", "<tool_0>(state=\"on)",
                           "<tool_x>()", "<tool_0>(=1)"}) {
-    EXPECT_FALSE(call::ParseCompactOutput(bad, map, cat).ok()) << bad;
+    EXPECT_FALSE(text::ParseCompactOutput(bad, &cat, map).ok()) << bad;
   }
+}
+
+// A tiny model whose vocabulary also has the fine-tune's compact tokens: <unused0..5> renamed
+// <tool_0..5> and <unused6> renamed <end> (user-defined, so they are atomic).
+const std::string& CompactModelPath() {
+  static const std::string path = [] {
+    auto spec = gguf::SyntheticPreset("tiny");
+    EXPECT_TRUE(spec.ok());
+    spec->context = 1024;
+    auto w = gguf::BuildSyntheticGemma3(*spec);
+    EXPECT_TRUE(w.ok());
+    auto v = gguf::MakeSyntheticVocab(spec->vocab, spec->seed);
+    EXPECT_TRUE(v.ok());
+    for (size_t i = 0; i < v->tokens.size(); ++i) {
+      const std::string& t = v->tokens[i];
+      for (int n = 0; n <= 6; ++n) {
+        if (t == "<unused" + std::to_string(n) + ">") {
+          v->tokens[i] = n < 6 ? "<tool_" + std::to_string(n) + ">" : "<end>";
+          v->types[i] = 4;
+        }
+      }
+    }
+    w->SetStringArray("tokenizer.ggml.tokens", v->tokens);
+    w->SetInt32Array("tokenizer.ggml.token_type", v->types);
+    const std::string p = ::testing::TempDir() + "/call_compact.gguf";
+    Status s = w->WriteFile(p);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return p;
+  }();
+  return path;
 }
 
 // --- FunctionCaller ---------------------------------------------------------------------------
@@ -427,20 +457,9 @@ TEST(FunctionCaller, CallersShareOneModelAcrossThreads) {
   for (int t = 0; t < 3; ++t) EXPECT_EQ(got[t], want) << "thread " << t;
 }
 
-// Until src/text/call_grammar.cc is committed the build uses a stand-in that refuses to make a
-// grammar (CMakeLists.txt); the constrained tests skip then, saying so.
-bool GrammarBuilt() {
-  FunctionCallerOptions o;
-  o.constrain = "call";
-  o.threads = 1;
-  auto c = FunctionCaller::Create(TinyModel(), kBoundedCatalog, o);
-  return c.ok() || c.status().code() != StatusCode::kUnimplemented;
-}
-
 // With the grammar: every output parses and validates, and skipping or sparsifying the LM head
 // never changes a token.
 TEST(FunctionCaller, ConstrainedOutputIsAlwaysAValidCall) {
-  if (!GrammarBuilt()) GTEST_SKIP() << "the call grammar is not built yet";
   FunctionCallerOptions o = Options("call");
   o.max_tokens = 200;
   auto fast = NewCaller(o, kBoundedCatalog);
@@ -474,7 +493,6 @@ TEST(FunctionCaller, ConstrainedOutputIsAlwaysAValidCall) {
 
 // Output cut by max_tokens inside a string is reported as invalid, not as an error.
 TEST(FunctionCaller, CutOutputIsInvalidNotAnError) {
-  if (!GrammarBuilt()) GTEST_SKIP() << "the call grammar is not built yet";
   FunctionCallerOptions o = Options("call");
   o.max_tokens = 8;
   auto c = NewCaller(o);
@@ -488,8 +506,36 @@ TEST(FunctionCaller, CutOutputIsInvalidNotAnError) {
   EXPECT_EQ(j["calls"], nlohmann::json::array());
 }
 
+// The compact dialect: the prompt is just the user turn, the output <tool_N>(...)<end> is named
+// through the tool map and validates.
+TEST(FunctionCaller, CompactDialectCallsThroughTheToolMap) {
+  auto model = CallModel::Load(CompactModelPath());
+  FG_ASSERT_OK(model.status());
+  FunctionCallerOptions o = Options("call");
+  o.dialect = "compact";
+  o.tool_map = {"set_light", "set_mode", "stop_music"};
+  o.max_tokens = 200;
+  auto c = FunctionCaller::Create(*model, kBoundedCatalog, o);
+  FG_ASSERT_OK(c.status());
+  auto file = gguf::File::Open(CompactModelPath());
+  FG_ASSERT_OK(file.status());
+  auto tk = text::Tokenizer::FromGguf(**file);
+  FG_ASSERT_OK(tk.status());
+  std::vector<int32_t> prefix = {2};
+  for (int32_t t : (*tk)->Encode("<start_of_turn>user\n", false, true)) prefix.push_back(t);
+  EXPECT_EQ((*c)->prefix_tokens(), static_cast<int64_t>(prefix.size()));
+  auto catalog = text::ParseToolCatalog(kBoundedCatalog);
+  for (const char* req : {"turn the light on", "heat", "stop"}) {
+    auto r = (*c)->Call(req);
+    FG_ASSERT_OK(r.status());
+    FG_EXPECT_OK(r->validity) << r->text;
+    ASSERT_EQ(r->calls.size(), 1u) << r->text;
+    EXPECT_EQ(r->text.rfind("<tool_", 0), 0u) << r->text;
+    EXPECT_NE(catalog->Find(r->calls[0].name), nullptr);
+  }
+}
+
 TEST(FunctionCaller, SeveralCallsGiveAnArray) {
-  if (!GrammarBuilt()) GTEST_SKIP() << "the call grammar is not built yet";
   FunctionCallerOptions o = Options("call");
   o.max_tokens = 300;
   o.max_calls = 2;

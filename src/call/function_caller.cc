@@ -7,7 +7,6 @@
 
 #include "src/base/mapped_file.h"
 #include "src/base/thread_pool.h"
-#include "src/call/compact.h"
 #include "src/call/prefix_cache.h"
 #include "src/call/prompt.h"
 #include "src/kernels/cpu.h"
@@ -268,7 +267,7 @@ Status FunctionCaller::Impl::EnsurePrefix(CallStats* stats) {
 
 Status FunctionCaller::Impl::Parse(CallResult* r) const {
   if (dialect == text::Dialect::kCompact) {
-    FG_ASSIGN_OR_RETURN(text::ParsedOutput out, call::ParseCompactOutput(r->text, opt.tool_map, catalog));
+    FG_ASSIGN_OR_RETURN(text::ParsedOutput out, text::ParseCompactOutput(r->text, &catalog, opt.tool_map));
     r->content = out.content;
     for (text::Call& c : out.calls) r->calls.push_back({c.name, std::move(c.arguments)});
   } else {

@@ -60,12 +60,6 @@ class CliCall : public ::testing::Test {
   static std::string Args(const std::string& args) {
     return "call -m " + *model_ + " --tools " + *catalog_ + " -t 1 " + args;
   }
-  static void SkipWithoutGrammar() {
-    auto r = RunFgemma(Args("\"turn the light on\""));
-    if (r.out.find("not built yet") != std::string::npos) {
-      GTEST_SKIP() << "the call grammar is not built yet (src/text/call_grammar.cc)";
-    }
-  }
   static std::string* model_;
   static std::string* catalog_;
 };
@@ -94,7 +88,6 @@ TEST_F(CliCall, Help) {
 }
 
 TEST_F(CliCall, ConstrainedOutputAlwaysParsesAndValidates) {
-  SkipWithoutGrammar();
   for (const char* req : {"turn the light on", "lights off in the kitchen", "heat please",
                           "stop the music", "what?", "\xc3\xa9t\xc3\xa9"}) {
     auto r = RunFgemma(Args(std::string("\"") + req + "\""), /*with_stderr=*/false);
@@ -106,7 +99,6 @@ TEST_F(CliCall, ConstrainedOutputAlwaysParsesAndValidates) {
 }
 
 TEST_F(CliCall, SeveralCallsAreAnArray) {
-  SkipWithoutGrammar();
   auto r = RunFgemma(Args("--max-calls 3 \"lights on and heat\""), false);
   ASSERT_EQ(r.rc, 0) << r.out;
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
@@ -117,7 +109,6 @@ TEST_F(CliCall, SeveralCallsAreAnArray) {
 }
 
 TEST_F(CliCall, DeterministicAndSamplingIsSeeded) {
-  SkipWithoutGrammar();
   auto a = RunFgemma(Args("\"turn the light on\""), false);
   auto b = RunFgemma(Args("\"turn the light on\""), false);
   EXPECT_EQ(a.rc, 0);
