@@ -19,7 +19,36 @@
 //
 // Stop tokens: 1 (<eos>), 106 (<end_of_turn>), 50 (<start_function_response>) are in the allowed
 // set exactly when the output so far is complete; with max_calls == 1 the grammar is done after
-// the first <end_function_call> (49) and the caller stops without sampling.
+// the first <end_function_call> (49) and the caller stops without sampling. In general Done()
+// turns true after the max_calls-th call's end token, or after a stop token.
+//
+// Special tokens are found by text (<start_function_call>, <end_function_call>, <escape>;
+// compact: <tool_N> for N < tool_map.size() and <end>; stops: <eos> / vocab eos, <end_of_turn>,
+// <start_function_response> where present). Every other control, unknown or unused token, and
+// any token with an empty piece, is never allowed. User-defined tokens are walked as text.
+//
+// Deliberate differences from what the parser tolerates (the grammar accepts a subset: every
+// text it accepts parses and validates; RenderCall's canonical output is always accepted):
+//   * no whitespace around punctuation (compact: exactly "," or ", " between arguments and
+//     array items, nothing around '='); keys only bare, never <escape>d; keys in any order;
+//   * strings only <escape>d (compact: "..." with \" and \\ as the only escapes); numbers and
+//     booleans only bare; no null; an INTEGER has no fraction or exponent;
+//   * numbers: at most 18 integer digits, 18 fraction digits, 2 exponent digits (so the value
+//     stays finite and an INTEGER fits int64, as the parser needs);
+//   * the text of <escape> inside a string and of the call marker (<start_function_call>;
+//     compact "<tool_") in free text are refused: the parser would read them as syntax;
+//   * strings are valid UTF-8 (byte tokens included), as the parser requires;
+//   * an OBJECT without declared properties (and objects inside untyped arrays) takes at most
+//     one key, of [A-Za-z0-9_] characters: a finite automaton cannot refuse duplicate free keys;
+//   * values never nest deeper than the parser's kMaxValueDepth (untyped values at the last
+//     level are scalars); a schema deeper than that is refused by Create;
+//   * kAuto: after a call, only another call (while calls remain) or a stop token; free text
+//     only before the first call.
+//
+// Memoization: the key is the whole automaton stack (which holds no text, only positions,
+// seen-key masks and small counters) plus whether calls remain; inside an official string
+// only the string's own state is keyed (only the atomic <escape> leaves a string, so every
+// string position shares a few entries: the 262k-token walk runs about once per grammar).
 #ifndef FGEMMA_TEXT_CALL_GRAMMAR_H_
 #define FGEMMA_TEXT_CALL_GRAMMAR_H_
 

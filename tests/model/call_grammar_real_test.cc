@@ -1,0 +1,173 @@
+// CallGrammar on the real 262k Gemma 3 vocabulary (ids 46..52 renamed to the FunctionGemma
+// controls, as FunctionGemma has them) with examples/smart_home.json:
+// (a) random valid calls rendered with RenderCall and tokenized are accepted token by token;
+// (b) random walks over Allowed() give text that ParseModelOutput parses and ValidateCall accepts
+//     with the exact tool names.
+// Prints Create time, the first Allowed() per kind of state, the memoized Allowed() cost and the
+// number of memoized states (no thresholds: timings are reported, not tested).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "src/base/status_matchers.h"
+#include "src/gguf/reader.h"
+#include "src/text/call_grammar.h"
+#include "src/text/call_parser.h"
+#include "src/text/function_prompt.h"
+#include "src/text/grammar_test_util.h"
+#include "src/text/tokenizer.h"
+#include "src/text/tool_catalog.h"
+
+namespace fg::text {
+namespace {
+
+using namespace grammar_test;  // NOLINT
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+class CallGrammarReal : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* path = std::getenv("FGEMMA_MODEL");
+    if (path == nullptr || !std::filesystem::exists(path)) return;
+    auto file = gguf::File::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    auto vocab = LoadVocab(**file);
+    ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+    const char* kControl[] = {"<start_function_declaration>", "<end_function_declaration>",
+                              "<start_function_call>",        "<end_function_call>",
+                              "<start_function_response>",    "<end_function_response>",
+                              "<escape>"};
+    for (int i = 0; i < 7; ++i) {
+      vocab->tokens[46 + i] = kControl[i];
+      vocab->types[46 + i] = static_cast<int32_t>(TokenType::kControl);
+    }
+    auto tok = Tokenizer::Create(*std::move(vocab));
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    tok_ = std::move(*tok).release();
+    auto catalog = LoadToolCatalog(std::string(FG_SOURCE_DIR) + "/examples/smart_home.json");
+    ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
+    catalog_ = new ToolCatalog(*std::move(catalog));
+  }
+  void SetUp() override {
+    if (tok_ == nullptr) GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs the real vocabulary";
+  }
+  static Tokenizer* tok_;
+  static ToolCatalog* catalog_;
+};
+Tokenizer* CallGrammarReal::tok_ = nullptr;
+ToolCatalog* CallGrammarReal::catalog_ = nullptr;
+
+TEST_F(CallGrammarReal, SmartHomeOfficial) {
+  GrammarOptions o;
+  o.max_calls = 2;
+  const auto t0 = Clock::now();
+  FG_ASSERT_OK_AND_ASSIGN(std::unique_ptr<CallGrammar> g, CallGrammar::Create(*catalog_, *tok_, o));
+  const auto t1 = Clock::now();
+  std::printf("vocab %d tokens; Create %.1f ms\n", tok_->size(), Ms(t0, t1));
+
+  // First Allowed() at every step of one call: a fresh grammar computes each state once
+  // (the string body walks the whole trie; most other states prune at the root).
+  const std::string call = RenderCall(
+      "set_light", {{"room", "kitchen"}, {"brightness", 40}, {"state", "on"}, {"color", "warm"}});
+  const std::vector<int32_t> ids = tok_->Encode(call, false, true);
+  CallGrammar::State s = g->Start();
+  std::string prefix;
+  auto first = [&]() {
+    const auto a = Clock::now();
+    const size_t n = g->Allowed(s).size();
+    const auto b = Clock::now();
+    std::printf("first Allowed %8.3f ms %7zu tokens after \"%s\"\n", Ms(a, b), n,
+                prefix.c_str());
+  };
+  first();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    FG_ASSERT_OK(g->Advance(&s, ids[i])) << i;
+    prefix += tok_->TokenToPiece(ids[i], true);
+    first();
+  }
+  EXPECT_TRUE(g->CanStop(s));
+
+  // Memoized cost.
+  CallGrammar::State probe = g->Start();
+  FG_ASSERT_OK(g->Advance(&probe, ids[0]));
+  const int kReps = 200000;
+  size_t sink = 0;
+  const auto a = Clock::now();
+  for (int i = 0; i < kReps; ++i) sink += g->Allowed(probe).size();
+  const auto b = Clock::now();
+  std::printf("memoized Allowed: %.0f ns per call (%zu)\n", Ms(a, b) * 1e6 / kReps, sink % 7);
+
+  // (a) random valid calls.
+  std::mt19937 rng(42);
+  for (int i = 0; i < 40; ++i) {
+    const Tool& tool = catalog_->tools[rng() % catalog_->tools.size()];
+    std::string text = RenderCall(tool.name, RandomArguments(tool.parameters, rng));
+    if (i % 2) {
+      const Tool& t2 = catalog_->tools[rng() % catalog_->tools.size()];
+      text += RenderCall(t2.name, RandomArguments(t2.parameters, rng));
+    }
+    CallGrammar::State v = g->Start();
+    ASSERT_EQ(RejectedAt(*g, &v, tok_->Encode(text, false, true)), -1) << text;
+    EXPECT_TRUE(g->CanStop(v)) << text;
+  }
+  std::printf("after 1 probe call + 40 valid calls: %zu memoized states\n", g->memoized_states());
+
+  // (b) random walks.
+  const auto w0 = Clock::now();
+  int calls = 0;
+  const int kWalks = 200;
+  for (int i = 0; i < kWalks; ++i) {
+    std::vector<int32_t> walk;
+    ASSERT_TRUE(RandomWalk(*g, *tok_, rng, &walk)) << tok_->Decode(walk, true);
+    const std::string text = tok_->Decode(walk, true);
+    FG_ASSERT_OK_AND_ASSIGN(ParsedOutput out, ParseModelOutput(text, catalog_));
+    EXPECT_GE(out.calls.size(), 1u) << text;
+    EXPECT_LE(out.calls.size(), 2u) << text;
+    for (const Call& c : out.calls) {
+      const Tool* tool = catalog_->Find(c.name);
+      ASSERT_NE(tool, nullptr) << text;
+      EXPECT_NE(text.find("call:" + c.name + "{"), std::string::npos) << text;
+      FG_EXPECT_OK(ValidateCall(*tool, c.arguments)) << text;
+      ++calls;
+    }
+    if (i < 3) std::printf("walk %d: %s\n", i, text.c_str());
+  }
+  std::printf("%d random walks, %d calls, %.0f ms; %zu memoized states\n", kWalks, calls,
+              Ms(w0, Clock::now()), g->memoized_states());
+}
+
+TEST_F(CallGrammarReal, SmartHomeAuto) {
+  GrammarOptions o;
+  o.mode = ConstrainMode::kAuto;
+  FG_ASSERT_OK_AND_ASSIGN(std::unique_ptr<CallGrammar> g, CallGrammar::Create(*catalog_, *tok_, o));
+  CallGrammar::State s = g->Start();
+  const auto a = Clock::now();
+  const size_t n = g->Allowed(s).size();
+  std::printf("kAuto first Allowed (free text): %.2f ms, %zu tokens\n", Ms(a, Clock::now()), n);
+  EXPECT_GT(n, 200000u);
+  std::mt19937 rng(5);
+  for (int i = 0; i < 50; ++i) {
+    std::vector<int32_t> walk;
+    ASSERT_TRUE(RandomWalk(*g, *tok_, rng, &walk));
+    const std::string text = tok_->Decode(walk, true);
+    FG_ASSERT_OK_AND_ASSIGN(ParsedOutput out, ParseModelOutput(text, catalog_));
+    for (const Call& c : out.calls) {
+      ASSERT_NE(catalog_->Find(c.name), nullptr) << text;
+      FG_EXPECT_OK(ValidateCall(*catalog_->Find(c.name), c.arguments)) << text;
+    }
+  }
+  std::printf("kAuto: %zu memoized states after 50 walks\n", g->memoized_states());
+}
+
+}  // namespace
+}  // namespace fg::text
