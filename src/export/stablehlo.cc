@@ -178,9 +178,16 @@ class FnEmitter {
     if (!IsDynamic(shape)) {
       return Hlo("broadcast_in_dim", {x}, shape, x.elem, "broadcast_dimensions = " + I64Array(dims));
     }
+    // Every dim of x keeps its extent (x's dynamic dims are the output's): saying so lets
+    // IREE lower the op (an unannotated dim might be a 1 broadcast at run time).
+    Shape same, grows;
+    for (size_t i = 0; i < x.shape.size(); ++i) {
+      (x.shape[i] == 1 && shape[dims[i]] != 1 ? grows : same).push_back(static_cast<int64_t>(i));
+    }
     T st = ShapeTensor(shape, dyn);
     return Hlo("dynamic_broadcast_in_dim", {x, st}, shape, x.elem,
-               "broadcast_dimensions = " + I64Array(dims));
+               "broadcast_dimensions = " + I64Array(dims) + ", known_expanding_dimensions = " +
+                   I64Array(grows) + ", known_nonexpanding_dimensions = " + I64Array(same));
   }
   T Splat(const T& scalar, const Shape& shape, const T* ref = nullptr) {
     return Broadcast(scalar, shape, {}, ref);
@@ -263,8 +270,12 @@ class FnEmitter {
   Status Lower(const Node& n);
   T Attention(const Node& n);
   T AttentionKV(const Node& n);
+  T PickBlock(const T& x, int64_t dim, int64_t index, const Shape& dims);
+  T QueryRows(const T& q, int64_t KV);
+  T Scores(const T& qt, const T& k, int64_t KV, float scale);
+  T SpreadMask(const T& vis, int64_t KV, int64_t G, const DynDims& t_dyn);
   // softmax(scores [KV, S*G, T]) . v [KV, T, D] -> [S, KV*G*D] (query head h = kv * G + g).
-  T Attend(const T& scores, const T& v, int64_t S, int64_t G);
+  T Attend(const T& scores, const T& v, int64_t S, int64_t G, int64_t KV, int64_t D);
 
   const graph::Graph& g_;
   const std::map<std::string, std::string>& globals_;
@@ -291,6 +302,34 @@ T FnEmitter::Weight(int id, bool as_f32) {
   return f->second;
 }
 
+// Attention is lowered per KV head group: scores [KV, S*G, T] from a dot_general batched over
+// KV heads. With one KV head (Gemma 3 270M) the batch dim is left out entirely: IREE rewrites a
+// unit-batch dot_general into reshapes that it cannot type when T is dynamic.
+T FnEmitter::QueryRows(const T& q, int64_t KV) {
+  const int64_t S = q.shape[0], Hq = q.shape[1], D = q.shape[2], G = Hq / KV;
+  if (KV == 1) return Reshape(q, {S * G, D});
+  return Reshape(Transpose(Reshape(q, {S, KV, G, D}), {1, 0, 2, 3}), {KV, S * G, D});
+}
+
+T FnEmitter::Scores(const T& qt, const T& k, int64_t KV, float scale) {
+  const int64_t rows = qt.shape[KV == 1 ? 0 : 1], T_ = k.shape[KV == 1 ? 0 : 1];
+  T sc = KV == 1 ? Hlo("dot_general", {qt, k}, {rows, T_}, "f32",
+                       "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
+                       "rhs_contracting_dimensions = [1]>")
+                 : Hlo("dot_general", {qt, k}, {KV, rows, T_}, "f32",
+                       "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], "
+                       "rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], "
+                       "rhs_contracting_dimensions = [2]>");
+  return Binary("multiply", sc, Splat(ConstF32(scale), sc.shape, &sc));
+}
+
+// vis i1 [S, T] -> the scores' layout ([S*G, T] or [KV, S*G, T]).
+T FnEmitter::SpreadMask(const T& vis, int64_t KV, int64_t G, const DynDims& t_dyn) {
+  const int64_t S = vis.shape[0], T_ = vis.shape[1];
+  if (KV == 1) return Reshape(BroadcastDyn(vis, {S, G, T_}, {0, 2}, t_dyn), {S * G, T_}, t_dyn);
+  return Reshape(BroadcastDyn(vis, {KV, S, G, T_}, {1, 3}, t_dyn), {KV, S * G, T_}, t_dyn);
+}
+
 T FnEmitter::Attention(const Node& n) {
   // q [S,Hq,D]; caches [R,KV,D]; the key at position k sits in row k % R. For the query at p,
   // row r holds the latest position k <= p with k = r (mod R): k = p - ((p - r) mod R); the
@@ -302,15 +341,9 @@ T FnEmitter::Attention(const Node& n) {
   T pos = Val(n.inputs[3]);
   const int64_t S = q.shape[0], Hq = q.shape[1], D = q.shape[2];
   const int64_t R = kc.shape[0], KV = kc.shape[1], G = Hq / KV;
-  T q4 = Reshape(q, {S, KV, G, D});
-  T qt = Reshape(Transpose(q4, {1, 0, 2, 3}), {KV, S * G, D});
-  T kt = Transpose(kc, {1, 0, 2});  // [KV, R, D]
-  T vt = Transpose(vc, {1, 0, 2});
-  T scores = Hlo("dot_general", {qt, kt}, {KV, S * G, R}, "f32",
-                 "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], "
-                 "rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], "
-                 "rhs_contracting_dimensions = [2]>");
-  scores = Binary("multiply", scores, Splat(ConstF32(n.f0), scores.shape));
+  T kt = KV == 1 ? Reshape(kc, {R, D}) : Transpose(kc, {1, 0, 2});  // [KV, R, D]
+  T vt = KV == 1 ? Reshape(vc, {R, D}) : Transpose(vc, {1, 0, 2});
+  T scores = Scores(QueryRows(q, KV), kt, KV, n.f0);
   // Visibility [S, R].
   const Shape sr{S, R};
   T p = Broadcast(pos, sr, {0});
@@ -323,16 +356,19 @@ T FnEmitter::Attention(const Node& n) {
     T first = Binary("subtract", p, Splat(ConstI32(n.window - 1), sr));
     lo = Binary("maximum", first, lo);
   }
-  T vis = Compare("GE", k, lo);                                   // [S, R] i1
-  T vis4 = Broadcast(vis, {KV, S, G, R}, {1, 3});
-  T vis3 = Reshape(vis4, {KV, S * G, R});
-  T masked = Select(vis3, scores, Splat(ConstF32(-INFINITY), scores.shape));
-  return Attend(masked, vt, S, G);
+  T vis = SpreadMask(Compare("GE", k, lo), KV, G, {});
+  T masked = Select(vis, scores, Splat(ConstF32(-INFINITY), scores.shape));
+  return Attend(masked, vt, S, G, KV, D);
 }
 
-T FnEmitter::Attend(const T& scores, const T& v, int64_t S, int64_t G) {
-  const int64_t KV = v.shape[0], D = v.shape[2];
+T FnEmitter::Attend(const T& scores, const T& v, int64_t S, int64_t G, int64_t KV, int64_t D) {
   T probs = Softmax(scores);
+  if (KV == 1) {
+    T o = Hlo("dot_general", {probs, v}, {S * G, D}, "f32",
+              "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
+              "rhs_contracting_dimensions = [0]>");
+    return Reshape(o, {S, G * D});
+  }
   T o = Hlo("dot_general", {probs, v}, {KV, S * G, D}, "f32",
             "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], "
             "rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], "
@@ -341,50 +377,89 @@ T FnEmitter::Attend(const T& scores, const T& v, int64_t S, int64_t G) {
   return Reshape(o4, {S, KV * G * D});
 }
 
+// Row block `index` of dim `dim` of x, dropped: select(iota == index, x, 0) summed over `dims`
+// (dim and the unit dims beside it). A reshape-free slice: IREE cannot legalize reshapes or
+// the reshapes its dot_general canonicalization adds once a dim is dynamic.
+T FnEmitter::PickBlock(const T& x, int64_t dim, int64_t index, const Shape& dims) {
+  T y = x;
+  if (x.shape[dim] > 1) {
+    const DynDims dyn = Like(&x, x.shape);
+    T it = Iota(x.shape, dim, dyn);
+    T mine = Compare("EQ", it, Splat(ConstI32(index), x.shape, &x));
+    y = Select(mine, x, Splat(ConstF32(0.0f), x.shape, &x));
+  }
+  return Reduce(y, ConstF32(0.0f), "add", dims);
+}
+
 T FnEmitter::AttentionKV(const Node& n) {
   // q [S,Hq,D]; k, v [1,KV,T,D] (T may be dynamic); optional additive mask [1,Hq,S,T].
   // Without a mask query i sits at key index T-S+i and sees keys j with
   // 0 <= (T-S+i) - j (< window when window > 0).
+  // One query head at a time, with plain 2-D dot_generals ([S,D] x [T,D] -> [S,T] and
+  // [S,T] x [T,D] -> [S,D]) and no reshape of a dynamic tensor (see PickBlock).
   T q = Val(n.inputs[0]);
   T k = Val(n.inputs[1]);
   T v = Val(n.inputs[2]);
+  const bool has_mask = n.inputs.size() > 3;
   const int64_t S = q.shape[0], Hq = q.shape[1], D = q.shape[2];
   const int64_t KV = k.shape[1], T_ = k.shape[2], G = Hq / KV;
+  std::vector<T> k2, v2;
+  for (int64_t h = 0; h < KV; ++h) {
+    k2.push_back(PickBlock(k, 1, h, {0, 1}));  // [T, D]
+    v2.push_back(PickBlock(v, 1, h, {0, 1}));
+  }
+  // One query row (decode): vectors [T] and elementwise products reduced over D / T instead
+  // of dot_generals, which IREE turns into matvecs through reshapes of the dynamic operand.
+  const bool row = S == 1;
+  const Shape st = row ? Shape{T_} : Shape{S, T_};
   const DynDims t_dyn = T_ == kDynamic ? DynDims{{k, 2}} : DynDims{};
-  T qt = Reshape(Transpose(Reshape(q, {S, KV, G, D}), {1, 0, 2, 3}), {KV, S * G, D});
-  T k3 = Reshape(k, {KV, T_, D}, t_dyn);
-  T v3 = Reshape(v, {KV, T_, D}, t_dyn);
-  T scores = Hlo("dot_general", {qt, k3}, {KV, S * G, T_}, "f32",
-                 "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], "
-                 "rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], "
-                 "rhs_contracting_dimensions = [2]>");
-  scores = Binary("multiply", scores, Splat(ConstF32(n.f0), scores.shape, &scores));
-  if (n.inputs.size() > 3) {
-    // [1,Hq,S,T] -> [KV,G,S,T] -> [KV,S,G,T] -> [KV,S*G,T]
-    T m = Val(n.inputs[3]);
-    DynDims m_dyn = T_ == kDynamic ? DynDims{{m, 3}} : DynDims{};
-    T m4 = Reshape(m, {KV, G, S, T_}, m_dyn);
-    T mt = Transpose(m4, {0, 2, 1, 3});
-    T m3 = Reshape(mt, {KV, S * G, T_}, m_dyn);
-    return Attend(Binary("add", scores, m3), v3, S, G);
+  T vis;
+  if (!has_mask) {
+    T j = Iota(st, row ? 0 : 1, t_dyn);
+    T tsize = T_ == kDynamic ? Hlo("get_dimension_size", {k}, {}, "i32", "dimension = 2 : i64")
+                             : ConstI32(T_);
+    // d = (T - S + i) - j
+    T d = Binary("subtract", Splat(tsize, st, &j), Splat(ConstI32(S), st, &j));
+    if (!row) d = Binary("add", d, Iota(st, 0, t_dyn));
+    d = Binary("subtract", d, j);
+    vis = Compare("GE", d, Splat(ConstI32(0), st, &j));
+    if (n.window > 0) {
+      T in_window = Compare("LT", d, Splat(ConstI32(n.window), st, &j));
+      vis = Hlo("and", {vis, in_window}, st, "i1");
+    }
   }
-  const Shape st{S, T_};
-  T i = Iota(st, 0, t_dyn);
-  T j = Iota(st, 1, t_dyn);
-  T tsize = T_ == kDynamic ? Hlo("get_dimension_size", {k}, {}, "i32", "dimension = 2 : i64")
-                           : ConstI32(T_);
-  // d = (T - S + i) - j
-  T base = Binary("subtract", Splat(tsize, st, &i), Splat(ConstI32(S), st, &i));
-  T d = Binary("subtract", Binary("add", base, i), j);
-  T vis = Compare("GE", d, Splat(ConstI32(0), st, &i));
-  if (n.window > 0) {
-    T in_window = Compare("LT", d, Splat(ConstI32(n.window), st, &i));
-    vis = Hlo("and", {vis, in_window}, st, "i1");
+  std::vector<T> heads;
+  for (int64_t h = 0; h < Hq; ++h) {
+    const int64_t kvh = h / G;
+    T qh = Reshape(Slice(q, {0, h, 0}, {S, h + 1, D}), row ? Shape{D} : Shape{S, D});
+    T sc;
+    if (row) {
+      const T& kk = k2[kvh];
+      sc = Reduce(Binary("multiply", kk, Broadcast(qh, kk.shape, {1}, &kk)), ConstF32(0.0f), "add", {1});
+    } else {
+      sc = Hlo("dot_general", {qh, k2[kvh]}, st, "f32",
+               "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
+               "rhs_contracting_dimensions = [1]>");
+    }
+    sc = Binary("multiply", sc, Splat(ConstF32(n.f0), sc.shape, &sc));
+    if (has_mask) {
+      sc = Binary("add", sc, PickBlock(Val(n.inputs[3]), 1, h, row ? Shape{0, 1, 2} : Shape{0, 1}));
+    } else {
+      sc = Select(vis, sc, Splat(ConstF32(-INFINITY), sc.shape, &sc));
+    }
+    T p = Softmax(sc);
+    if (row) {
+      const T& vv = v2[kvh];
+      T o = Reduce(Binary("multiply", vv, Broadcast(p, vv.shape, {0}, &vv)), ConstF32(0.0f), "add", {0});
+      heads.push_back(Reshape(o, {1, D}));
+    } else {
+      heads.push_back(Hlo("dot_general", {p, v2[kvh]}, {S, D}, "f32",
+                          "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
+                          "rhs_contracting_dimensions = [0]>"));
+    }
   }
-  T vis4 = BroadcastDyn(vis, {KV, S, G, T_}, {1, 3}, t_dyn);
-  T vis3 = Reshape(vis4, {KV, S * G, T_}, t_dyn);
-  T masked = Select(vis3, scores, Splat(ConstF32(-INFINITY), scores.shape, &scores));
-  return Attend(masked, v3, S, G);
+  if (heads.size() == 1) return heads[0];
+  return Hlo("concatenate", heads, {S, Hq * D}, "f32", "dimension = 1 : i64");
 }
 
 Status FnEmitter::Lower(const Node& n) {
@@ -508,6 +583,42 @@ Status FnEmitter::Lower(const Node& n) {
       vals_[n.output] = Reduce(cand, ConstI32(N), "minimum", {1});
       return OkStatus();
     }
+    case OpKind::kIota:
+      vals_[n.output] = Iota(out.shape, 0);
+      return OkStatus();
+    case OpKind::kScale: {
+      T x = Val(n.inputs[0]);
+      vals_[n.output] = Binary("multiply", x, Splat(ConstF32(n.f0), x.shape, &x));
+      return OkStatus();
+    }
+    case OpKind::kTranspose:
+      vals_[n.output] = Transpose(Val(n.inputs[0]), n.perm);
+      return OkStatus();
+    case OpKind::kConcat: {
+      T a = Val(n.inputs[0]);
+      vals_[n.output] = Hlo("concatenate", {a, Val(n.inputs[1])}, out.shape, a.elem,
+                            "dimension = " + std::to_string(n.axis) + " : i64");
+      return OkStatus();
+    }
+    case OpKind::kRopeTable: {
+      // y = x * cos + swap_halves(x) * sin; the tables [S,D] broadcast over heads.
+      T x = Val(n.inputs[0]);
+      const int64_t S = x.shape[0], H = x.shape[1], D = x.shape[2], half = D / 2;
+      T c = Broadcast(Val(n.inputs[1]), x.shape, {0, 2});
+      T s = Broadcast(Val(n.inputs[2]), x.shape, {0, 2});
+      T swapped = Hlo("concatenate", {Slice(x, {0, 0, half}, {S, H, D}), Slice(x, {0, 0, 0}, {S, H, half})},
+                      x.shape, "f32", "dimension = 2 : i64");
+      vals_[n.output] = Binary("add", Binary("multiply", x, c), Binary("multiply", swapped, s));
+      return OkStatus();
+    }
+    case OpKind::kAttentionKV:
+      vals_[n.output] = AttentionKV(n);
+      return OkStatus();
+    case OpKind::kDot:
+      vals_[n.output] = Hlo("dot_general", {Val(n.inputs[0]), Val(n.inputs[1])}, out.shape, "f32",
+                            "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
+                            "rhs_contracting_dimensions = [0]>");
+      return OkStatus();
   }
   return InternalError("stablehlo: unknown op");
 }
