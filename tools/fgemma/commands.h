@@ -19,6 +19,7 @@ int CmdCall(int argc, char** argv);
 int CmdBench(int argc, char** argv);
 int CmdQuantize(int argc, char** argv);
 int CmdExport(int argc, char** argv);
+int CmdInvoke(int argc, char** argv);
 
 // Every subcommand, in the order `fgemma --help` lists them.
 inline constexpr Command kCommands[] = {
@@ -30,6 +31,7 @@ inline constexpr Command kCommands[] = {
     {"tokenize", "Tokenize text with a model's vocabulary (ids, pieces)", CmdTokenize},
     {"bench", "Measure prompt processing and generation speed (ppN, tgN)", CmdBench},
     {"export", "Export the contract's functions as StableHLO + IREE parameter archive + manifest", CmdExport},
+    {"invoke", "Run one contract function on the host (iree-run-module's input/output syntax)", CmdInvoke},
 };
 
 // Runs the CLI (main() calls this; tests call it in-process).

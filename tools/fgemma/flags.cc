@@ -44,6 +44,10 @@ void FlagParser::AddDouble(const std::string& names, double* out, const std::str
 void FlagParser::AddBool(const std::string& names, bool* out, const std::string& help) {
   flags_.push_back({SplitNames(names), Kind::kBool, out, "", help});
 }
+void FlagParser::AddStringList(const std::string& names, std::vector<std::string>* out,
+                               const std::string& value_name, const std::string& help) {
+  flags_.push_back({SplitNames(names), Kind::kStringList, out, value_name, help});
+}
 void FlagParser::SetPositionals(std::vector<std::string>* out, const std::string& usage, int min,
                                 int max) {
   positionals_ = out;
@@ -76,6 +80,9 @@ Status FlagParser::Assign(Flag& f, const std::string& name, const std::string& v
   switch (f.kind) {
     case Kind::kString:
       *static_cast<std::string*>(f.out) = value;
+      return OkStatus();
+    case Kind::kStringList:
+      static_cast<std::vector<std::string>*>(f.out)->push_back(value);
       return OkStatus();
     case Kind::kInt: {
       errno = 0;

@@ -30,6 +30,9 @@ class FlagParser {
   void AddDouble(const std::string& names, double* out, const std::string& value_name,
                  const std::string& help);
   void AddBool(const std::string& names, bool* out, const std::string& help);  // a switch
+  // A flag that may repeat: each occurrence appends its value (--input=A --input=B).
+  void AddStringList(const std::string& names, std::vector<std::string>* out,
+                     const std::string& value_name, const std::string& help);
   // Positional arguments: at least `min`, at most `max` (-1: unbounded).
   void SetPositionals(std::vector<std::string>* out, const std::string& usage, int min, int max);
   void AddNote(const std::string& text);  // a paragraph at the end of --help
@@ -44,7 +47,7 @@ class FlagParser {
   bool WasSet(const std::string& name) const;
 
  private:
-  enum class Kind { kString, kInt, kDouble, kBool };
+  enum class Kind { kString, kInt, kDouble, kBool, kStringList };
   struct Flag {
     std::vector<std::string> names;
     Kind kind;
