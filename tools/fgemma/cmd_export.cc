@@ -1,0 +1,264 @@
+// fgemma export -m MODEL [--graph all|redecode|...] [--seq S] [--chunk C] [--dtype bf16|f16|f32]
+//   [--emb-input] [--tool-map FILE] -o DIR [--stats] [--progress]: the contract's functions as
+// StableHLO MLIR (DIR/<function>.mlir), one IREE parameter archive (DIR/model.irpa) and
+// DIR/manifest.json (shared/docs/CONTRACT.md). Everything is written into a temporary folder
+// beside DIR, which replaces DIR only once complete.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "src/export/archive.h"
+#include "src/export/contract.h"
+#include "src/export/contract_graphs.h"
+#include "src/export/host_invoke.h"
+#include "src/export/irpa.h"
+#include "src/export/manifest.h"
+#include "src/export/stablehlo.h"
+#include "src/gguf/reader.h"
+#include "src/model/gemma3/config.h"
+#include "src/model/gemma3/weights.h"
+#include "tools/fgemma/commands.h"
+#include "tools/fgemma/flags.h"
+
+namespace fg::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+Status WriteText(const fs::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) return InternalError("cannot write '" + path.string() + "'");
+  return OkStatus();
+}
+
+std::string Mib(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return b;
+}
+
+// A temporary folder beside `dir` (same file system, so the final rename is atomic).
+StatusOr<fs::path> MakeTempBeside(const fs::path& dir) {
+  fs::path parent = dir.parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) {
+    return InvalidArgumentError("output folder's parent '" + parent.string() +
+                                "' does not exist");
+  }
+  std::string tmpl = (parent / ("." + dir.filename().string() + ".tmp-XXXXXX")).string();
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) {
+    return IoError("cannot create a folder in '" + parent.string() +
+                                 "': " + std::strerror(errno));
+  }
+  // mkdtemp makes it 0700; the export gets the usual folder permissions (umask applied).
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  fs::permissions(buf.data(), static_cast<fs::perms>(0777 & ~mask), ec);
+  return fs::path(buf.data());
+}
+
+// Moves the finished `tmp` to `dir`, replacing a previous export there.
+Status Publish(const fs::path& tmp, const fs::path& dir) {
+  std::error_code ec;
+  fs::path old;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) {
+      return InvalidArgumentError("'" + dir.string() + "' exists and is not a folder");
+    }
+    old = tmp.string() + ".old";
+    fs::rename(dir, old, ec);
+    if (ec) return InternalError("cannot move the old '" + dir.string() + "' away: " + ec.message());
+  }
+  fs::rename(tmp, dir, ec);
+  if (ec) {
+    if (!old.empty()) fs::rename(old, dir, ec);
+    return InternalError("cannot rename the export to '" + dir.string() + "'");
+  }
+  if (!old.empty()) fs::remove_all(old, ec);
+  return OkStatus();
+}
+
+}  // namespace
+
+int CmdExport(int argc, char** argv) {
+  std::string model_path, graph_name, dtype_name = "bf16", tool_map_path, out_dir;
+  int64_t seq = 24, chunk = 32;
+  bool emb_input = false, stats = false, progress = false;
+  FlagParser p("export",
+               "Export the compiled-graph contract's functions (gemma, gemma_at, gemma_prefill, "
+               "gemma_prefill_at, gemma_with_past, gemma_prefill_with_past) as StableHLO MLIR "
+               "for iree-compile, with one IREE parameter archive and manifest.json.");
+  p.AddString("-m,--model", &model_path, "FILE", "Gemma 3 GGUF (default: $FGEMMA_MODEL)");
+  p.AddString("--graph", &graph_name, "NAME",
+              "all (default, or $GEMMA_GRAPH), redecode, redecode_at, prefill, prefill_at, "
+              "with_past, prefill_with_past");
+  p.AddInt("--seq", &seq, "S", "Sequence capacity of the fixed-length functions (default 24)");
+  p.AddInt("--chunk", &chunk, "C", "Chunk size of gemma_prefill_with_past (default 32)");
+  p.AddString("--dtype", &dtype_name, "T", "Weight type in the archive: bf16 (default), f16, f32");
+  p.AddBool("--emb-input", &emb_input,
+            "Embeddings-input variants: an `emb` argument after tokens/token (for Vulkan)");
+  p.AddString("--tool-map", &tool_map_path, "FILE",
+              "JSON object for the manifest's toolMap (default {\"0\": \"set_lights\", \"none\": null})");
+  p.AddString("-o,--output", &out_dir, "DIR", "Output folder (required; replaced when complete)");
+  p.AddBool("--stats", &stats, "Print each function's largest intermediate and scratch bytes");
+  p.AddBool("--progress", &progress, "Progress bar on stderr even when it is not a terminal");
+  p.AddNote("Writes DIR/<function>.mlir, DIR/model.irpa (weights keyed by GGUF tensor name, "
+            "quantized types dequantized; norm vectors stay f32) and DIR/manifest.json. Compile "
+            "with: iree-compile --iree-hal-target-backends=llvm-cpu DIR/gemma_at.mlir -o "
+            "gemma_at.vmfb; run with --parameters=model=DIR/model.irpa.");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
+  auto usage = [&](const std::string& m) { return ReportError("export", InvalidArgumentError(m), true); };
+
+  if (!p.WasSet("--graph")) {
+    const char* env = std::getenv("GEMMA_GRAPH");
+    graph_name = env != nullptr && *env != '\0' ? env : "all";
+  }
+  std::vector<exporter::Function> functions;
+  if (graph_name == "all") {
+    functions.assign(std::begin(exporter::kAllFunctions), std::end(exporter::kAllFunctions));
+  } else {
+    auto f = exporter::ParseGraphName(graph_name);
+    if (!f) {
+      return usage("unknown --graph '" + graph_name +
+                   "' (all, redecode, redecode_at, prefill, prefill_at, with_past, prefill_with_past)");
+    }
+    functions.push_back(*f);
+  }
+  if (seq < 1 || seq > 65536) return usage("--seq must be in [1, 65536]");
+  if (chunk < 1 || chunk > 65536) return usage("--chunk must be in [1, 65536]");
+  auto dtype = exporter::ParseWeightType(dtype_name);
+  if (!dtype) return usage("unknown --dtype '" + dtype_name + "' (bf16, f16, f32)");
+  if (out_dir.empty()) return usage("missing -o DIR");
+
+  nlohmann::ordered_json tool_map = exporter::DefaultToolMap();
+  if (!tool_map_path.empty()) {
+    std::ifstream f(tool_map_path, std::ios::binary);
+    if (!f) return ReportError("export", NotFoundError("cannot read --tool-map '" + tool_map_path + "'"), true);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    auto m = exporter::ParseToolMap(ss.str());
+    if (!m.ok()) return ReportError("export", m.status().WithContext("'" + tool_map_path + "'"), true);
+    tool_map = *m;
+  }
+
+  if (model_path.empty()) {
+    auto d = DefaultModelPath();
+    if (!d.ok()) return ReportError("export", d.status());
+    model_path = *d;
+  }
+  auto file = gguf::File::Open(model_path);
+  if (!file.ok()) return ReportError("export", file.status());
+  auto config = model::ConfigFromGguf(**file);
+  if (!config.ok()) return ReportError("export", config.status().WithContext("'" + model_path + "'"));
+  auto weights = model::BindWeights(**file, *config);
+  if (!weights.ok()) return ReportError("export", weights.status().WithContext("'" + model_path + "'"));
+
+  // Graphs with the past length dynamic.
+  std::vector<graph::Graph> graphs;
+  for (exporter::Function f : functions) {
+    exporter::ContractSpec spec;
+    spec.function = f;
+    spec.seq = seq;
+    spec.chunk = chunk;
+    spec.emb_input = emb_input;
+    auto g = exporter::BuildContractFunction(*config, *weights, spec);
+    if (!g.ok()) {
+      return ReportError("export", g.status().WithContext(std::string(exporter::FunctionName(f))));
+    }
+    graphs.push_back(std::move(*g));
+  }
+
+  if (stats) {
+    // The host plan of each function at a past of W - 1 rows (sliding) / W rows (global).
+    for (exporter::Function f : functions) {
+      exporter::ContractSpec spec;
+      spec.function = f;
+      spec.seq = seq;
+      spec.chunk = chunk;
+      spec.emb_input = emb_input;
+      spec.past = config->sliding_window - 1;
+      spec.past_global = config->sliding_window;
+      auto st = exporter::PlanFunction(*config, *weights, spec);
+      if (!st.ok()) return ReportError("export", st.status());
+      std::printf("%-24s largest %-22s %12s  scratch %12s\n",
+                  std::string(exporter::FunctionName(f)).c_str(), st->largest_name.c_str(),
+                  Mib(st->largest_bytes).c_str(), Mib(st->arena_bytes).c_str());
+    }
+  }
+
+  const fs::path dir(out_dir);
+  auto tmp = MakeTempBeside(dir);
+  if (!tmp.ok()) return ReportError("export", tmp.status());
+  auto fail = [&](const Status& s) {
+    std::error_code ec;
+    fs::remove_all(*tmp, ec);
+    return ReportError("export", s);
+  };
+
+  for (size_t i = 0; i < functions.size(); ++i) {
+    const std::string name(exporter::FunctionName(functions[i]));
+    exporter::EmitFunction fn{name, &graphs[i]};
+    auto text = exporter::EmitModule(std::span(&fn, 1), {.weight_type = *dtype});
+    if (!text.ok()) return fail(text.status());
+    if (Status s = WriteText(*tmp / (name + ".mlir"), *text); !s.ok()) return fail(s);
+  }
+
+  exporter::IrpaWriter irpa;
+  std::vector<const graph::Graph*> gp;
+  for (const graph::Graph& g : graphs) gp.push_back(&g);
+  if (Status s = exporter::AddGraphWeights(**file, gp, *dtype, &irpa); !s.ok()) return fail(s);
+  const bool bar = progress || ::isatty(2);
+  exporter::IrpaWriter::Progress on_progress = nullptr;
+  if (bar) {
+    on_progress = [](uint64_t done, uint64_t total) {
+      const int width = 30;
+      const int fill = total ? static_cast<int>(done * width / total) : width;
+      std::fprintf(stderr, "\rmodel.irpa [%s%s] %3d%% %s", std::string(fill, '#').c_str(),
+                   std::string(width - fill, ' ').c_str(),
+                   total ? static_cast<int>(done * 100 / total) : 100, Mib(done).c_str());
+      if (done == total) std::fprintf(stderr, "\n");
+    };
+  }
+  if (Status s = irpa.WriteFile((*tmp / "model.irpa").string(), on_progress); !s.ok()) return fail(s);
+
+  exporter::ManifestSpec ms;
+  auto name = (*file)->GetString("general.name");
+  ms.model = name.ok() ? std::string(*name) : fs::path(model_path).filename().string();
+  ms.config = *config;
+  ms.options.seq = seq;
+  ms.options.chunk = chunk;
+  ms.options.emb_input = emb_input;
+  ms.dtype = *dtype;
+  ms.exported = functions;
+  if (auto b = (*file)->GetUint("tokenizer.ggml.bos_token_id"); b.ok()) ms.bos = static_cast<int64_t>(*b);
+  if (auto e = (*file)->GetUint("tokenizer.ggml.eos_token_id"); e.ok()) ms.eos = static_cast<int64_t>(*e);
+  ms.embedding_parameter = std::string(weights->token_embd->name);
+  ms.tool_map = tool_map;
+  auto manifest = exporter::BuildManifest(ms);
+  if (!manifest.ok()) return fail(manifest.status());
+  if (Status s = WriteText(*tmp / "manifest.json", manifest->dump(2) + "\n"); !s.ok()) return fail(s);
+
+  if (Status s = Publish(*tmp, dir); !s.ok()) return fail(s);
+  std::fprintf(stderr, "export: %zu function(s), model.irpa %s (%zu weights, %s), manifest.json -> %s\n",
+               functions.size(), Mib(irpa.FileSize()).c_str(), irpa.size(),
+               std::string(exporter::WeightTypeName(*dtype)).c_str(), dir.string().c_str());
+  return kExitOk;
+}
+
+}  // namespace fg::cli
