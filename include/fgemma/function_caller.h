@@ -23,11 +23,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fgemma/status.h"
 
@@ -57,11 +56,11 @@ struct FunctionCallerOptions {
   int64_t top_k = 64;
   double top_p = 0.95;
   uint64_t seed = 0;
-  int max_calls = 1;          // calls before decoding stops (>= 1)
-  int64_t max_tokens = 256;   // generated tokens per request at most
-  int64_t context = 0;        // 0: 2048, or the model's trained context if shorter
-  int threads = 0;            // 0: the cores this process may use
-  std::string cache_dir;      // "": the prefix snapshot lives in memory only
+  int max_calls = 1;         // calls before decoding stops (>= 1)
+  int64_t max_tokens = 256;  // generated tokens per request at most
+  int64_t context = 0;       // 0: 2048, or the model's trained context if shorter
+  int threads = 0;           // 0: the cores this process may use
+  std::string cache_dir;     // "": the prefix snapshot lives in memory only
   // Compact dialect: tool_map[N] is the catalog name of <tool_N> ("" for an unused N).
   std::vector<std::string> tool_map;
   // Official dialect: text before the first declaration ("" = FunctionGemma's default).
@@ -69,6 +68,12 @@ struct FunctionCallerOptions {
   // false: compute the whole LM head at every step even when the grammar allows one or a few
   // tokens (same output, slower; for measuring the optimization).
   bool fast_head = true;
+  // Official dialect with a grammar: close a free string value (<escape>) when the model writes
+  // structure (',', '{', '}', newline) inside it or after this many tokens. For models that never
+  // learned <escape> (a base Gemma 3: without it they continue ",key:..." inside the string
+  // until max_tokens). -1: on (24 tokens) for a base Gemma 3 vocabulary (ids 46..52 were
+  // <unused..>), off for FunctionGemma; 0: off.
+  int string_guard = -1;
   // Warnings (a corrupt or stale cache file being rebuilt, ...). Null: written to stderr.
   std::function<void(const std::string&)> on_warning;
 };
@@ -86,8 +91,8 @@ struct CallStats {
   double decode_ms = 0;
   double total_ms = 0;
   int64_t prefix_tokens = 0;
-  int64_t prompt_tokens = 0;      // whole prompt, BOS and prefix included
-  int64_t generated_tokens = 0;   // stop token excluded
+  int64_t prompt_tokens = 0;     // whole prompt, BOS and prefix included
+  int64_t generated_tokens = 0;  // stop token excluded
   // LM-head work during decoding (each step either skipped the head, computed the logits of
   // only the grammar's allowed tokens, or computed every vocabulary row).
   int64_t forced_steps = 0;  // tokens the grammar forced: no head at all
@@ -95,14 +100,15 @@ struct CallStats {
   int64_t full_steps = 0;
   int64_t head_rows_skipped = 0;  // vocabulary rows not computed, over all steps
   int64_t head_rows_total = 0;    // steps x vocabulary
+  int64_t guarded_strings = 0;    // strings the string guard closed
 };
 
 struct CallResult {
   std::vector<FunctionCall> calls;
-  std::string content;       // text outside calls (usually empty)
-  std::string text;          // the raw output, special tokens as text
+  std::string content;  // text outside calls (usually empty)
+  std::string text;     // the raw output, special tokens as text
   std::vector<int32_t> tokens;
-  std::string stop_reason;   // "stop token N", "grammar done", "max calls", "max tokens", ...
+  std::string stop_reason;  // "stop token N", "grammar done", "max calls", "max tokens", ...
   // OK when every call parsed and validated against the catalog; otherwise the reason (the
   // output was not a valid call: possible without a grammar, or when max_tokens cut it short).
   Status validity;

@@ -2,6 +2,8 @@
 // trip, corruption, staleness), tool maps, the compact parser, and FunctionCaller end to end
 // (unconstrained and with the call grammar; prefix reuse in memory and on disk; callers sharing
 // one model on several threads).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -12,18 +14,15 @@
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "fgemma/function_caller.h"
 #include "src/base/mapped_file.h"
 #include "src/base/status_matchers.h"
-#include "src/text/call_parser.h"
 #include "src/call/prefix_cache.h"
 #include "src/call/prompt.h"
 #include "src/gguf/synthetic.h"
 #include "src/runtime/model.h"
 #include "src/runtime/session.h"
+#include "src/text/call_parser.h"
 #include "src/text/function_prompt.h"
 #include "src/text/tokenizer.h"
 #include "src/text/tool_catalog.h"
@@ -217,9 +216,11 @@ TEST(PrefixCache, CorruptStaleAndMissingFilesAreRefused) {
         << "flip at " << at;
   }
   write(bytes->substr(0, bytes->size() - 100));
-  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens).status(), StatusIs(StatusCode::kDataLoss, _));
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens).status(),
+              StatusIs(StatusCode::kDataLoss, _));
   write("hello");
-  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens).status(), StatusIs(StatusCode::kDataLoss, _));
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens).status(),
+              StatusIs(StatusCode::kDataLoss, _));
   // Stale: another key, geometry or prefix.
   write(*bytes);
   FG_EXPECT_OK(call::LoadPrefix(path, 7, f.g, f.tokens).status());
@@ -273,8 +274,8 @@ TEST(ToolMap, ParsesObjectsAndManifests) {
   auto man = ParseToolMap(R"({"model": "x", "toolMap": {"0": "a", "1": "b"}})");
   FG_ASSERT_OK(man.status());
   EXPECT_EQ(*man, (std::vector<std::string>{"a", "b"}));
-  for (const char* bad : {"[1]", "{", R"({"0": 3})", R"({"none": null})", R"({"0": "a b"})",
-                          R"({"99999": "a"})"}) {
+  for (const char* bad :
+       {"[1]", "{", R"({"0": 3})", R"({"none": null})", R"({"0": "a b"})", R"({"99999": "a"})"}) {
     EXPECT_THAT(ParseToolMap(bad).status(), StatusIs(StatusCode::kInvalidArgument, _)) << bad;
   }
 }
@@ -287,7 +288,8 @@ TEST(CompactOutput, ParsesTheSeedGoldenShape) {
   ASSERT_EQ(out->calls.size(), 1u);
   EXPECT_EQ(out->calls[0].name, "set_light");
   EXPECT_EQ(out->calls[0].arguments, nlohmann::json({{"state", "on"}}));
-  auto two = text::ParseCompactOutput("<tool_1>(minutes=5)<end><tool_0>(room=\"a \\\"b\\\"\", state=\"off\")", &cat, map);
+  auto two = text::ParseCompactOutput(
+      "<tool_1>(minutes=5)<end><tool_0>(room=\"a \\\"b\\\"\", state=\"off\")", &cat, map);
   FG_ASSERT_OK(two.status());
   ASSERT_EQ(two->calls.size(), 2u);
   EXPECT_EQ(two->calls[0].arguments, nlohmann::json({{"minutes", 5}}));
@@ -321,6 +323,26 @@ const std::string& CompactModelPath() {
     w->SetStringArray("tokenizer.ggml.tokens", v->tokens);
     w->SetInt32Array("tokenizer.ggml.token_type", v->types);
     const std::string p = ::testing::TempDir() + "/call_compact.gguf";
+    Status s = w->WriteFile(p);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return p;
+  }();
+  return path;
+}
+
+// A tiny model whose ids 46..52 are <unused40..46>, as in a base Gemma 3 vocabulary.
+const std::string& BaseVocabModelPath() {
+  static const std::string path = [] {
+    auto spec = gguf::SyntheticPreset("tiny");
+    EXPECT_TRUE(spec.ok());
+    spec->context = 2048;
+    auto w = gguf::BuildSyntheticGemma3(*spec);
+    EXPECT_TRUE(w.ok());
+    auto v = gguf::MakeSyntheticVocab(spec->vocab, spec->seed);
+    EXPECT_TRUE(v.ok());
+    for (int i = 0; i < 7; ++i) v->tokens[46 + i] = "<unused" + std::to_string(40 + i) + ">";
+    w->SetStringArray("tokenizer.ggml.tokens", v->tokens);
+    const std::string p = ::testing::TempDir() + "/call_base_vocab.gguf";
     Status s = w->WriteFile(p);
     EXPECT_TRUE(s.ok()) << s.ToString();
     return p;
@@ -533,6 +555,36 @@ TEST(FunctionCaller, CompactDialectCallsThroughTheToolMap) {
     EXPECT_EQ(r->text.rfind("<tool_", 0), 0u) << r->text;
     EXPECT_NE(catalog->Find(r->calls[0].name), nullptr);
   }
+}
+
+// A base Gemma 3 vocabulary gets FunctionGemma's tokens at ids 46..52, and the string guard
+// (on by default for it) closes free strings, so every output finishes as a valid call.
+TEST(FunctionCaller, BaseVocabularyGetsFunctionTokensAndTheStringGuard) {
+  auto model = CallModel::Load(BaseVocabModelPath());
+  FG_ASSERT_OK(model.status());
+  FunctionCallerOptions o = Options("call");
+  o.max_tokens = 200;
+  auto c = FunctionCaller::Create(*model, kCatalog, o);
+  FG_ASSERT_OK(c.status());
+  auto prompt = (*c)->PromptTokens("weather in Paris");
+  FG_ASSERT_OK(prompt.status());
+  EXPECT_EQ(std::count(prompt->begin(), prompt->end(), 46), 3);  // one per declaration
+  for (const char* req : {"weather in Paris", "turn the light on", "timer"}) {
+    auto r = (*c)->Call(req);
+    FG_ASSERT_OK(r.status());
+    EXPECT_NE(r->stop_reason, "max tokens") << r->text;
+    FG_EXPECT_OK(r->validity) << r->text;
+    EXPECT_EQ(r->tokens.front(), 48);
+  }
+  // Off: the same random model rambles inside a string until max_tokens.
+  o.string_guard = 0;
+  o.max_tokens = 40;
+  auto off = FunctionCaller::Create(*model, kCatalog, o);
+  FG_ASSERT_OK(off.status());
+  auto r = (*off)->Call("weather in Paris");
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(r->stop_reason, "max tokens") << r->text;
+  EXPECT_EQ(r->stats.guarded_strings, 0);
 }
 
 TEST(FunctionCaller, SeveralCallsGiveAnArray) {

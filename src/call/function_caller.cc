@@ -31,6 +31,9 @@ struct CallModel::Impl {
   std::unique_ptr<runtime::Model> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   uint64_t identity = 0;
+  // The vocabulary had <unused40..46> where FunctionGemma has its tokens: a base Gemma 3 model
+  // that never learned them.
+  bool base_model = false;
 };
 
 CallModel::CallModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -42,7 +45,32 @@ StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(const std::string& gg
   auto impl = std::make_unique<Impl>();
   impl->path = gguf_path;
   FG_ASSIGN_OR_RETURN(impl->model, runtime::Model::Load(gguf_path));
-  auto tk = text::Tokenizer::FromGguf(impl->model->file());
+  auto vocab = text::LoadVocab(impl->model->file());
+  if (!vocab.ok()) return vocab.status().WithContext("'" + gguf_path + "'");
+  // FunctionGemma keeps its function-calling tokens at ids 46..52, which a base Gemma 3
+  // vocabulary has as <unused40>..<unused46> (MODEL.md). Name them so that base model (the one
+  // `make model` installs) can be prompted and constrained the same way.
+  static constexpr const char* kFunctionTokens[] = {"<start_function_declaration>",
+                                                    "<end_function_declaration>",
+                                                    "<start_function_call>",
+                                                    "<end_function_call>",
+                                                    "<start_function_response>",
+                                                    "<end_function_response>",
+                                                    "<escape>"};
+  bool has_function_tokens = false;
+  for (const std::string& t : vocab->tokens) has_function_tokens |= (t == kFunctionTokens[2]);
+  if (!has_function_tokens && vocab->tokens.size() > 52 && vocab->types.size() > 52) {
+    bool unused = true;
+    for (int i = 0; i < 7; ++i) unused &= vocab->tokens[46 + i].rfind("<unused", 0) == 0;
+    if (unused) {
+      impl->base_model = true;
+      for (int i = 0; i < 7; ++i) {
+        vocab->tokens[46 + i] = kFunctionTokens[i];
+        vocab->types[46 + i] = static_cast<int32_t>(text::TokenType::kControl);
+      }
+    }
+  }
+  auto tk = text::Tokenizer::Create(std::move(*vocab));
   if (!tk.ok()) return tk.status().WithContext("'" + gguf_path + "'");
   impl->tokenizer = std::move(*tk);
   impl->identity = call::ModelIdentity(impl->model->file());
@@ -89,8 +117,10 @@ struct FunctionCaller::Impl {
   std::string cache_path;  // "" without a cache dir
   uint64_t cache_key = 0;
 
-  std::vector<int32_t> stops;  // end the output: <eos>, <end_of_turn>, <start_function_response>
-  int32_t end_call = -1;       // <end_function_call> (official) or <end> (compact)
+  int32_t escape = -1;          // <escape>
+  int string_guard_tokens = 0;  // 0: off; else close free strings after this many tokens
+  std::vector<int32_t> stops;   // end the output: <eos>, <end_of_turn>, <start_function_response>
+  int32_t end_call = -1;        // <end_function_call> (official) or <end> (compact)
 
   void Warn(const std::string& m) const {
     if (opt.on_warning) {
@@ -107,9 +137,7 @@ struct FunctionCaller::Impl {
 
 FunctionCaller::FunctionCaller(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FunctionCaller::~FunctionCaller() = default;
-int64_t FunctionCaller::prefix_tokens() const {
-  return static_cast<int64_t>(impl_->prefix.size());
-}
+int64_t FunctionCaller::prefix_tokens() const { return static_cast<int64_t>(impl_->prefix.size()); }
 int64_t FunctionCaller::context() const { return impl_->session->context(); }
 
 StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
@@ -161,8 +189,11 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   for (const char* t : {"<end_of_turn>", "<start_function_response>"}) {
     if (auto id = m.tk->Find(t)) m.stops.push_back(*id);
   }
-  if (auto id = m.tk->Find(m.dialect == text::Dialect::kOfficial ? "<end_function_call>"
-                                                                  : "<end>")) {
+  if (auto id = m.tk->Find("<escape>")) m.escape = *id;
+  m.string_guard_tokens =
+      options.string_guard < 0 ? (m.cm->impl().base_model ? 24 : 0) : options.string_guard;
+  if (auto id =
+          m.tk->Find(m.dialect == text::Dialect::kOfficial ? "<end_function_call>" : "<end>")) {
     m.end_call = *id;
   }
 
@@ -267,7 +298,8 @@ Status FunctionCaller::Impl::EnsurePrefix(CallStats* stats) {
 
 Status FunctionCaller::Impl::Parse(CallResult* r) const {
   if (dialect == text::Dialect::kCompact) {
-    FG_ASSIGN_OR_RETURN(text::ParsedOutput out, text::ParseCompactOutput(r->text, &catalog, opt.tool_map));
+    FG_ASSIGN_OR_RETURN(text::ParsedOutput out,
+                        text::ParseCompactOutput(r->text, &catalog, opt.tool_map));
     r->content = out.content;
     for (text::Call& c : out.calls) r->calls.push_back({c.name, std::move(c.arguments)});
   } else {
@@ -296,10 +328,9 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   const int64_t context = m.session->context();
   const int64_t prompt_len = static_cast<int64_t>(m.prefix.size() + rest.size());
   if (prompt_len >= context) {
-    return OutOfRangeError("the prompt has " + std::to_string(prompt_len) +
-                           " tokens (catalog " + std::to_string(m.prefix.size()) +
-                           "), more than fits the context of " + std::to_string(context) +
-                           " with room for an answer");
+    return OutOfRangeError("the prompt has " + std::to_string(prompt_len) + " tokens (catalog " +
+                           std::to_string(m.prefix.size()) + "), more than fits the context of " +
+                           std::to_string(context) + " with room for an answer");
   }
   CallResult r;
   CallStats& st = r.stats;
@@ -332,6 +363,7 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
     return OkStatus();
   };
   int calls_done = 0;
+  int string_tokens = 0;
   r.stop_reason = "max tokens";
   while (static_cast<int64_t>(r.tokens.size()) < max_new) {
     int32_t tok = -1;
@@ -371,6 +403,25 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
       }
       st.head_rows_total += vocab;
       tok = allowed[sampler.Sample(cand)];
+      // The string guard (for models that never learned <escape>: a base Gemma 3 writes the
+      // value and goes on with ",key:..." inside the string forever). In a free string (most
+      // of the vocabulary allowed, <escape> among it), a token starting with structure (, } {
+      // or a newline) or one past the length budget closes the string instead.
+      const bool in_string = m.string_guard_tokens > 0 && m.dialect == text::Dialect::kOfficial &&
+                             static_cast<int64_t>(allowed.size()) * 2 > vocab &&
+                             std::binary_search(allowed.begin(), allowed.end(), m.escape);
+      if (!in_string) {
+        string_tokens = 0;
+      } else if (tok != m.escape) {
+        const std::string piece = m.tk->TokenToPiece(tok, true);
+        const bool structural =
+            !piece.empty() && std::string_view(",{}\n").find(piece[0]) != std::string_view::npos;
+        if (structural || ++string_tokens > m.string_guard_tokens) {
+          tok = m.escape;
+          string_tokens = 0;
+          ++st.guarded_strings;
+        }
+      }
     } else {
       FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
       tok = sampler.Sample(m.session->logits());
@@ -412,8 +463,7 @@ StatusOr<std::vector<std::string>> ParseToolMap(std::string_view json_text) {
   if (!doc.is_object()) return InvalidArgumentError("tool map: expected a JSON object");
   std::vector<std::string> map;
   for (const auto& [key, value] : doc.items()) {
-    if (key.empty() || key.size() > 6 ||
-        key.find_first_not_of("0123456789") != std::string::npos) {
+    if (key.empty() || key.size() > 6 || key.find_first_not_of("0123456789") != std::string::npos) {
       continue;  // "none" and other non-index keys
     }
     const size_t n = std::stoul(key);

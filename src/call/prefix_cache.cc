@@ -140,8 +140,8 @@ Status SavePrefix(const std::string& path, uint64_t key, const PrefixGeometry& g
 
   // Atomic replace: a unique temporary name in the same folder, then rename.
   static std::atomic<uint64_t> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(counter.fetch_add(1));
+  const std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return IoError("prefix cache: cannot create '" + tmp + "': " + Errno());
   const std::vector<uint8_t>& b = o.bytes();

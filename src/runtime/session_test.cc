@@ -3,13 +3,13 @@
 // logits, and a rewound session continues exactly like a fresh one.
 #include "src/runtime/session.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "src/base/status_matchers.h"
 #include "src/base/thread_pool.h"
@@ -74,8 +74,9 @@ TEST_P(SessionLogits, RowsEqualTheFullLogitsEntries) {
   ThreadPool pool(2);
   auto full = NewSession(*m, &pool, 16, c.reference);
   auto sparse = NewSession(*m, &pool, 16, c.reference);
-  std::vector<int32_t> rows = {0, 1, 2, 3, 4, 46, 52, 7, 100, 101, 102, 103, 104, 105, 106,
-                               static_cast<int32_t>(vocab - 1), 52, 300, 9};
+  std::vector<int32_t> rows = {0,   1,   2,   3,   4,   46,  52,  7,
+                               100, 101, 102, 103, 104, 105, 106, static_cast<int32_t>(vocab - 1),
+                               52,  300, 9};
   std::vector<int32_t> prompt = Tokens(37, vocab, 3);  // three chunks, the last partial
   FG_ASSERT_OK(full->Append(prompt));
   FG_ASSERT_OK(sparse->Append(prompt, LogitsRequest::Rows(rows)));
@@ -130,14 +131,16 @@ TEST_P(SessionLogits, NoneThenFullEqualsAlwaysFull) {
   EXPECT_EQ(mixed->position(), always->position());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, SessionLogits,
-    ::testing::Values(Case{"tiny", DType::kF32, false}, Case{"tiny", DType::kQ8_0, false},
-                      Case{"small", DType::kQ4_0, false}, Case{"tiny", DType::kQ8_0, true}),
-    [](const ::testing::TestParamInfo<Case>& i) {
-      return i.param.preset + "_" + std::string(tensor::DTypeName(i.param.type)) +
-             (i.param.reference ? "_reference" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(Models, SessionLogits,
+                         ::testing::Values(Case{"tiny", DType::kF32, false},
+                                           Case{"tiny", DType::kQ8_0, false},
+                                           Case{"small", DType::kQ4_0, false},
+                                           Case{"tiny", DType::kQ8_0, true}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return i.param.preset + "_" +
+                                  std::string(tensor::DTypeName(i.param.type)) +
+                                  (i.param.reference ? "_reference" : "");
+                         });
 
 TEST(Session, BadLogitRowsAreRefusedBeforeRunning) {
   auto m = MakeModel("tiny", DType::kF32);
@@ -145,10 +148,12 @@ TEST(Session, BadLogitRowsAreRefusedBeforeRunning) {
   auto s = NewSession(*m, nullptr, 8);
   std::vector<int32_t> toks = Tokens(5, m->config().vocab, 5);
   std::vector<int32_t> bad = {3, static_cast<int32_t>(m->config().vocab)};
-  EXPECT_THAT(s->Append(toks, LogitsRequest::Rows(bad)), StatusIs(StatusCode::kOutOfRange, ::testing::_));
+  EXPECT_THAT(s->Append(toks, LogitsRequest::Rows(bad)),
+              StatusIs(StatusCode::kOutOfRange, ::testing::_));
   EXPECT_EQ(s->position(), 0);
   std::vector<int32_t> negative = {-1};
-  EXPECT_THAT(s->Append(toks, LogitsRequest::Rows(negative)), StatusIs(StatusCode::kOutOfRange, ::testing::_));
+  EXPECT_THAT(s->Append(toks, LogitsRequest::Rows(negative)),
+              StatusIs(StatusCode::kOutOfRange, ::testing::_));
   EXPECT_EQ(s->position(), 0);
   // No rows at all is allowed (an empty result).
   FG_ASSERT_OK(s->Append(toks, LogitsRequest::Rows({})));

@@ -2,14 +2,14 @@
 // FunctionGemma tokens at ids 46-52): the JSON shapes, every bad input, --repl, the prefix
 // cache directory (reuse, corruption), constrained output that always parses and validates, and
 // determinism.
-#include <filesystem>
-#include <fstream>
-#include <string>
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "src/text/call_parser.h"
 #include "src/text/tool_catalog.h"
@@ -174,7 +174,8 @@ TEST_F(CliCall, BadInput) {
 }
 
 TEST_F(CliCall, ReplAnswersEachLineFromTheCachedPrefix) {
-  const std::string in = Write("cli_call_repl.txt", "turn the light on\n\nstop the music\nturn the light on\n");
+  const std::string in =
+      Write("cli_call_repl.txt", "turn the light on\n\nstop the music\nturn the light on\n");
   // stdout and stderr together: JSON lines start with '{', the --stats lines do not.
   auto r = RunFgemma(Args("--constrain off -n 10 --repl --stats < " + in));
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -205,7 +206,8 @@ TEST_F(CliCall, ReplAnswersEachLineFromTheCachedPrefix) {
 TEST_F(CliCall, CacheDirIsReusedAndCorruptionNeverChangesTheAnswer) {
   const std::string dir = TempPath("cli_call_cache");
   std::filesystem::remove_all(dir);
-  const std::string args = Args("--constrain off -n 10 --stats --cache-dir " + dir + " \"lights on\"");
+  const std::string args =
+      Args("--constrain off -n 10 --stats --cache-dir " + dir + " \"lights on\"");
   auto first = RunFgemma(args);
   ASSERT_EQ(first.rc == 0 || first.rc == 1, true) << first.out;
   EXPECT_THAT(first.out, HasSubstr("(prefill,"));

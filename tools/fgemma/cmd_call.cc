@@ -32,21 +32,22 @@ void PrintStats(const CallResult& r) {
       s.head_rows_total > 0 ? 100.0 * s.head_rows_skipped / s.head_rows_total : 0.0;
   std::fprintf(stderr,
                "prefix %.1f ms (%s, %lld tokens) | prefill %.1f ms (%lld tokens) | decode %.1f ms "
-               "(%lld tokens: %lld forced, %lld sparse, %lld full; LM-head rows skipped %.1f%%) | "
+               "(%lld tokens: %lld forced, %lld sparse, %lld full; LM-head rows skipped %.1f%%; "
+               "%lld strings guarded) | "
                "total %.1f ms | stop: %s | peak RSS %.1f MiB\n",
                s.prefix_ms, s.prefix_source.c_str(), static_cast<long long>(s.prefix_tokens),
-               s.prefill_ms, static_cast<long long>(s.prompt_tokens - s.prefix_tokens),
-               s.decode_ms, static_cast<long long>(s.generated_tokens),
-               static_cast<long long>(s.forced_steps), static_cast<long long>(s.sparse_steps),
-               static_cast<long long>(s.full_steps), skipped, s.total_ms, r.stop_reason.c_str(),
-               PeakRssKiB() / 1024.0);
+               s.prefill_ms, static_cast<long long>(s.prompt_tokens - s.prefix_tokens), s.decode_ms,
+               static_cast<long long>(s.generated_tokens), static_cast<long long>(s.forced_steps),
+               static_cast<long long>(s.sparse_steps), static_cast<long long>(s.full_steps),
+               skipped, static_cast<long long>(s.guarded_strings), s.total_ms,
+               r.stop_reason.c_str(), PeakRssKiB() / 1024.0);
 }
 
 }  // namespace
 
 int CmdCall(int argc, char** argv) {
   std::string model_path, tools_path, dialect = "official", constrain = "call", cache_dir,
-                          tool_map_path;
+                                      tool_map_path;
   int64_t context = 0, threads = 0, top_k = 64, seed = 0, max_calls = 1, max_tokens = 256;
   double temp = 0.0, top_p = 0.95;
   bool repl = false, stats = false, full_head = false, show_text = false;
@@ -86,7 +87,8 @@ int CmdCall(int argc, char** argv) {
   p.AddBool("--full-head", &full_head,
             "Compute the whole LM head at every step even when the grammar allows one or a few "
             "tokens (same output, slower; for comparisons)");
-  p.AddBool("--text", &show_text, "Also print the raw model output (special tokens as text) to stderr");
+  p.AddBool("--text", &show_text,
+            "Also print the raw model output (special tokens as text) to stderr");
   p.SetPositionals(&pos, "\"REQUEST\"", 0, 1);
   p.AddNote(
       "Output: with --max-calls 1, the call as {\"name\": ..., \"arguments\": {...}}; with "
@@ -95,9 +97,10 @@ int CmdCall(int argc, char** argv) {
       "\"calls\": [], \"error\": WHY} (\"error\" only for invalid output, which also exits 1). "
       "--repl prints one such line per input line ({\"error\": ...} for a bad request) and "
       "exits 0 at the end of stdin.");
-  p.AddNote("Stops at <eos>, <end_of_turn> and <start_function_response>, and after the last "
-            "allowed call. Exit codes: 0 ok, 1 runtime error (bad catalog, model, cache dir, "
-            "invalid output), 2 usage error.");
+  p.AddNote(
+      "Stops at <eos>, <end_of_turn> and <start_function_response>, and after the last "
+      "allowed call. Exit codes: 0 ok, 1 runtime error (bad catalog, model, cache dir, "
+      "invalid output), 2 usage error.");
   if (auto rc = p.Parse(argc, argv)) return *rc;
 
   auto usage = [&](const std::string& m) {
