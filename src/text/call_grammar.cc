@@ -4,7 +4,6 @@
 #include <array>
 #include <bit>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -432,51 +431,100 @@ struct CallGrammar::Impl {
       const uint32_t a = tok.attr(id);
       if (a & (kAttrControl | kAttrUnknown | kAttrUnused)) continue;
       if (!(a & (kAttrNormal | kAttrUserDefined | kAttrByte))) continue;
-      const std::string piece = tok.TokenToPiece(id, false);
-      if (piece.empty()) continue;
+      if (compact && (a & kAttrUserDefined) &&
+          (tok.text(id).starts_with("<tool_") || tok.text(id) == "<end>")) {
+        continue;  // a tool token outside the tool map: never text
+      }
+      // The piece as TokenToPiece gives it (U+2581 -> ' ', <0xNN> -> the byte), without
+      // allocating per token.
+      const size_t start = piece_buf.size();
+      const std::string& text = tok.text(id);
+      if (a & kAttrUserDefined) {
+        piece_buf += text;
+      } else if (a & kAttrNormal) {
+        for (size_t i = 0; i < text.size();) {
+          if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
+            piece_buf += ' ';
+            i += 3;
+          } else {
+            piece_buf += text[i++];
+          }
+        }
+      } else {
+        piece_buf += tok.TokenToPiece(id, false);
+      }
+      if (piece_buf.size() == start) continue;
       tok_class[id] = kTokText;
-      piece_buf += piece;
-      max_piece = std::max(max_piece, piece.size());
+      max_piece = std::max(max_piece, piece_buf.size() - start);
       text_ids.push_back(id);
     }
     piece_off[vocab_size] = static_cast<uint32_t>(piece_buf.size());
     auto piece = [&](int32_t id) {
       return std::string_view(piece_buf).substr(piece_off[id], piece_off[id + 1] - piece_off[id]);
     };
-    std::sort(text_ids.begin(), text_ids.end(),
-              [&](int32_t a, int32_t b) { return piece(a) < piece(b); });
-    btok = text_ids;
-    // Breadth-first trie build over the sorted pieces.
+    // Sort by piece; an 8-byte big-endian prefix decides most comparisons without memcmp.
+    struct Entry {
+      uint64_t prefix;
+      int32_t id;
+    };
+    std::vector<Entry> entries;
+    entries.reserve(text_ids.size());
+    for (int32_t id : text_ids) {
+      const std::string_view p = piece(id);
+      uint64_t prefix = 0;
+      for (size_t k = 0; k < 8; ++k) {
+        prefix = (prefix << 8) | (k < p.size() ? static_cast<uint8_t>(p[k]) : 0u);
+      }
+      entries.push_back({prefix, id});
+    }
+    std::sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) {
+      if (a.prefix != b.prefix) return a.prefix < b.prefix;
+      return piece(a.id) < piece(b.id);
+    });
+    // Pieces again in sorted order, so the build below reads memory sequentially.
+    const uint32_t n = static_cast<uint32_t>(entries.size());
+    btok.resize(n);
+    std::string sbuf;
+    sbuf.reserve(piece_buf.size());
+    std::vector<uint32_t> soff(n + 1);
+    for (uint32_t i = 0; i < n; ++i) {
+      btok[i] = entries[i].id;
+      soff[i] = static_cast<uint32_t>(sbuf.size());
+      sbuf += piece(entries[i].id);
+    }
+    soff[n] = static_cast<uint32_t>(sbuf.size());
+    auto len = [&](uint32_t i) { return soff[i + 1] - soff[i]; };
+    auto byte_at = [&](uint32_t i, uint32_t d) { return static_cast<uint8_t>(sbuf[soff[i] + d]); };
+    // Breadth-first trie build over the sorted pieces: a node's children are appended together,
+    // so they are contiguous.
     struct Pending {
       uint32_t node, lo, hi, depth;
     };
-    std::deque<Pending> queue;
+    std::vector<Pending> queue;
+    queue.reserve(n + 1);
+    bnodes.reserve(n + 1);
     bnodes.emplace_back();
-    queue.push_back({0, 0, static_cast<uint32_t>(btok.size()), 0});
-    while (!queue.empty()) {
-      const Pending p = queue.front();
-      queue.pop_front();
+    queue.push_back({0, 0, n, 0});
+    for (size_t head = 0; head < queue.size(); ++head) {
+      const Pending p = queue[head];
       uint32_t i = p.lo;
-      while (i < p.hi && piece(btok[i]).size() == p.depth) ++i;
+      while (i < p.hi && len(i) == p.depth) ++i;
       bnodes[p.node].tok_begin = p.lo;
       bnodes[p.node].tok_end = i;
-      std::vector<Pending> kids;
+      bnodes[p.node].first_child = static_cast<uint32_t>(bnodes.size());
+      uint32_t kids = 0;
       while (i < p.hi) {
-        const uint8_t b = static_cast<uint8_t>(piece(btok[i])[p.depth]);
+        const uint8_t b = byte_at(i, p.depth);
         uint32_t j = i + 1;
-        while (j < p.hi && static_cast<uint8_t>(piece(btok[j])[p.depth]) == b) ++j;
-        kids.push_back({0, i, j, p.depth + 1});
+        while (j < p.hi && byte_at(j, p.depth) == b) ++j;
+        ByteNode bn;
+        bn.byte = b;
+        queue.push_back({static_cast<uint32_t>(bnodes.size()), i, j, p.depth + 1});
+        bnodes.push_back(bn);
+        ++kids;
         i = j;
       }
-      bnodes[p.node].first_child = static_cast<uint32_t>(bnodes.size());
-      bnodes[p.node].num_children = static_cast<uint32_t>(kids.size());
-      for (Pending& k : kids) {
-        k.node = static_cast<uint32_t>(bnodes.size());
-        ByteNode bn;
-        bn.byte = static_cast<uint8_t>(piece(btok[k.lo])[p.depth]);
-        bnodes.push_back(bn);
-        queue.push_back(k);
-      }
+      bnodes[p.node].num_children = kids;
     }
     return OkStatus();
   }

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <span>
@@ -127,6 +129,24 @@ inline Status Walk(const CallGrammar& g, CallGrammar::State* s, const std::vecto
 // Uniform over `allowed`, except that 1 step in 5 picks among the allowed control tokens
 // (<escape>, call markers, stops) and 1 in 5 among pieces made only of closing characters, so
 // that walks end in a few hundred steps even on a 262k vocabulary.
+inline bool IsClosingPiece(const Tokenizer& tok, int32_t id) {
+  // Cached per tokenizer (tests use few): 1 closing, 0 not.
+  static std::mutex mu;
+  static std::map<const Tokenizer*, std::vector<char>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<char>& flags = cache[&tok];
+  if (flags.size() != static_cast<size_t>(tok.size())) {
+    flags.assign(tok.size(), 0);
+    for (int32_t t = 0; t < tok.size(); ++t) {
+      const std::string piece = tok.TokenToPiece(t);
+      bool closing = !piece.empty();
+      for (char c : piece) closing &= c == '}' || c == ']' || c == ')' || c == '"';
+      flags[t] = closing;
+    }
+  }
+  return flags[id] != 0;
+}
+
 inline int32_t PickToken(const Tokenizer& tok, std::span<const int32_t> allowed,
                          std::mt19937& rng) {
   const uint32_t r = rng() % 5;
@@ -136,12 +156,7 @@ inline int32_t PickToken(const Tokenizer& tok, std::span<const int32_t> allowed,
       const std::string& text = tok.text(id);
       const bool control = tok.IsControl(id) || text == "<end>" || text.starts_with("<tool_");
       if (r == 0 && control) pick.push_back(id);
-      if (r == 1 && !control) {
-        const std::string piece = tok.TokenToPiece(id);
-        bool closing = !piece.empty();
-        for (char c : piece) closing &= c == '}' || c == ']' || c == ')' || c == '"';
-        if (closing) pick.push_back(id);
-      }
+      if (r == 1 && !control && IsClosingPiece(tok, id)) pick.push_back(id);
     }
     if (!pick.empty()) return pick[rng() % pick.size()];
   }

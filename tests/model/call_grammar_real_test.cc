@@ -5,6 +5,7 @@
 //     with the exact tool names.
 // Prints Create time, the first Allowed() per kind of state, the memoized Allowed() cost and the
 // number of memoized states (no thresholds: timings are reported, not tested).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +52,7 @@ class CallGrammarReal : public ::testing::Test {
       vocab->tokens[46 + i] = kControl[i];
       vocab->types[46 + i] = static_cast<int32_t>(TokenType::kControl);
     }
+    vocab_ = new Vocab(*vocab);
     auto tok = Tokenizer::Create(*std::move(vocab));
     ASSERT_TRUE(tok.ok()) << tok.status().ToString();
     tok_ = std::move(*tok).release();
@@ -63,7 +65,9 @@ class CallGrammarReal : public ::testing::Test {
   }
   static Tokenizer* tok_;
   static ToolCatalog* catalog_;
+  static Vocab* vocab_;
 };
+Vocab* CallGrammarReal::vocab_ = nullptr;
 Tokenizer* CallGrammarReal::tok_ = nullptr;
 ToolCatalog* CallGrammarReal::catalog_ = nullptr;
 
@@ -167,6 +171,66 @@ TEST_F(CallGrammarReal, SmartHomeAuto) {
     }
   }
   std::printf("kAuto: %zu memoized states after 50 walks\n", g->memoized_states());
+}
+
+// The seed fine-tune's vocabulary is this one plus 9 tokens, <tool_0> at 262146 and <end> at
+// 262152; its golden for "turn the light on" walks through the compact grammar id for id.
+TEST_F(CallGrammarReal, CompactSeedGolden) {
+  Vocab v = *vocab_;
+  auto add = [&](const std::string& text, TokenType type) {
+    v.tokens.push_back(text);
+    v.types.push_back(static_cast<int32_t>(type));
+    if (!v.scores.empty()) v.scores.push_back(0);
+  };
+  add("<extra_a>", TokenType::kUnused);
+  add("<extra_b>", TokenType::kUnused);
+  for (int n = 0; n < 6; ++n) add("<tool_" + std::to_string(n) + ">", TokenType::kUserDefined);
+  add("<end>", TokenType::kUserDefined);
+  FG_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Tokenizer> tok, Tokenizer::Create(std::move(v)));
+  ASSERT_EQ(tok->size(), 262153);
+  FG_ASSERT_OK_AND_ASSIGN(ToolCatalog c, ParseToolCatalog(R"([
+      {"name":"set_light","parameters":{"type":"object","properties":{
+         "state":{"type":"string","enum":["on","off"]},"room":{"type":"string"}},
+         "required":["state"]}},
+      {"name":"set_timer","parameters":{"type":"object","properties":{
+         "minutes":{"type":"integer"},"label":{"type":"string"}},"required":["minutes"]}}])"));
+  GrammarOptions o;
+  o.dialect = Dialect::kCompact;
+  o.max_calls = 2;
+  o.tool_map = {"set_light", "set_timer"};
+  const auto t0 = Clock::now();
+  FG_ASSERT_OK_AND_ASSIGN(std::unique_ptr<CallGrammar> g, CallGrammar::Create(c, *tok, o));
+  std::printf("compact Create %.1f ms\n", Ms(t0, Clock::now()));
+  const std::vector<int32_t> golden = {262146, 236769, 3255, 718, 498, 1373, 262152, 106};
+  CallGrammar::State s = g->Start();
+  for (size_t i = 0; i < golden.size(); ++i) {
+    const auto a = Clock::now();
+    std::span<const int32_t> allowed = g->Allowed(s);
+    std::printf("compact first Allowed %8.3f ms %7zu tokens before %d\n", Ms(a, Clock::now()),
+                allowed.size(), golden[i]);
+    EXPECT_TRUE(std::binary_search(allowed.begin(), allowed.end(), golden[i])) << i;
+    FG_ASSERT_OK(g->Advance(&s, golden[i])) << i;
+  }
+  EXPECT_TRUE(g->Done(s));
+  FG_ASSERT_OK_AND_ASSIGN(ParsedOutput out,
+                          ParseCompactOutput(tok->Decode(golden, true), &c, o.tool_map));
+  ASSERT_EQ(out.calls.size(), 1u);
+  EXPECT_EQ(out.calls[0].name, "set_light");
+  EXPECT_EQ(out.calls[0].arguments, nlohmann::json({{"state", "on"}}));
+  // Random walks in the compact dialect parse and validate.
+  std::mt19937 rng(9);
+  for (int i = 0; i < 40; ++i) {
+    std::vector<int32_t> walk;
+    ASSERT_TRUE(RandomWalk(*g, *tok, rng, &walk));
+    const std::string text = tok->Decode(walk, true);
+    FG_ASSERT_OK_AND_ASSIGN(ParsedOutput p, ParseCompactOutput(text, &c, o.tool_map));
+    EXPECT_GE(p.calls.size(), 1u) << text;
+    for (const Call& call : p.calls) {
+      FG_EXPECT_OK(ValidateCall(*c.Find(call.name), call.arguments)) << text;
+    }
+    if (i < 3) std::printf("compact walk %d: %s\n", i, text.c_str());
+  }
+  std::printf("compact: %zu memoized states after 40 walks\n", g->memoized_states());
 }
 
 }  // namespace
