@@ -10,14 +10,20 @@
 // per two tokens; m == 1 (decode) takes four rows at a time where the ISA has such a kernel
 // (internal::GetDotRows), so each activation block is loaded and prepared once per four rows.
 //
-// Every output element is one vec_dot call on the same inputs whatever the split, so results
-// do not depend on the number of threads.
+// Where the ISA has packed-panel kernels for the type (panel.h: Q8_0/Q4_0/Q5_0/IQ4_NL on
+// AVX-512), m > 1 takes them instead: the threads split the weight rows in panels of 16, each
+// panel is packed once into a per-thread buffer and meets all m tokens. A panel output has its
+// own summation order (not vec_dot's), a function of the weight row and the token only.
+//
+// Every output element is computed by the same operations on the same inputs whatever the
+// split, so results do not depend on the number of threads.
 #include "src/kernels/matmul.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "src/base/check.h"
+#include "src/kernels/panel.h"
 #include "src/kernels/quant.h"
 #include "src/kernels/quant_basic_internal.h"
 
@@ -34,8 +40,10 @@ struct Plan {
   const TypeOps* ops = nullptr;
   internal::DotTileFn tile = nullptr;  // 2 x 2 register tile for m > 1, if the ISA has one
   internal::DotRowsFn rows = nullptr;  // 4 rows x 1 token for m == 1, if the ISA has one
+  const internal::PanelKernels* panel = nullptr;  // packed panels for m > 1, if any
   const uint8_t* act = nullptr;  // m activation rows in ops->dot_type
   size_t act_stride = 0;         // bytes between activation rows
+  const internal::PanelActSide* side = nullptr;  // panel: m x (cols / 32) block data
 };
 
 const TypeOps& OpsFor(Isa isa, const WeightMatrix& w) {
@@ -55,6 +63,7 @@ Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPo
   p.ops = &OpsFor(isa, w);
   p.tile = internal::GetDotTile(w.type, isa);
   p.rows = internal::GetDotRows(w.type, isa);
+  if (m > 1) p.panel = internal::GetPanel(w.type, isa);
   if (p.ops->dot_type == tensor::DType::kF32) {
     p.act = reinterpret_cast<const uint8_t*>(x);
     p.act_stride = static_cast<size_t>(w.cols) * sizeof(float);
@@ -71,9 +80,19 @@ Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPo
   uint8_t* act = buffer.data();
   const int64_t cols = w.cols;
   const size_t stride_bytes = p.act_stride;
+  thread_local std::vector<internal::PanelActSide> side;
+  const int64_t nb = cols / 32;
+  if (p.panel != nullptr && side.size() < static_cast<size_t>(m * nb)) {
+    side.resize(static_cast<size_t>(m * nb));
+  }
+  const internal::PanelKernels* panel = p.panel;
+  // Not `side` in the lambda: a thread_local named there is the running thread's own.
+  internal::PanelActSide* side_data = side.data();
   auto quantize = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      act_ops->quantize_row(x + i * cols, act + static_cast<size_t>(i) * stride_bytes, cols);
+      uint8_t* row = act + static_cast<size_t>(i) * stride_bytes;
+      act_ops->quantize_row(x + i * cols, row, cols);
+      if (panel != nullptr) internal::PanelSide(cols, row, panel->offset, side_data + i * nb);
     }
   };
   if (pool != nullptr && m > 1) {
@@ -82,7 +101,25 @@ Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPo
     quantize(0, m);
   }
   p.act = act;
+  p.side = side_data;
   return p;
+}
+
+// Panels [p0, p1) of kPanelRows weight rows for all m activation rows: each panel is packed
+// once into a per-thread buffer, then meets every token (panel.h).
+void ComputePanels(const Plan& p, const WeightMatrix& w, int64_t m, float* y, int64_t ldy,
+                   int64_t p0, int64_t p1) {
+  thread_local std::vector<uint8_t> scratch;
+  const size_t bytes = p.panel->packed_bytes(w.cols);
+  if (scratch.size() < bytes + 64) scratch.resize(bytes + 64);
+  const auto base = reinterpret_cast<uintptr_t>(scratch.data());
+  void* buf = scratch.data() + ((64 - base % 64) % 64);
+  for (int64_t i = p0; i < p1; ++i) {
+    const int64_t r = i * internal::kPanelRows;
+    const int rows = static_cast<int>(std::min<int64_t>(internal::kPanelRows, w.rows - r));
+    p.panel->pack(w.cols, w.row(r), w.row_bytes, rows, buf);
+    p.panel->run(w.cols, buf, p.act, p.act_stride, p.side, m, y + r, ldy, rows);
+  }
 }
 
 // Rows [r0, r1) of Y for all m activation rows.
@@ -146,6 +183,18 @@ void MatMulIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t m, float*
   if (m <= 0 || w.rows <= 0) return;
   FG_CHECK(ldy >= w.rows);
   const Plan p = Prepare(isa, w, x, m, pool);
+  if (p.panel != nullptr) {
+    const int64_t panels = (w.rows + internal::kPanelRows - 1) / internal::kPanelRows;
+    if (pool == nullptr || pool->size() == 1) {
+      ComputePanels(p, w, m, y, ldy, 0, panels);
+      return;
+    }
+    const int64_t grain = std::max<int64_t>(
+        1, kMinWorkPerThread / std::max<int64_t>(1, w.cols * m * internal::kPanelRows));
+    pool->ParallelFor(
+        panels, [&](int64_t b, int64_t e) { ComputePanels(p, w, m, y, ldy, b, e); }, grain);
+    return;
+  }
   if (pool == nullptr || pool->size() == 1) {
     ComputeRows(p, w, m, y, ldy, 0, w.rows);
     return;

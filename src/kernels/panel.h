@@ -1,0 +1,70 @@
+// Packed-panel matmul kernels for batched activations (m > 1, prefill). Internal to src/kernels.
+//
+// The 2 x 2 tiles of vec_dot (quant_basic_internal.h) spend four instructions per (row, token,
+// block) on turning eight partial int32 sums into f32 and scaling them. A panel instead packs
+// kPanelRows weight rows, once per matmul, into a scratch buffer where each 32-bit lane of a
+// vector belongs to another row: for block j and dword q (elements 4q..4q+3) one vector holds
+// that dword of all rows. One vpdpbusd against the token's dword broadcast to every lane then
+// advances kPanelRows dot products at once, and the block's whole int32 sum of every row ends
+// in its own lane, scaled by one multiply-add for all rows. The packing costs about what a few
+// tokens' products do and is reused by every token of the batch.
+//
+// Arithmetic (what the scalar twin PanelDotScalar computes, bit for bit): per block j
+//   isum_j = sum_k w_jk * a_jk             exact in int32 (the integer weight, e.g. q - 16)
+//   acc    = fma(float(isum_j), d_w,j * d_a,j, acc)   in block order, acc starting at 0
+// with d_w,j * d_a,j one f32 product of the f32 scales. This differs from vec_dot's order
+// (which scales partial sums), so a panel output is not bit-identical to vec_dot; it depends
+// only on the weight row and the activation row, never on m, the split or the lane, so batched
+// results still do not depend on threads or on where rows fall into panels.
+#ifndef FGEMMA_KERNELS_PANEL_H_
+#define FGEMMA_KERNELS_PANEL_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/kernels/cpu.h"
+#include "src/tensor/dtype.h"
+
+namespace fg::kernels::internal {
+
+inline constexpr int kPanelRows = 16;
+
+// Per activation row and 32-element block of its Q8_0 form: the f32 scale and the integer
+// correction -offset * sum(q) the kernel starts each block's sum from (the weights are stored
+// as unsigned u = w + offset for vpdpbusd).
+struct PanelActSide {
+  float d;
+  int32_t corr;
+};
+
+struct PanelKernels {
+  int offset = 0;  // the offset of the unsigned weights
+  // Bytes of one packed panel of n columns (a multiple of 64).
+  size_t (*packed_bytes)(int64_t n) = nullptr;
+  // Packs `rows` (1..kPanelRows) weight rows starting at w, row_bytes apart; the missing rows
+  // of the panel are packed as zeros.
+  void (*pack)(int64_t n, const uint8_t* w, size_t row_bytes, int rows, void* packed) = nullptr;
+  // y[t * ldy + r] = panel row r . activation row t, for t < tokens and r < rows.
+  // act: `tokens` Q8_0 rows act_stride bytes apart; side: n / 32 entries per token.
+  void (*run)(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
+              const PanelActSide* side, int64_t tokens, float* y, int64_t ldy, int rows) = nullptr;
+};
+
+// The panel kernels of weight type `t` on `isa`, or nullptr (then the tiles / vec_dot).
+// Types: Q8_0, Q4_0, Q5_0, IQ4_NL (activations in Q8_0) on AVX-512 + VNNI.
+const PanelKernels* GetPanel(tensor::DType t, Isa isa);
+
+// Fills side[0 .. n/32) for one Q8_0 activation row.
+void PanelSide(int64_t n, const void* act_q8_0, int offset, PanelActSide* side);
+
+// The scalar twin: one weight row (type t) . one Q8_0 activation row with the panel's
+// arithmetic. Types as GetPanel.
+float PanelDotScalar(tensor::DType t, int64_t n, const void* w, const void* act_q8_0);
+
+#if defined(__x86_64__) || defined(__i386__)
+const PanelKernels* PanelAvx512(tensor::DType t);
+#endif
+
+}  // namespace fg::kernels::internal
+
+#endif  // FGEMMA_KERNELS_PANEL_H_

@@ -1,0 +1,117 @@
+// The packed-panel kernels against their scalar twin, bit for bit, on every ISA that has them.
+#include "src/kernels/panel.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "src/kernels/blocks.h"
+#include "src/kernels/quant.h"
+
+namespace fg::kernels::internal {
+namespace {
+
+using tensor::DType;
+
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kIQ4_NL};
+
+std::vector<float> Random(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = g(rng);
+  for (size_t i = 0; i < v.size(); i += 13) v[i] *= 7.f;  // outliers: full-range quants
+  return v;
+}
+
+std::vector<uint8_t> Quantize(DType t, const std::vector<float>& f, int64_t rows, int64_t cols) {
+  const TypeOps* ops = GetTypeOps(t, Isa::kScalar);
+  const size_t rb = static_cast<size_t>(*tensor::RowBytes(t, cols));
+  std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) ops->quantize_row(f.data() + r * cols, out.data() + r * rb, cols);
+  return out;
+}
+
+TEST(Panel, RunEqualsScalarTwinBitForBit) {
+  int kernels = 0;
+  std::mt19937 rng(7);
+  for (Isa isa : AvailableIsas()) {
+    for (DType t : kTypes) {
+      const PanelKernels* k = GetPanel(t, isa);
+      if (k == nullptr) continue;
+      ++kernels;
+      for (int64_t cols : {32, 96, 640}) {
+        const size_t rb = static_cast<size_t>(*tensor::RowBytes(t, cols));
+        const size_t ab = static_cast<size_t>(*tensor::RowBytes(DType::kQ8_0, cols));
+        for (int rows : {1, 5, 16}) {
+          std::vector<uint8_t> w = Quantize(t, Random(rows * cols, rng), rows, cols);
+          if (t == DType::kQ8_0) {  // the extremes of the int8 range, -128 included
+            auto* b = reinterpret_cast<block_q8_0*>(w.data());
+            b[0].qs[0] = -128;
+            b[0].qs[1] = 127;
+            b[0].qs[31] = -128;
+          }
+          for (int64_t m : {1, 3, 4, 9}) {
+            const std::vector<uint8_t> a =
+                Quantize(DType::kQ8_0, Random(m * cols, rng), m, cols);
+            std::vector<PanelActSide> side(static_cast<size_t>(m * cols / kQK));
+            for (int64_t i = 0; i < m; ++i) {
+              PanelSide(cols, a.data() + i * ab, k->offset, side.data() + i * (cols / kQK));
+            }
+            std::vector<uint8_t> packed(k->packed_bytes(cols) + 64);
+            void* buf = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+            k->pack(cols, w.data(), rb, rows, buf);
+            constexpr int64_t kLdy = 19;  // > kPanelRows: the lanes past `rows` must stay
+            std::vector<float> y(static_cast<size_t>(m * kLdy), -3.f);
+            k->run(cols, buf, a.data(), ab, side.data(), m, y.data(), kLdy, rows);
+            const std::string what = std::string(tensor::DTypeName(t)) + " " +
+                                     std::string(IsaName(isa)) + " cols=" + std::to_string(cols) +
+                                     " rows=" + std::to_string(rows) + " m=" + std::to_string(m);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int r = 0; r < kLdy; ++r) {
+                const float got = y[static_cast<size_t>(i * kLdy + r)];
+                if (r >= rows) {
+                  ASSERT_EQ(got, -3.f) << what << " wrote past the panel's rows at " << r;
+                  continue;
+                }
+                const float want = PanelDotScalar(t, cols, w.data() + r * rb, a.data() + i * ab);
+                uint32_t gb, wb;
+                std::memcpy(&gb, &got, 4);
+                std::memcpy(&wb, &want, 4);
+                ASSERT_EQ(gb, wb) << what << " token " << i << " row " << r << ": " << got
+                                  << " vs " << want;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (kernels == 0) GTEST_SKIP() << "no ISA of this CPU (or FGEMMA_ISA) has panel kernels";
+}
+
+// The twin itself against the dequantized weights and activations in double.
+TEST(Panel, ScalarTwinMatchesDequantizedDot) {
+  std::mt19937 rng(3);
+  const int64_t cols = 640;
+  for (DType t : kTypes) {
+    const std::vector<uint8_t> w = Quantize(t, Random(cols, rng), 1, cols);
+    const std::vector<uint8_t> a = Quantize(DType::kQ8_0, Random(cols, rng), 1, cols);
+    std::vector<float> wf(cols), af(cols);
+    GetTypeOps(t, Isa::kScalar)->dequantize_row(w.data(), wf.data(), cols);
+    GetTypeOps(DType::kQ8_0, Isa::kScalar)->dequantize_row(a.data(), af.data(), cols);
+    double want = 0, mag = 0;
+    for (int64_t k = 0; k < cols; ++k) {
+      want += static_cast<double>(wf[k]) * af[k];
+      mag += std::fabs(static_cast<double>(wf[k]) * af[k]);
+    }
+    const float got = PanelDotScalar(t, cols, w.data(), a.data());
+    EXPECT_NEAR(got, want, 1e-5 * mag) << tensor::DTypeName(t);
+  }
+}
+
+}  // namespace
+}  // namespace fg::kernels::internal
