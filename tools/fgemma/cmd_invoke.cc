@@ -1,6 +1,7 @@
 // fgemma invoke: run one contract function (CONTRACT.md) on the host, with iree-run-module's
 // input and output syntax, so the same command line runs the host oracle and a compiled module.
 #include <cstdio>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -140,7 +141,14 @@ int CmdInvoke(int argc, char** argv) {
   ThreadPool pool(threads > 0 ? static_cast<int>(threads) : ThreadPool::DefaultThreads());
   o.pool = &pool;
   exporter::InvokeStats st;
-  auto results = exporter::HostInvoke(c, (*model)->weights(), (*model)->resolver(), o, args, &st);
+  // The arena is allocated without throwing (a clear ResourceExhausted); any other allocation
+  // that fails (a 32-bit process, a memory limit) is reported the same way, never a crash.
+  StatusOr<std::vector<exporter::HostTensor>> results = InternalError("not run");
+  try {
+    results = exporter::HostInvoke(c, (*model)->weights(), (*model)->resolver(), o, args, &st);
+  } catch (const std::bad_alloc&) {
+    results = ResourceExhaustedError(name + ": out of memory");
+  }
   if (stats && (results.ok() || st.arena_bytes > 0)) {
     std::fprintf(stderr, "%s: largest value %s %llu bytes; executor scratch (arena) %llu bytes\n",
                  name.c_str(), st.largest_name.c_str(),
