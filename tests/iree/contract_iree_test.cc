@@ -35,6 +35,9 @@ constexpr int64_t kSeq = 12, kChunk = 4;
 struct Env {
   std::string compiler, runner, dir, irpa;
   std::unique_ptr<runtime::Model> model;
+  // Four query heads on two KV heads (the attention lowering's grouped path).
+  std::string irpa_kv2;
+  std::unique_ptr<runtime::Model> model_kv2;
 };
 
 Env* env = nullptr;
@@ -60,6 +63,13 @@ class ContractIreeTest : public ::testing::Test {
     auto m = runtime::Model::Load(path);
     FG_ASSERT_OK(m.status());
     e->model = std::move(*m);
+    spec->heads = 4;
+    spec->kv_heads = 2;
+    const std::string path2 = e->dir + "/m_kv2.gguf";
+    FG_ASSERT_OK(gguf::WriteSyntheticGemma3(*spec, path2));
+    auto m2 = runtime::Model::Load(path2);
+    FG_ASSERT_OK(m2.status());
+    e->model_kv2 = std::move(*m2);
     env = e;
   }
   static void TearDownTestSuite() {
@@ -136,25 +146,27 @@ struct Compiled {
 };
 
 // Emits, writes the archive (once) and compiles one function.
-Compiled Compile(Function f, bool emb) {
-  const model::Config& c = env->model->config();
+Compiled Compile(Function f, bool emb, bool kv2 = false) {
+  runtime::Model* model = kv2 ? env->model_kv2.get() : env->model.get();
+  std::string& irpa = kv2 ? env->irpa_kv2 : env->irpa;
+  const model::Config& c = model->config();
   exporter::ContractSpec spec;
   spec.function = f;
   spec.seq = kSeq;
   spec.chunk = kChunk;
   spec.emb_input = emb;
-  auto g = exporter::BuildContractFunction(c, env->model->weights(), spec);
+  auto g = exporter::BuildContractFunction(c, model->weights(), spec);
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   if (!g.ok()) return {};
-  const std::string name = std::string(exporter::FunctionName(f)) + (emb ? "_emb" : "");
-  if (env->irpa.empty()) {
+  const std::string name = std::string(exporter::FunctionName(f)) + (emb ? "_emb" : "") + (kv2 ? "_kv2" : "");
+  if (irpa.empty()) {
     // Every function reads the same weights (the emb variants a subset): one archive.
     exporter::IrpaWriter w;
     const graph::Graph* gp = &*g;
-    Status s = exporter::AddGraphWeights(env->model->file(), std::span(&gp, 1), exporter::WeightType::kF32, &w);
+    Status s = exporter::AddGraphWeights(model->file(), std::span(&gp, 1), exporter::WeightType::kF32, &w);
     EXPECT_TRUE(s.ok()) << s.ToString();
-    env->irpa = env->dir + "/model.irpa";
-    s = w.WriteFile(env->irpa);
+    irpa = env->dir + (kv2 ? "/model_kv2.irpa" : "/model.irpa");
+    s = w.WriteFile(irpa);
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
   exporter::EmitFunction fn{std::string(exporter::FunctionName(f)), &*g};
@@ -174,22 +186,22 @@ Compiled Compile(Function f, bool emb) {
 
 // Runs both sides and compares; prints the worst K/V NMSE.
 void Agree(const Compiled& cf, Function f, bool emb, const std::vector<exporter::HostTensor>& args,
-           const std::string& what) {
+           const std::string& what, bool kv2 = false) {
   ASSERT_FALSE(cf.vmfb.empty());
+  runtime::Model* model = kv2 ? env->model_kv2.get() : env->model.get();
   exporter::InvokeOptions o;
   o.function = f;
   o.seq = kSeq;
   o.chunk = kChunk;
   o.emb_input = emb;
-  auto host = exporter::HostInvoke(env->model->config(), env->model->weights(),
-                                   env->model->resolver(), o, args);
+  auto host = exporter::HostInvoke(model->config(), model->weights(), model->resolver(), o, args);
   FG_ASSERT_OK(host.status());
   std::vector<fg::testing::HostTensor> in, out;
   for (const auto& a : args) {
     in.push_back(a.type == ArgType::kI32 ? fg::testing::I32Tensor(a.shape, a.i32)
                                          : fg::testing::F32Tensor(a.shape, a.f32));
   }
-  const std::string err = fg::testing::IreeRun(env->runner, cf.vmfb, env->irpa,
+  const std::string err = fg::testing::IreeRun(env->runner, cf.vmfb, kv2 ? env->irpa_kv2 : env->irpa,
                                                std::string(exporter::FunctionName(f)), in,
                                                cf.n_results, env->dir, &out);
   ASSERT_EQ(err, "");
@@ -266,6 +278,21 @@ TEST_F(ContractIreeTest, EmbeddingsInputVariants) {
   Compiled wp = Compile(Function::kWithPast, true);
   Agree(wp, Function::kWithPast, true, MakeArgs(c, Function::kWithPast, true, W + 2, W - 1, W + 2, 1),
         "gemma_with_past emb pos=W+2");
+}
+
+TEST_F(ContractIreeTest, TwoKvHeads) {
+  const auto& c = env->model_kv2->config();
+  ASSERT_EQ(c.n_kv_heads, 2);
+  const int64_t W = c.sliding_window;
+  Compiled wp = Compile(Function::kWithPast, false, true);
+  Agree(wp, Function::kWithPast, false, MakeArgs(c, Function::kWithPast, false, 2 * W, W - 1, 2 * W, 1),
+        "gemma_with_past KV=2 pos=2W", true);
+  Compiled pw = Compile(Function::kPrefillWithPast, false, true);
+  Agree(pw, Function::kPrefillWithPast, false,
+        MakeArgs(c, Function::kPrefillWithPast, false, 2 * W, W - 1, 2 * W, 3), "gemma_prefill_with_past KV=2", true);
+  Compiled pa = Compile(Function::kPrefillAt, false, true);
+  Agree(pa, Function::kPrefillAt, false, MakeArgs(c, Function::kPrefillAt, false, 0, 0, 0, 12),
+        "gemma_prefill_at KV=2", true);
 }
 
 }  // namespace
