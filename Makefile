@@ -10,7 +10,7 @@ CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps build venv model run test test-unit test-asan bench fuzz fuzz-text clean \
-	cross cross-deps cross-aarch64 cross-armv7 cross-i686
+	cross cross-deps cross-aarch64 cross-armv7 cross-i686 test-i686
 
 all: build
 
@@ -113,6 +113,14 @@ cross-armv7: cross-deps
 
 cross-i686: cross-deps
 	$(call cross_run,$(BUILD_I686),i686-linux-gnu,)
+
+# The whole project as a 32-bit x86 process (-m32): every library, the CLI and the unit and e2e
+# tests (the footprint target: fgemma must fit a 32-bit address space).
+test-i686: cross-deps model
+	cmake -S . -B $(BUILD_I686) $(CROSS_FLAGS) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/i686-linux-gnu.cmake
+	cmake --build $(BUILD_I686) -j $(JOBS)
+	cd $(BUILD_I686) && FGEMMA_MODEL=$$(cat $(abspath $(BUILD))/model_path.txt) \
+	  FGEMMA_VENV=$(abspath $(VENV)) ctest --output-on-failure -j $(JOBS) -L 'unit|e2e'
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_AARCH64) $(BUILD_ARMV7) $(BUILD_I686)

@@ -173,7 +173,8 @@ Status Writer::SetValue(std::string_view key, const Value& v) {
         return OkStatus();
       }
       return SetArray(key, v.elem_type, v.count,
-                      {v.data, v.count * ScalarBytes(v.elem_type)});
+                      // The reader bounded count by the bytes of a mapped file: fits size_t.
+                      {v.data, static_cast<size_t>(v.count * ScalarBytes(v.elem_type))});
     case ValueType::kInt8:
     case ValueType::kInt16:
     case ValueType::kInt32:
