@@ -291,5 +291,20 @@ TEST(ContractOpsTest, ExecutorRefusesDynamicGraphs) {
   EXPECT_THAT(r.Reshape("r", x, {4}).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("dynamic")));
 }
 
+// An arena that cannot exist (256 TiB; beyond the address space in 32- and 64-bit builds) is a
+// clear ResourceExhausted from Create, never a crash; PlanMemory still reports its size.
+TEST(ContractOpsTest, ImpossibleArenaIsResourceExhausted) {
+  Builder b;
+  FG_ASSERT_OK_AND_ASSIGN(int x, b.Input("x", {int64_t{1} << 46}, ValueType::kF32));
+  FG_ASSERT_OK_AND_ASSIGN(int y, b.Scale("y", x, 2.0f));
+  FG_ASSERT_OK(b.MarkOutput(y));
+  graph::Graph g = b.Finish();
+  const exec::MemoryPlan plan = exec::PlanMemory(g);
+  EXPECT_EQ(plan.arena_bytes, uint64_t{2} << 48);
+  EXPECT_EQ(plan.largest_bytes, uint64_t{1} << 48);
+  EXPECT_THAT(exec::Executor::Create(std::move(g), NoWeights(), nullptr).status(),
+              StatusIs(StatusCode::kResourceExhausted, HasSubstr("activation memory")));
+}
+
 }  // namespace
 }  // namespace fg
