@@ -230,6 +230,10 @@ struct CallGrammar::Impl {
   std::vector<int32_t> btok;
   size_t max_piece = 0;
 
+  std::vector<int32_t> quote_tokens;  // compact: text tokens whose piece contains '"'
+  mutable std::mutex base_mu;
+  mutable std::unordered_map<uint32_t, std::unique_ptr<const std::vector<uint64_t>>> string_base;
+
   mutable std::mutex mu;
   mutable std::unordered_map<std::vector<uint32_t>, std::unique_ptr<const std::vector<int32_t>>,
                              KeyHash, KeyEq>
@@ -456,6 +460,7 @@ struct CallGrammar::Impl {
       if (piece_buf.size() == start) continue;
       tok_class[id] = kTokText;
       max_piece = std::max(max_piece, piece_buf.size() - start);
+      if (compact && piece_buf.find('"', start) != std::string::npos) quote_tokens.push_back(id);
       text_ids.push_back(id);
     }
     piece_off[vocab_size] = static_cast<uint32_t>(piece_buf.size());
@@ -961,11 +966,47 @@ struct CallGrammar::Impl {
     }
   }
 
-  std::vector<int32_t> Compute(const State& s) const {
-    std::vector<uint64_t> bits((vocab_size + 63) / 64, 0);
+  // Compact strings end on a '"' byte, so their allowed set depends on what encloses them and
+  // is memoized per context. Most of it does not: the tokens without '"' that stay inside the
+  // string depend only on the string's own state. That part is computed once per string state
+  // (a walk of the whole trie); a context then only walks the few tokens that contain '"'.
+  const std::vector<uint64_t>& CompactStringBase(uint32_t hdr, uint32_t sub) const {
+    {
+      std::lock_guard<std::mutex> lock(base_mu);
+      auto it = string_base.find(sub);
+      if (it != string_base.end()) return *it->second;
+    }
+    auto bits = std::make_unique<std::vector<uint64_t>>((vocab_size + 63) / 64, 0);
     std::vector<State> buf(max_piece + 2);
-    buf[0] = s;
-    Walk(0, 0, buf, bits);
+    buf[0].stack = {sub, hdr};  // the string alone: a '"' empties the stack
+    Walk(0, 0, buf, *bits);
+    for (int32_t id : quote_tokens) (*bits)[id >> 6] &= ~(1ull << (id & 63));
+    std::lock_guard<std::mutex> lock(base_mu);
+    return *string_base.try_emplace(sub, std::move(bits)).first->second;
+  }
+
+  bool WalkPiece(State& t, int32_t id) const {
+    for (uint32_t i = piece_off[id]; i < piece_off[id + 1]; ++i) {
+      if (!Step(t, static_cast<uint8_t>(piece_buf[i]))) return false;
+    }
+    return true;
+  }
+
+  std::vector<int32_t> Compute(const State& s) const {
+    std::vector<uint64_t> bits;
+    const uint32_t top = s.stack.size() >= 2 ? s.stack.back() : 0;
+    if (compact && (top >> 24) == kStr && (s.stack[s.stack.size() - 2] & 1) != 0) {
+      bits = CompactStringBase(top, s.stack[s.stack.size() - 2]);
+      for (int32_t id : quote_tokens) {
+        State t = s;
+        if (WalkPiece(t, id)) bits[id >> 6] |= 1ull << (id & 63);
+      }
+    } else {
+      bits.assign((vocab_size + 63) / 64, 0);
+      std::vector<State> buf(max_piece + 2);
+      buf[0] = s;
+      Walk(0, 0, buf, bits);
+    }
     for (const auto& [id, sym] : special) {
       State t = s;
       if (Step(t, sym)) bits[id >> 6] |= 1ull << (id & 63);
