@@ -68,19 +68,23 @@ fuzz:
 	  -dict=$(abspath fuzz/gguf.dict) -print_final_stats=1 \
 	  corpus/gguf_reader $(abspath fuzz/corpus/gguf_reader)
 
-# FunctionGemma text: the call parser (model output in, calls or a Status out) and the tool
-# catalog parser/renderer (catalog JSON in).
+# FunctionGemma text: the call parser (model output in, calls or a Status out), the tool
+# catalog parser/renderer (catalog JSON in) and the call grammar (walks driven by the input).
 fuzz-text:
 	cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DFG_FUZZ=ON -DFG_WERROR=OFF -DFG_BUILD_TESTS=OFF \
 	  -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
-	cmake --build $(BUILD_FUZZ) --target text_call_parser_fuzz text_tool_catalog_fuzz -j $(JOBS)
-	mkdir -p $(BUILD_FUZZ)/corpus/text_call_parser $(BUILD_FUZZ)/corpus/text_tool_catalog
+	cmake --build $(BUILD_FUZZ) --target text_call_parser_fuzz text_tool_catalog_fuzz \
+	  text_call_grammar_fuzz -j $(JOBS)
+	mkdir -p $(BUILD_FUZZ)/corpus/text_call_parser $(BUILD_FUZZ)/corpus/text_tool_catalog \
+	  $(BUILD_FUZZ)/corpus/text_call_grammar
 	cd $(BUILD_FUZZ) && ./text_call_parser_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -dict=$(abspath fuzz/text_call_parser.dict) -print_final_stats=1 \
 	  corpus/text_call_parser $(abspath fuzz/corpus/text_call_parser)
 	cd $(BUILD_FUZZ) && ./text_tool_catalog_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -print_final_stats=1 corpus/text_tool_catalog $(abspath fuzz/corpus/text_tool_catalog)
+	cd $(BUILD_FUZZ) && ./text_call_grammar_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=512 \
+	  -print_final_stats=1 corpus/text_call_grammar
 
 # Cross builds of the portable libraries and their unit tests: aarch64 and armv7 (NEON) run
 # under qemu user-mode emulation, i686 (-m32) natively. Extra packages: scripts/install_cross_deps.sh.
