@@ -1,6 +1,7 @@
 #include "src/text/call_grammar.h"
 
 #include <algorithm>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -341,6 +342,7 @@ struct Case {
   ConstrainMode mode;
   int max_calls;
   bool many;  // CatalogB instead of A
+  friend void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 };
 
 class GrammarLanguageTest : public CallGrammarTest, public ::testing::WithParamInterface<Case> {};
