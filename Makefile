@@ -36,7 +36,9 @@ run: build model
 	echo "== fgemma inspect (first lines)"; $(BUILD)/fgemma inspect "$$m" | head -30; \
 	echo "== fgemma run (greedy)"; \
 	$(BUILD)/fgemma run -m "$$m" -p "Turn the light on in the kitchen, please." -n 32 --temp 0 -v; \
-	echo "== fgemma call: function calling lands with issue 5 (FunctionGemma prompts, parser, grammar); not yet"
+	echo "== fgemma call (examples/smart_home.json, grammar-constrained, greedy)"; \
+	$(BUILD)/fgemma call -m "$$m" --tools examples/smart_home.json --stats \
+	  "Turn the light on in the kitchen, please."
 
 test: build model
 	cd $(BUILD) && FGEMMA_MODEL=$$(cat model_path.txt) FGEMMA_VENV=$(abspath $(VENV)) \
