@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "src/base/mapped_file.h"
@@ -119,6 +120,7 @@ struct FunctionCaller::Impl {
 
   int32_t escape = -1;          // <escape>
   int string_guard_tokens = 0;  // 0: off; else close free strings after this many tokens
+  std::vector<bool> structural;  // string guard: the token's text starts with , { } or newline
   std::vector<int32_t> stops;   // end the output: <eos>, <end_of_turn>, <start_function_response>
   int32_t end_call = -1;        // <end_function_call> (official) or <end> (compact)
 
@@ -192,6 +194,14 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   if (auto id = m.tk->Find("<escape>")) m.escape = *id;
   m.string_guard_tokens =
       options.string_guard < 0 ? (m.cm->impl().base_model ? 24 : 0) : options.string_guard;
+  if (m.string_guard_tokens > 0) {
+    m.structural.assign(static_cast<size_t>(m.tk->size()), false);
+    for (int32_t id = 0; id < m.tk->size(); ++id) {
+      const std::string piece = m.tk->TokenToPiece(id, true);
+      m.structural[id] = !piece.empty() && std::string_view(",{}\n").find(piece[0]) !=
+                                               std::string_view::npos;
+    }
+  }
   if (auto id =
           m.tk->Find(m.dialect == text::Dialect::kOfficial ? "<end_function_call>" : "<end>")) {
     m.end_call = *id;
@@ -402,25 +412,30 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
         ++st.full_steps;
       }
       st.head_rows_total += vocab;
-      tok = allowed[sampler.Sample(cand)];
       // The string guard (for models that never learned <escape>: a base Gemma 3 writes the
       // value and goes on with ",key:..." inside the string forever). In a free string (most
-      // of the vocabulary allowed, <escape> among it), a token starting with structure (, } {
-      // or a newline) or one past the length budget closes the string instead.
+      // of the vocabulary allowed, <escape> among it) the first token may not be structure
+      // (, { } newline) or <escape> (the model would leave every string empty); after it, a
+      // structure token or one past the length budget closes the string instead.
       const bool in_string = m.string_guard_tokens > 0 && m.dialect == text::Dialect::kOfficial &&
                              static_cast<int64_t>(allowed.size()) * 2 > vocab &&
                              std::binary_search(allowed.begin(), allowed.end(), m.escape);
+      if (in_string && string_tokens == 0) {
+        for (size_t j = 0; j < allowed.size(); ++j) {
+          if (m.structural[allowed[j]] || allowed[j] == m.escape) cand[j] = -INFINITY;
+        }
+      }
+      tok = allowed[sampler.Sample(cand)];
       if (!in_string) {
         string_tokens = 0;
       } else if (tok != m.escape) {
-        const std::string piece = m.tk->TokenToPiece(tok, true);
-        const bool structural =
-            !piece.empty() && std::string_view(",{}\n").find(piece[0]) != std::string_view::npos;
-        if (structural || ++string_tokens > m.string_guard_tokens) {
+        if ((string_tokens > 0 && m.structural[tok]) || ++string_tokens > m.string_guard_tokens) {
           tok = m.escape;
           string_tokens = 0;
           ++st.guarded_strings;
         }
+      } else {
+        string_tokens = 0;
       }
     } else {
       FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
