@@ -49,6 +49,9 @@
 // seen-key masks and small counters) plus whether calls remain; inside an official string
 // only the string's own state is keyed (only the atomic <escape> leaves a string, so every
 // string position shares a few entries: the 262k-token walk runs about once per grammar).
+// Compact strings end on a '"' byte, so their sets depend on the context; the part without '"'
+// tokens is computed once per string state and a new context only walks the '"' tokens.
+// Entries are never evicted: the state space is finite (no text is kept in the stack).
 #ifndef FGEMMA_TEXT_CALL_GRAMMAR_H_
 #define FGEMMA_TEXT_CALL_GRAMMAR_H_
 
