@@ -31,7 +31,8 @@ struct ManifestSpec {
   nlohmann::ordered_json tool_map;
 };
 
-// The v1 default toolMap: only tool 0 is known ("set_lights"), "none" maps to null.
+// The default toolMap: the seed's six home tools ("0": "set_lights", ... "5": "get_weather",
+// as examples/seed_home_toolmap.json), "none" maps to null.
 nlohmann::ordered_json DefaultToolMap();
 
 // Checks a --tool-map document: a JSON object whose values are strings or null.

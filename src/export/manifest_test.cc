@@ -1,5 +1,7 @@
 #include "src/export/manifest.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -89,6 +91,17 @@ TEST(ManifestTest, EmbInputArgs) {
   FG_ASSERT_OK(m.status());
   EXPECT_EQ((*m)["redecodeAtArgs"], nlohmann::ordered_json::array({"tokens", "emb", "select"}));
   EXPECT_EQ((*m)["embInput"], true);
+}
+
+TEST(ManifestTest, DefaultToolMapIsTheSeedCatalogs) {
+  std::ifstream f(std::string(FG_SOURCE_DIR) + "/examples/seed_home_toolmap.json");
+  ASSERT_TRUE(f) << "examples/seed_home_toolmap.json";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto m = ParseToolMap(ss.str());
+  FG_ASSERT_OK(m.status());
+  EXPECT_EQ(*m, DefaultToolMap());
+  EXPECT_EQ(DefaultToolMap()["0"], "set_lights");
 }
 
 TEST(ManifestTest, ToolMap) {

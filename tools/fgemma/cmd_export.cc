@@ -114,7 +114,8 @@ int CmdExport(int argc, char** argv) {
   p.AddBool("--emb-input", &emb_input,
             "Embeddings-input variants: an `emb` argument after tokens/token (for Vulkan)");
   p.AddString("--tool-map", &tool_map_path, "FILE",
-              "JSON object for the manifest's toolMap (default {\"0\": \"set_lights\", \"none\": null})");
+              "JSON object for the manifest's toolMap (default: the seed's six home tools, "
+              "examples/seed_home_toolmap.json)");
   p.AddString("-o,--output", &out_dir, "DIR", "Output folder (required; replaced when complete)");
   p.AddBool("--stats", &stats, "Print each function's largest intermediate and scratch bytes");
   p.AddBool("--progress", &progress, "Progress bar on stderr even when it is not a terminal");
