@@ -112,17 +112,18 @@ struct FunctionCaller::Impl {
 
   std::vector<int32_t> prefix;   // <bos> + catalog prefix tokens
   std::vector<int32_t> history;  // tokens the live session holds, in order
-  bool have_snapshot = false;
-  runtime::Session::Snapshot snapshot;  // the session right after `prefix`
+  // The session pins the position right after `prefix` (Session::Pin): every call rewinds to
+  // it (Truncate) instead of restoring a copy of the caches.
   call::PrefixGeometry geometry;
   std::string cache_path;  // "" without a cache dir
   uint64_t cache_key = 0;
 
-  int32_t escape = -1;          // <escape>
-  int string_guard_tokens = 0;  // 0: off; else close free strings after this many tokens
+  int32_t escape = -1;           // <escape>
+  int string_guard_tokens = 0;   // 0: off; else close free strings after this many tokens
   std::vector<bool> structural;  // string guard: the token's text starts with , { } or newline
-  std::vector<int32_t> stops;   // end the output: <eos>, <end_of_turn>, <start_function_response>
-  int32_t end_call = -1;        // <end_function_call> (official) or <end> (compact)
+  std::vector<bool> digits;      // string guard: the token's text is digits only
+  std::vector<int32_t> stops;    // end the output: <eos>, <end_of_turn>, <start_function_response>
+  int32_t end_call = -1;         // <end_function_call> (official) or <end> (compact)
 
   void Warn(const std::string& m) const {
     if (opt.on_warning) {
@@ -196,10 +197,12 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
       options.string_guard < 0 ? (m.cm->impl().base_model ? 24 : 0) : options.string_guard;
   if (m.string_guard_tokens > 0) {
     m.structural.assign(static_cast<size_t>(m.tk->size()), false);
+    m.digits.assign(static_cast<size_t>(m.tk->size()), false);
     for (int32_t id = 0; id < m.tk->size(); ++id) {
       const std::string piece = m.tk->TokenToPiece(id, true);
-      m.structural[id] = !piece.empty() && std::string_view(",{}\n").find(piece[0]) !=
-                                               std::string_view::npos;
+      m.structural[id] =
+          !piece.empty() && std::string_view(",{}\n").find(piece[0]) != std::string_view::npos;
+      m.digits[id] = !piece.empty() && piece.find_first_not_of("0123456789") == std::string::npos;
     }
   }
   if (auto id =
@@ -254,20 +257,14 @@ StatusOr<std::vector<int32_t>> FunctionCaller::PromptTokens(std::string_view req
   return all;
 }
 
-// Brings the session to exactly `prefix`: rewinding the live session when it still holds the
-// prefix, else the in-memory snapshot, else the disk cache, else a prefill (then saved).
+// Brings the session to exactly `prefix`: rewinding the live session to its pinned prefix
+// (always possible once pinned, whatever the last call appended or where it failed), else the
+// disk cache, else a prefill (then saved to the disk cache). No copy of the caches is kept.
 Status FunctionCaller::Impl::EnsurePrefix(CallStats* stats) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n = static_cast<int64_t>(prefix.size());
   bool ready = false;
-  if (have_snapshot && static_cast<int64_t>(history.size()) >= n &&
-      std::equal(prefix.begin(), prefix.end(), history.begin()) &&
-      static_cast<int64_t>(history.size()) == session->position() && session->Truncate(n).ok()) {
-    ready = true;
-    stats->prefix_source = "memory";
-  }
-  if (!ready && have_snapshot) {
-    FG_RETURN_IF_ERROR(session->Restore(snapshot));
+  if (session->pinned() == n && session->Truncate(n).ok()) {
     ready = true;
     stats->prefix_source = "memory";
   }
@@ -276,8 +273,6 @@ Status FunctionCaller::Impl::EnsurePrefix(CallStats* stats) {
     if (loaded.ok()) {
       Status st = session->Restore(*loaded);
       if (st.ok()) {
-        snapshot = std::move(*loaded);
-        have_snapshot = true;
         ready = true;
         stats->prefix_source = "disk";
       } else {
@@ -290,16 +285,15 @@ Status FunctionCaller::Impl::EnsurePrefix(CallStats* stats) {
   if (!ready) {
     session->Reset();
     FG_RETURN_IF_ERROR(session->Append(prefix, runtime::LogitsRequest::None()));
-    snapshot = session->Save();
-    have_snapshot = true;
     stats->prefix_source = "prefill";
     if (!cache_path.empty()) {
-      if (Status st = call::SavePrefix(cache_path, cache_key, geometry, prefix, snapshot);
+      if (Status st = call::SavePrefix(cache_path, cache_key, geometry, prefix, session->Save());
           !st.ok()) {
         Warn(st.message());
       }
     }
   }
+  session->Pin();
   history = prefix;
   stats->prefix_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -374,6 +368,7 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   };
   int calls_done = 0;
   int string_tokens = 0;
+  int digit_run = 0;  // digit tokens generated in a row (string guard)
   r.stop_reason = "max tokens";
   while (static_cast<int64_t>(r.tokens.size()) < max_new) {
     int32_t tok = -1;
@@ -391,6 +386,7 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
           break;
         }
         ++st.forced_steps;
+        digit_run = !m.digits.empty() && m.digits[tok] ? digit_run + 1 : 0;
         st.head_rows_skipped += vocab;
         st.head_rows_total += vocab;
         FG_RETURN_IF_ERROR(m.grammar->Advance(&state, tok));
@@ -425,6 +421,17 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
           if (m.structural[allowed[j]] || allowed[j] == m.escape) cand[j] = -INFINITY;
         }
       }
+      // The same model repeats digits without end ("400400400..."): past 12 digits in a row,
+      // any allowed token that is not a digit (the number's end) is preferred.
+      if (m.string_guard_tokens > 0 && !in_string && digit_run >= 12) {
+        bool other = false;
+        for (int32_t a : allowed) other |= !m.digits[a];
+        if (other) {
+          for (size_t j = 0; j < allowed.size(); ++j) {
+            if (m.digits[allowed[j]]) cand[j] = -INFINITY;
+          }
+        }
+      }
       tok = allowed[sampler.Sample(cand)];
       if (!in_string) {
         string_tokens = 0;
@@ -447,6 +454,7 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
       r.stop_reason = "stop token " + std::to_string(tok);
       break;
     }
+    digit_run = !m.digits.empty() && m.digits[tok] ? digit_run + 1 : 0;
     if (m.grammar) FG_RETURN_IF_ERROR(m.grammar->Advance(&state, tok));
     r.tokens.push_back(tok);
     pending.push_back(tok);
