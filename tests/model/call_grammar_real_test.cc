@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "src/base/status_matchers.h"
 #include "src/gguf/reader.h"
@@ -195,16 +197,19 @@ TEST_F(CallGrammarReal, CompactSeedGolden) {
   add("<end>", TokenType::kUserDefined);
   FG_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Tokenizer> tok, Tokenizer::Create(std::move(v)));
   ASSERT_EQ(tok->size(), 262153);
-  FG_ASSERT_OK_AND_ASSIGN(ToolCatalog c, ParseToolCatalog(R"([
-      {"name":"set_light","parameters":{"type":"object","properties":{
-         "state":{"type":"string","enum":["on","off"]},"room":{"type":"string"}},
-         "required":["state"]}},
-      {"name":"set_timer","parameters":{"type":"object","properties":{
-         "minutes":{"type":"integer"},"label":{"type":"string"}},"required":["minutes"]}}])"));
+  // The seed's catalog and its toolMap (examples/): <tool_0> .. <tool_5>.
+  FG_ASSERT_OK_AND_ASSIGN(ToolCatalog c,
+                          LoadToolCatalog(std::string(FG_SOURCE_DIR) + "/examples/seed_home.json"));
+  std::ifstream map_in(std::string(FG_SOURCE_DIR) + "/examples/seed_home_toolmap.json");
+  ASSERT_TRUE(map_in.good());
+  const nlohmann::json map = nlohmann::json::parse(map_in);
   GrammarOptions o;
   o.dialect = Dialect::kCompact;
   o.max_calls = 2;
-  o.tool_map = {"set_light", "set_timer"};
+  for (int n = 0; map.contains(std::to_string(n)); ++n) {
+    o.tool_map.push_back(map[std::to_string(n)].get<std::string>());
+  }
+  ASSERT_EQ(o.tool_map.size(), 6u);
   const auto t0 = Clock::now();
   FG_ASSERT_OK_AND_ASSIGN(std::unique_ptr<CallGrammar> g, CallGrammar::Create(c, *tok, o));
   std::printf("compact Create %.1f ms\n", Ms(t0, Clock::now()));
@@ -222,12 +227,12 @@ TEST_F(CallGrammarReal, CompactSeedGolden) {
   FG_ASSERT_OK_AND_ASSIGN(ParsedOutput out,
                           ParseCompactOutput(tok->Decode(golden, true), &c, o.tool_map));
   ASSERT_EQ(out.calls.size(), 1u);
-  EXPECT_EQ(out.calls[0].name, "set_light");
+  EXPECT_EQ(out.calls[0].name, "set_lights");
   EXPECT_EQ(out.calls[0].arguments, nlohmann::json({{"state", "on"}}));
   // A free string in two contexts: the first computes the string's own part (whole trie), the
   // second only walks the tokens that contain '"'.
   for (const char* prefix : {"<tool_0>(room=\"", "<tool_0>(state=\"on\", room=\"",
-                             "<tool_1>(minutes=5, label=\""}) {
+                             "<tool_2>(locked=true, door=\"", "<tool_3>(query=\""}) {
     CallGrammar::State t = g->Start();
     FG_ASSERT_OK(Walk(*g, &t, tok->Encode(prefix, false, true))) << prefix;
     const auto a = Clock::now();
