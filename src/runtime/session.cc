@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <sys/mman.h>
+
 #include "src/kernels/matmul.h"
 #include "src/model/gemma3/forward.h"
 #include "src/tensor/dtype.h"
@@ -21,15 +23,34 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, SessionOp
   options.max_chunk = std::min(options.max_chunk, options.context);
   std::unique_ptr<Session> s(new Session(model, options));
   s->local_rows_ = model::LocalCacheRows(c, options.max_chunk, options.context);
+  // One anonymous mapping for all caches: zero pages until written (a vector would write every
+  // row up front, making the whole context resident).
+  size_t total = 0;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    total += 2 * static_cast<size_t>(s->CacheRows(l) * c.kv_dim()) * sizeof(float);
+  }
+  total = std::max<size_t>(total, 1);
+  void* map = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) {
+    return ResourceExhaustedError("session: cannot map " + std::to_string(total) +
+                                  " bytes of KV cache");
+  }
+  s->cache_map_ = std::unique_ptr<void, CacheUnmap>(map, CacheUnmap{total});
+  float* next = static_cast<float*>(map);
   s->k_.resize(c.n_layers);
   s->v_.resize(c.n_layers);
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    size_t n = static_cast<size_t>(s->CacheRows(l) * c.kv_dim());
-    s->k_[l].assign(n, 0.0f);
-    s->v_[l].assign(n, 0.0f);
+    const size_t n = static_cast<size_t>(s->CacheRows(l) * c.kv_dim());
+    s->k_[l] = std::span<float>(next, n);
+    s->v_[l] = std::span<float>(next + n, n);
+    next += 2 * n;
   }
+  s->pin_k_.resize(c.n_layers);
+  s->pin_v_.resize(c.n_layers);
   return s;
 }
+
+void CacheUnmap::operator()(void* p) const { ::munmap(p, bytes); }
 
 int64_t Session::CacheRows(int64_t layer) const {
   return model_.config().IsGlobal(layer) ? options_.context : local_rows_;
@@ -105,6 +126,7 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
     pos_buf_.resize(n);
     for (int64_t i = 0; i < n; ++i) pos_buf_[i] = static_cast<int32_t>(position_ + i);
     const int32_t last_row = static_cast<int32_t>(n - 1);
+    if (pin_ >= 0) SavePinnedRows(position_, n);
     FG_RETURN_IF_ERROR(e->SetInput("tokens", tokens.subspan(done, n)));
     FG_RETURN_IF_ERROR(e->SetInput("pos", std::span<const int32_t>(pos_buf_)));
     FG_RETURN_IF_ERROR(e->SetInput("logit_rows", std::span<const int32_t>(&last_row, 1)));
@@ -190,6 +212,7 @@ Status Session::Restore(const Snapshot& s) {
     std::copy(s.k[l].begin(), s.k[l].end(), k_[l].begin());
     std::copy(s.v[l].begin(), s.v[l].end(), v_[l].begin());
   }
+  Unpin();
   position_ = s.position;
   owned_logits_ = s.logits;
   logits_ = owned_logits_;
@@ -199,6 +222,7 @@ Status Session::Restore(const Snapshot& s) {
 }
 
 void Session::Reset() {
+  Unpin();
   position_ = 0;
   logits_ = {};
   hidden_ = {};
@@ -210,21 +234,86 @@ Status Session::Truncate(int64_t position) {
     return InvalidArgumentError("session: cannot truncate to " + std::to_string(position) +
                                 " (position is " + std::to_string(position_) + ")");
   }
-  // A sliding layer keeps position p at ring row p % local_rows_; the next query (at
-  // `position`) reads keys from position - window + 1 on. The oldest of them is intact iff no
-  // later position written so far (< position_) landed on its row.
-  const int64_t window = model_.config().sliding_window;
-  const int64_t oldest = std::max<int64_t>(0, position - window + 1);
-  if (position > 0 && position < position_ && oldest + local_rows_ < position_) {
-    return FailedPreconditionError("session: cannot rewind from " + std::to_string(position_) +
-                                   " to " + std::to_string(position) +
-                                   ": the sliding-window cache has moved on");
+  if (position == pin_) {
+    // Every ring row of a position in [PinLow(), pin_) that a run after the pin overwrote was
+    // copied aside first (SavePinnedRows), so putting those back makes the ring hold exactly
+    // what it held at the pin for every position a query at pin_ or later reads; rows of other
+    // positions are never read again before being rewritten. Global layers keep position p at
+    // row p, which only a run at p writes, so rows below pin_ are untouched.
+    const int64_t kv = model_.config().kv_dim();
+    const int64_t low = PinLow();
+    for (size_t l = 0; l < k_.size(); ++l) {
+      if (model_.config().IsGlobal(static_cast<int64_t>(l))) continue;
+      for (int64_t q = low; q < pin_saved_; ++q) {
+        const size_t src = static_cast<size_t>((q - low) * kv);
+        const size_t dst = static_cast<size_t>((q % local_rows_) * kv);
+        std::memcpy(&k_[l][dst], &pin_k_[l][src], kv * sizeof(float));
+        std::memcpy(&v_[l][dst], &pin_v_[l][src], kv * sizeof(float));
+      }
+      pin_k_[l].clear();
+      pin_v_[l].clear();
+    }
+    pin_saved_ = low;
+  } else {
+    // A sliding layer keeps position p at ring row p % local_rows_; the next query (at
+    // `position`) reads keys from position - window + 1 on. The oldest of them is intact iff no
+    // later position written so far (< position_) landed on its row.
+    const int64_t window = model_.config().sliding_window;
+    const int64_t oldest = std::max<int64_t>(0, position - window + 1);
+    if (position > 0 && position < position_ && oldest + local_rows_ < position_) {
+      return FailedPreconditionError("session: cannot rewind from " + std::to_string(position_) +
+                                     " to " + std::to_string(position) +
+                                     ": the sliding-window cache has moved on");
+    }
+    if (position < pin_) Unpin();
   }
   position_ = position;
   logits_ = {};
   hidden_ = {};
   row_logits_.clear();
   return OkStatus();
+}
+
+int64_t Session::PinLow() const {
+  return std::max<int64_t>(0, pin_ - model_.config().sliding_window + 1);
+}
+
+void Session::Pin() {
+  Unpin();
+  pin_ = position_;
+  pin_saved_ = PinLow();
+}
+
+void Session::Unpin() {
+  pin_ = -1;
+  pin_saved_ = 0;
+  for (auto& p : pin_k_) std::vector<float>().swap(p);
+  for (auto& p : pin_v_) std::vector<float>().swap(p);
+}
+
+void Session::SavePinnedRows(int64_t start, int64_t n) {
+  // Writing position p overwrites ring row p % local_rows_, which held p - local_rows_. Every
+  // position from pin_ to position_ was written through here since the pin (Restore drops it),
+  // so the rows of [PinLow(), pin_saved_) were saved before their first overwrite and those of
+  // [pin_saved_, pin_) still hold their pinned positions: the first of them that this run
+  // reaches is pin_saved_ itself.
+  const int64_t from = std::max(pin_saved_, start - local_rows_);
+  const int64_t to = std::min(pin_, start + n - local_rows_);
+  if (to <= from) return;
+  const int64_t kv = model_.config().kv_dim();
+  const int64_t low = PinLow();
+  for (size_t l = 0; l < k_.size(); ++l) {
+    if (model_.config().IsGlobal(static_cast<int64_t>(l))) continue;
+    pin_k_[l].resize(static_cast<size_t>((to - low) * kv));
+    pin_v_[l].resize(static_cast<size_t>((to - low) * kv));
+    for (int64_t q = from; q < to; ++q) {
+      const size_t src = static_cast<size_t>((q % local_rows_) * kv);
+      const size_t dst = static_cast<size_t>((q - low) * kv);
+      std::memcpy(&pin_k_[l][dst], &k_[l][src], kv * sizeof(float));
+      std::memcpy(&pin_v_[l][dst], &v_[l][src], kv * sizeof(float));
+    }
+  }
+  pin_saved_ = to;
 }
 
 void Session::SetDump(exec::DumpFn fn) {
@@ -234,7 +323,9 @@ void Session::SetDump(exec::DumpFn fn) {
 
 size_t Session::cache_bytes() const {
   size_t b = 0;
-  for (size_t l = 0; l < k_.size(); ++l) b += (k_[l].size() + v_[l].size()) * sizeof(float);
+  for (size_t l = 0; l < k_.size(); ++l) {
+    b += (k_[l].size() + v_[l].size() + pin_k_[l].size() + pin_v_[l].size()) * sizeof(float);
+  }
   return b;
 }
 

@@ -6,6 +6,11 @@
 //   of window + max_chunk - 1 rows (position p at row p % rows), so their memory and attention
 //   cost do not grow with position. Appending past `context` is an OutOfRange error.
 // - Snapshot/Restore copy the whole state (caches, position, last logits).
+// - The caches are anonymous zero-filled mappings: a cache page takes memory only once a row on
+//   it is written, so a short sequence in a long context costs only the rows it uses.
+// - Pin() marks a position Truncate can always return to (a cached prompt prefix) without a
+//   snapshot: a sliding-layer ring row that a query there still reads is copied aside just
+//   before it is first overwritten, and put back by Truncate(pinned position).
 // - What the last token of an Append gets is chosen per call (LogitsRequest): the full logits,
 //   none (the LM head is skipped: a grammar forces the next token), or only the logits of a few
 //   vocabulary rows (a grammar allows few tokens): the final-norm hidden state times just those
@@ -55,6 +60,12 @@ struct HeadStats {
   int64_t sparse_rows = 0;  // rows computed by those
 };
 
+// Unmaps a session's KV caches.
+struct CacheUnmap {
+  size_t bytes = 0;
+  void operator()(void* p) const;
+};
+
 class Session {
  public:
   static StatusOr<std::unique_ptr<Session>> Create(const Model& model, SessionOptions options);
@@ -92,15 +103,26 @@ class Session {
   // about max_chunk tokens once the ring has wrapped); the session is then unchanged. Logits are
   // cleared: append at least one token before reading them.
   Status Truncate(int64_t position);
+  // Makes Truncate(position()) succeed from any later position (see the header comment): costs
+  // nothing while fewer than about max_chunk tokens follow the pinned position, at most the
+  // window's rows of every sliding layer after that. Replaces an earlier pin; Restore, Reset and
+  // Truncate below the pinned position drop it.
+  void Pin();
+  // The pinned position, or -1.
+  int64_t pinned() const { return pin_; }
 
   // Calls fn for every named intermediate of the following Appends (debugging, --dump).
   void SetDump(exec::DumpFn fn);
-  // Bytes of KV cache and of activation scratch held now.
+  // Bytes of KV cache (with rows copied aside for the pin) and of activation scratch held now.
   size_t cache_bytes() const;
   size_t scratch_bytes() const;
 
  private:
   Session(const Model& model, SessionOptions options) : model_(model), options_(options) {}
+  // Copies aside the ring rows of pinned positions that a run writing positions
+  // [start, start + n) overwrites.
+  void SavePinnedRows(int64_t start, int64_t n);
+  void Unpin();
   // The graph for `n_tokens` new tokens, with the LM head (one logit row) or without it (the
   // final-norm hidden state of the last token).
   StatusOr<exec::Executor*> ExecutorFor(int64_t n_tokens, bool lm_head);
@@ -112,7 +134,12 @@ class Session {
   SessionOptions options_;
   int64_t local_rows_ = 0;
   int64_t position_ = 0;
-  std::vector<std::vector<float>> k_, v_;  // per layer: [rows, n_kv, head_dim]
+  std::unique_ptr<void, CacheUnmap> cache_map_;  // every layer's K and V cache
+  std::vector<std::span<float>> k_, v_;      // per layer: [rows, n_kv, head_dim] in cache_map_
+  int64_t pin_ = -1;
+  int64_t pin_saved_ = 0;  // ring rows of positions [PinLow(), pin_saved_) are in pin_k_/pin_v_
+  std::vector<std::vector<float>> pin_k_, pin_v_;  // per layer (sliding layers only)
+  int64_t PinLow() const;
   std::span<const float> logits_;    // an executor's output, or owned_logits_
   std::vector<float> owned_logits_;  // logits restored from a snapshot
   std::span<const float> hidden_;    // result_norm of a headless run

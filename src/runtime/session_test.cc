@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -195,6 +196,86 @@ TEST(Session, TruncateThenAppendEqualsFresh) {
   EXPECT_THAT(s->Truncate(pos + 41), StatusIs(StatusCode::kInvalidArgument, ::testing::_));
   FG_EXPECT_OK(s->Truncate(0));  // position 0 needs no earlier keys
   EXPECT_EQ(s->position(), 0);
+}
+
+// A pinned position stays reachable by Truncate however far the session went on (the ring rows
+// it needs are copied aside before being overwritten), and the rewound session continues
+// exactly like a fresh one and like one restored from a snapshot. Without the pin the same
+// rewind is refused.
+TEST(Session, PinnedTruncateEqualsFreshAndRestore) {
+  auto m = MakeModel("small", DType::kF32);
+  ASSERT_NE(m, nullptr);
+  const int64_t vocab = m->config().vocab;
+  const int64_t window = m->config().sliding_window;
+  ASSERT_LT(window, 30);
+  ThreadPool pool(2);
+  const int64_t chunk = 8;
+  auto s = NewSession(*m, &pool, chunk);
+  auto unpinned = NewSession(*m, &pool, chunk);
+  auto fresh = NewSession(*m, &pool, chunk);
+  auto restored = NewSession(*m, &pool, chunk);
+  const std::vector<int32_t> prefix = Tokens(30, vocab, 11);
+  FG_ASSERT_OK(s->Append(prefix));
+  FG_ASSERT_OK(unpinned->Append(prefix));
+  const Session::Snapshot snap = s->Save();
+  EXPECT_EQ(s->pinned(), -1);
+  s->Pin();
+  EXPECT_EQ(s->pinned(), 30);
+  const size_t bytes_at_pin = s->cache_bytes();
+
+  // Continuations far longer than the ring (window + chunk - 1 rows): one big Append, then one
+  // token at a time, then a short one that does not wrap the ring past the pinned rows.
+  const int64_t ring = window + chunk - 1;
+  const std::vector<int32_t> long_tail = Tokens(static_cast<int>(3 * ring), vocab, 12);
+  const std::vector<int32_t> steps = Tokens(static_cast<int>(ring + 5), vocab, 13);
+  const std::vector<int32_t> short_tail = Tokens(3, vocab, 14);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    if (round == 0) {
+      FG_ASSERT_OK(s->Append(long_tail));
+      FG_ASSERT_OK(unpinned->Append(long_tail));
+      EXPECT_THAT(unpinned->Truncate(30), StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+      EXPECT_GT(s->cache_bytes(), bytes_at_pin);  // the pinned rows were copied aside
+    } else if (round == 1) {
+      for (int32_t t : steps) FG_ASSERT_OK(s->Append(std::span<const int32_t>(&t, 1)));
+    } else {
+      FG_ASSERT_OK(s->Append(short_tail));
+    }
+    FG_ASSERT_OK(s->Truncate(30));
+    EXPECT_EQ(s->position(), 30);
+    EXPECT_EQ(s->pinned(), 30);
+    EXPECT_EQ(s->cache_bytes(), bytes_at_pin);
+    const std::vector<int32_t> tail = Tokens(static_cast<int>(ring + 3), vocab, 20 + round);
+    FG_ASSERT_OK(s->Append(tail));
+    fresh->Reset();
+    FG_ASSERT_OK(fresh->Append(prefix));
+    FG_ASSERT_OK(fresh->Append(tail));
+    FG_ASSERT_OK(restored->Restore(snap));
+    FG_ASSERT_OK(restored->Append(tail));
+    ASSERT_EQ(s->logits().size(), static_cast<size_t>(vocab));
+    for (int64_t v = 0; v < vocab; ++v) {
+      ASSERT_EQ(s->logits()[v], fresh->logits()[v]) << v;
+      ASSERT_EQ(s->logits()[v], restored->logits()[v]) << v;
+    }
+  }
+
+  // Another position than the pinned one follows the ring rule; going below the pin, Reset
+  // and Restore drop the pin.
+  FG_ASSERT_OK(s->Truncate(30));
+  FG_ASSERT_OK(s->Append(long_tail));
+  EXPECT_THAT(s->Truncate(31), StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_EQ(s->pinned(), 30);
+  FG_ASSERT_OK(s->Truncate(30));
+  FG_ASSERT_OK(s->Truncate(29));
+  EXPECT_EQ(s->pinned(), -1);
+  FG_ASSERT_OK(s->Append(long_tail));
+  EXPECT_THAT(s->Truncate(30), StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  s->Pin();
+  s->Reset();
+  EXPECT_EQ(s->pinned(), -1);
+  s->Pin();
+  FG_ASSERT_OK(s->Restore(snap));
+  EXPECT_EQ(s->pinned(), -1);
 }
 
 }  // namespace
