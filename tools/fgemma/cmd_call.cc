@@ -167,7 +167,11 @@ int CmdCall(int argc, char** argv) {
   if (!model.ok()) return ReportError("call", model.status());
   auto caller = FunctionCaller::Create(*model, *catalog, o);
   if (!caller.ok()) {
-    return ReportError("call", caller.status().WithContext("'" + tools_path + "'"));
+    const Status& st = caller.status();
+    // Catalog problems name the file; the others (tool map, vocabulary, cache dir) say theirs.
+    return ReportError("call", st.message().rfind("tool catalog", 0) == 0
+                                   ? st.WithContext("'" + tools_path + "'")
+                                   : st);
   }
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
