@@ -26,7 +26,15 @@ long PeakRssKiB() {
   return ru.ru_maxrss;
 }
 
-void PrintStats(const CallResult& r) {
+// User + system CPU time of the whole process (every thread), in ms.
+double CpuMs() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+void PrintStats(const CallResult& r, double cpu_ms) {
   const CallStats& s = r.stats;
   const double skipped =
       s.head_rows_total > 0 ? 100.0 * s.head_rows_skipped / s.head_rows_total : 0.0;
@@ -34,12 +42,12 @@ void PrintStats(const CallResult& r) {
                "prefix %.1f ms (%s, %lld tokens) | prefill %.1f ms (%lld tokens) | decode %.1f ms "
                "(%lld tokens: %lld forced, %lld sparse, %lld full; LM-head rows skipped %.1f%%; "
                "%lld strings guarded) | "
-               "total %.1f ms | stop: %s | peak RSS %.1f MiB\n",
+               "total %.1f ms (cpu %.1f ms) | stop: %s | peak RSS %.1f MiB\n",
                s.prefix_ms, s.prefix_source.c_str(), static_cast<long long>(s.prefix_tokens),
                s.prefill_ms, static_cast<long long>(s.prompt_tokens - s.prefix_tokens), s.decode_ms,
                static_cast<long long>(s.generated_tokens), static_cast<long long>(s.forced_steps),
                static_cast<long long>(s.sparse_steps), static_cast<long long>(s.full_steps),
-               skipped, static_cast<long long>(s.guarded_strings), s.total_ms,
+               skipped, static_cast<long long>(s.guarded_strings), s.total_ms, cpu_ms,
                r.stop_reason.c_str(), PeakRssKiB() / 1024.0);
 }
 
@@ -181,9 +189,11 @@ int CmdCall(int argc, char** argv) {
   }
 
   auto answer = [&](const std::string& request, bool* valid) -> StatusOr<std::string> {
+    const double cpu0 = CpuMs();
     FG_ASSIGN_OR_RETURN(CallResult r, (*caller)->Call(request));
+    const double cpu = CpuMs() - cpu0;
     if (show_text) std::fprintf(stderr, "output: %s\n", Printable(r.text).c_str());
-    if (stats) PrintStats(r);
+    if (stats) PrintStats(r, cpu);
     *valid = r.validity.ok();
     return r.ToJson(o.max_calls).dump();
   };
