@@ -9,6 +9,16 @@
 namespace fg::text {
 namespace {
 
+// FNV-1a, for the token-text index.
+size_t TextHash(std::string_view s) {
+  uint64_t h = 14695981039346656037ull;
+  for (char c : s) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 1099511628211ull;
+  }
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
 constexpr std::string_view kSpaceEscape = "\xe2\x96\x81";  // U+2581, SentencePiece's space
 
 // Texts llama.cpp treats as control tokens whatever the GGUF type says (EOT, EOM, FIM and EOG
@@ -242,18 +252,24 @@ Status Tokenizer::Init() {
   }
 
   // Texts, index, attributes. ref: llama_vocab::impl::load.
-  index_.reserve(n * 2);
+  size_t slots = 1;
+  while (slots < n * 2) slots <<= 1;
+  index_.assign(slots, -1);
+  index_mask_ = slots - 1;
   attrs_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (v.tokens[i].empty()) v.tokens[i] = "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp
     attrs_[i] = AttrFromType(v.types[i]);
   }
   for (size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = index_.emplace(std::string_view(v.tokens[i]), static_cast<int32_t>(i));
-    if (!inserted) {
-      return InvalidArgumentError("tokenizer: duplicate token text in the vocabulary: ids " +
-                                  std::to_string(it->second) + " and " + std::to_string(i));
+    size_t slot = TextHash(v.tokens[i]) & index_mask_;
+    for (; index_[slot] >= 0; slot = (slot + 1) & index_mask_) {
+      if (v.tokens[index_[slot]] == v.tokens[i]) {
+        return InvalidArgumentError("tokenizer: duplicate token text in the vocabulary: ids " +
+                                    std::to_string(index_[slot]) + " and " + std::to_string(i));
+      }
     }
+    index_[slot] = static_cast<int32_t>(i);
   }
   for (std::string_view text : kControlLookingTexts) {
     if (auto id = Find(text)) attrs_[*id] |= kAttrControl;
@@ -326,10 +342,17 @@ Status Tokenizer::Init() {
   return OkStatus();
 }
 
+int32_t Tokenizer::Lookup(std::string_view text) const {
+  for (size_t slot = TextHash(text) & index_mask_;; slot = (slot + 1) & index_mask_) {
+    const int32_t id = index_[slot];
+    if (id < 0 || vocab_.tokens[id] == text) return id;
+  }
+}
+
 std::optional<int32_t> Tokenizer::Find(std::string_view text) const {
-  auto it = index_.find(text);
-  if (it == index_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = Lookup(text);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 // ref: llama_vocab::impl::tokenizer_st_partition. llama.cpp takes the special tokens one at a
@@ -425,9 +448,9 @@ void Tokenizer::EncodeFragment(std::string_view fragment, bool add_prefix,
   auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const std::string_view text(buf.data() + sym[left].off, sym[left].n + sym[right].n);
-    auto it = index_.find(text);
-    if (it == index_.end()) return;
-    queue.push({left, right, vocab_.scores[it->second], text.size()});
+    const int32_t id = Lookup(text);
+    if (id < 0) return;
+    queue.push({left, right, vocab_.scores[id], text.size()});
   };
   for (int32_t i = 1; i < static_cast<int32_t>(sym.size()); ++i) try_add(i - 1, i);
 
@@ -447,9 +470,8 @@ void Tokenizer::EncodeFragment(std::string_view fragment, bool add_prefix,
 
   for (int32_t i = 0; i != -1; i = sym[i].next) {
     const std::string_view text(buf.data() + sym[i].off, sym[i].n);
-    auto it = index_.find(text);
-    if (it != index_.end()) {
-      out->push_back(it->second);
+    if (const int32_t id = Lookup(text); id >= 0) {
+      out->push_back(id);
     } else {
       for (char c : text) out->push_back(byte_token_[static_cast<uint8_t>(c)]);
     }

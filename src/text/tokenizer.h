@@ -28,7 +28,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "fgemma/status.h"
@@ -128,7 +127,11 @@ class Tokenizer {
 
   Vocab vocab_;
   std::vector<uint32_t> attrs_;
-  std::unordered_map<std::string_view, int32_t> index_;  // views into vocab_.tokens
+  // Text -> id: open addressing with linear probing over token ids (-1: empty slot), a power
+  // of two at least twice the vocabulary (4 bytes a slot, no allocation per token).
+  int32_t Lookup(std::string_view text) const;
+  std::vector<int32_t> index_;
+  size_t index_mask_ = 0;
   int32_t byte_token_[256];
 
   // Special tokens: a byte trie over their texts. rank_ is llama.cpp's processing order.
