@@ -134,6 +134,8 @@ TEST(TensorIoTest, FormatsLikeIreeRunModule) {
             "2x3xf32=[1.23457E+08 NAN -INF][-0 9.99995E-41 0.333333]");
   EXPECT_EQ(FormatTensor(HostTensor::F32({3, 2, 2}, {0, 0.25f, 0.5f, 0.75f, 1, 1.25f, 1.5f, 1.75f, 2, 2.25f, 2.5f, 2.75f})),
             "3x2x2xf32=[[0 0.25][0.5 0.75]][[1 1.25][1.5 1.75]][[2 2.25][2.5 2.75]]");
+  EXPECT_EQ(FormatTensor(HostTensor::F32({1, 2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})),
+            "1x2x2x3xf32=[[[1 2 3][4 5 6]][[7 8 9][10 11 12]]]");
   // At most 1024 elements, then "...".
   std::string big = FormatTensor(HostTensor::I32({1100}, std::vector<int32_t>(1100, 5)));
   EXPECT_EQ(big.substr(big.size() - 8), "5 5 5...");
