@@ -9,7 +9,8 @@ names, argument orders, sizes, RoPE bases and stop tokens come from the manifest
 
 Usage:
   iree_decode.py --export DIR --ids 2,818,5279 [--steps 16] [--chunked] [--vmfb-dir DIR]
-Compiles DIR/<function>.mlir with iree-compile (llvm-cpu, host CPU) unless the .vmfb exists in
+Compiles each function's .mlir (manifest "files": <function>.mlir, or module.mlir for a
+--one-module export) with iree-compile (llvm-cpu, host CPU) unless the .vmfb exists in
 --vmfb-dir (default DIR). Prints the generated ids on one line (stop token excluded), and timings
 on stderr.
 """
@@ -25,31 +26,37 @@ import numpy as np
 import iree.runtime as rt
 
 
-def compile_function(export_dir, vmfb_dir, fn):
-    vmfb = os.path.join(vmfb_dir, fn + ".vmfb")
+def compile_module(export_dir, vmfb_dir, mlir_file):
+    """Compiles export_dir/mlir_file (unless its .vmfb is already in vmfb_dir)."""
+    vmfb = os.path.join(vmfb_dir, os.path.splitext(mlir_file)[0] + ".vmfb")
     if os.path.exists(vmfb):
         return vmfb
-    mlir = os.path.join(export_dir, fn + ".mlir")
+    mlir = os.path.join(export_dir, mlir_file)
     compiler = os.path.join(os.path.dirname(sys.executable), "iree-compile")
     t0 = time.time()
     subprocess.run([compiler, "--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=host",
                     mlir, "-o", vmfb], check=True)
-    print(f"compiled {fn} in {time.time() - t0:.1f} s", file=sys.stderr)
+    print(f"compiled {mlir_file} in {time.time() - t0:.1f} s", file=sys.stderr)
     return vmfb
 
 
-class Function:
-    """One exported function in its own context (every module is named `module`)."""
+class Module:
+    """One compiled module in its own context (every module is named `module`)."""
 
-    def __init__(self, vmfb, archive, scope, name):
+    def __init__(self, vmfb, archive, scope):
         self.config = rt.Config("local-task")
         index = rt.ParameterIndex()
         index.load(archive)
         params = rt.create_io_parameters_module(self.config.vm_instance, index.create_provider(scope=scope))
         hal = rt.create_hal_module(self.config.vm_instance, self.config.device)
         module = rt.VmModule.mmap(self.config.vm_instance, vmfb)
-        ctx = rt.SystemContext(vm_modules=[params, hal, module], config=self.config)
-        self.fn = ctx.modules[module.name][name]
+        self.ctx = rt.SystemContext(vm_modules=[params, hal, module], config=self.config)
+        self.module = self.ctx.modules[module.name]
+
+
+class Function:
+    def __init__(self, module, name):
+        self.fn = module.module[name]
 
     def __call__(self, *args):
         out = self.fn(*args)
@@ -113,9 +120,14 @@ def main():
     ids = [int(x) for x in a.ids.split(",") if x.strip()]
     n = len(ids)
 
+    modules = {}  # by .mlir file: a --one-module export compiles and loads once
+
     def load(key):
         fn = man["functions"][key]
-        return Function(compile_function(a.export, vmfb_dir, fn), archive, scope, fn)
+        mlir = man.get("files", {}).get(fn, fn + ".mlir")
+        if mlir not in modules:
+            modules[mlir] = Module(compile_module(a.export, vmfb_dir, mlir), archive, scope)
+        return Function(modules[mlir], fn)
 
     t0 = time.time()
     step = load("withPast")

@@ -152,7 +152,10 @@ StatusOr<ordered_json> BuildManifest(const ManifestSpec& s) {
   m["embeddingParameter"] = s.embedding_parameter;
   m["embeddingScale"] = c.embed_scale;
   ordered_json files = ordered_json::object();
-  for (Function f : s.exported) files[std::string(FunctionName(f))] = std::string(FunctionName(f)) + ".mlir";
+  for (Function f : s.exported) {
+    files[std::string(FunctionName(f))] =
+        s.one_module ? std::string("module.mlir") : std::string(FunctionName(f)) + ".mlir";
+  }
   m["files"] = files;
   m["redecodeAtOutputs"] = Names(sig[Function::kRedecodeAt].results);
   for (Function f : kAllFunctions) {

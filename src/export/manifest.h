@@ -24,6 +24,7 @@ struct ManifestSpec {
   SignatureOptions options;        // seq, chunk, emb_input of the exported functions
   WeightType dtype = WeightType::kBf16;
   std::vector<Function> exported;  // functions written to <name>.mlir
+  bool one_module = false;         // ... or all of them to module.mlir
   std::string archive = "model.irpa";
   int64_t bos = 2, eos = 1, eot = 106;
   std::string embedding_parameter = "token_embd.weight";

@@ -92,6 +92,19 @@ TEST(CliExportTest, OneGraphReplacesAPreviousExport) {
   EXPECT_FALSE(fs::exists(dir + "/gemma_at.mlir"));
 }
 
+TEST(CliExportTest, OneModule) {
+  const std::string dir = TempPath("exp_module");
+  auto r = RunFgemma("export -m " + Model() + " --one-module -o " + dir);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string text = Read(dir + "/module.mlir");
+  EXPECT_THAT(text, HasSubstr("func.func public @gemma_at("));
+  EXPECT_THAT(text, HasSubstr("func.func public @gemma_prefill_with_past("));
+  EXPECT_FALSE(fs::exists(dir + "/gemma_at.mlir"));
+  auto m = nlohmann::ordered_json::parse(Read(dir + "/manifest.json"));
+  EXPECT_EQ(m["files"]["gemma_with_past"], "module.mlir");
+  EXPECT_EQ(m["files"].size(), 6u);
+}
+
 TEST(CliExportTest, ToolMapAndStats) {
   const std::string dir = TempPath("exp_tools");
   const std::string map = TempPath("tools.json");

@@ -99,7 +99,7 @@ Status Publish(const fs::path& tmp, const fs::path& dir) {
 int CmdExport(int argc, char** argv) {
   std::string model_path, graph_name, dtype_name = "bf16", tool_map_path, out_dir;
   int64_t seq = 24, chunk = 32;
-  bool emb_input = false, stats = false, progress = false;
+  bool emb_input = false, stats = false, progress = false, one_module = false;
   FlagParser p("export",
                "Export the compiled-graph contract's functions (gemma, gemma_at, gemma_prefill, "
                "gemma_prefill_at, gemma_with_past, gemma_prefill_with_past) as StableHLO MLIR "
@@ -117,6 +117,8 @@ int CmdExport(int argc, char** argv) {
               "JSON object for the manifest's toolMap (default: the seed's six home tools, "
               "examples/seed_home_toolmap.json)");
   p.AddString("-o,--output", &out_dir, "DIR", "Output folder (required; replaced when complete)");
+  p.AddBool("--one-module", &one_module,
+            "All functions in one DIR/module.mlir (one compiled module) instead of <function>.mlir");
   p.AddBool("--stats", &stats, "Print each function's largest intermediate and scratch bytes");
   p.AddBool("--progress", &progress, "Progress bar on stderr even when it is not a terminal");
   p.AddNote("Writes DIR/<function>.mlir, DIR/model.irpa (weights keyed by GGUF tensor name, "
@@ -212,7 +214,17 @@ int CmdExport(int argc, char** argv) {
     return ReportError("export", s);
   };
 
-  for (size_t i = 0; i < functions.size(); ++i) {
+  if (one_module) {
+    // Every function in DIR/module.mlir (one vmfb, one context; weights declared once).
+    std::vector<exporter::EmitFunction> fns;
+    for (size_t i = 0; i < functions.size(); ++i) {
+      fns.push_back({std::string(exporter::FunctionName(functions[i])), &graphs[i]});
+    }
+    auto text = exporter::EmitModule(fns, {.weight_type = *dtype});
+    if (!text.ok()) return fail(text.status());
+    if (Status s = WriteText(*tmp / "module.mlir", *text); !s.ok()) return fail(s);
+  }
+  for (size_t i = 0; i < functions.size() && !one_module; ++i) {
     const std::string name(exporter::FunctionName(functions[i]));
     exporter::EmitFunction fn{name, &graphs[i]};
     auto text = exporter::EmitModule(std::span(&fn, 1), {.weight_type = *dtype});
@@ -247,6 +259,7 @@ int CmdExport(int argc, char** argv) {
   ms.options.emb_input = emb_input;
   ms.dtype = *dtype;
   ms.exported = functions;
+  ms.one_module = one_module;
   if (auto b = (*file)->GetUint("tokenizer.ggml.bos_token_id"); b.ok()) ms.bos = static_cast<int64_t>(*b);
   if (auto e = (*file)->GetUint("tokenizer.ggml.eos_token_id"); e.ok()) ms.eos = static_cast<int64_t>(*e);
   ms.embedding_parameter = std::string(weights->token_embd->name);
