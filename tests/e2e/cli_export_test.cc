@@ -82,7 +82,11 @@ TEST(CliExportTest, OneGraphReplacesAPreviousExport) {
   EXPECT_TRUE(fs::exists(dir + "/gemma_with_past.mlir"));
   EXPECT_THAT(Read(dir + "/gemma_with_past.mlir"), HasSubstr("xf16>"));
   EXPECT_EQ(Leftovers(dir), 0);
-  auto g = RunFgemma("export -m " + Model() + " -o " + dir + " --progress");
+  // A trailing slash names the same folder.
+  auto g = RunFgemma("export -m " + Model() + " -o " + dir + "/ --progress");
+  ASSERT_EQ(g.rc, 0) << g.out;
+  EXPECT_TRUE(fs::exists(dir + "/gemma_at.mlir"));
+  EXPECT_EQ(Leftovers(dir), 0);
   EXPECT_THAT(g.out, HasSubstr("model.irpa ["));
   // GEMMA_GRAPH is the default --graph.
   std::string cmd = "env GEMMA_GRAPH=prefill_at " + std::string(FG_CLI_PATH) + " export -m " + Model() +

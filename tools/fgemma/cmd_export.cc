@@ -205,7 +205,8 @@ int CmdExport(int argc, char** argv) {
     }
   }
 
-  const fs::path dir(out_dir);
+  fs::path dir = fs::path(out_dir).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "out/" names the folder "out"
   auto tmp = MakeTempBeside(dir);
   if (!tmp.ok()) return ReportError("export", tmp.status());
   auto fail = [&](const Status& s) {
