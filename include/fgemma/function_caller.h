@@ -65,8 +65,10 @@ struct FunctionCallerOptions {
   std::vector<std::string> tool_map;
   // Official dialect: text before the first declaration ("" = FunctionGemma's default).
   std::string developer_message;
-  // false: compute the whole LM head at every step even when the grammar allows one or a few
-  // tokens (same output, slower; for measuring the optimization).
+  // false: the plain decoder, for measuring the shortcuts: one token per Append and the whole
+  // LM head at every step, even when the grammar allows one or a few tokens. The sparse rows
+  // are exact, but appending a run of forced tokens as one chunk rounds the quantized matmuls
+  // differently from one at a time, so the output can differ where the model is near a tie.
   bool fast_head = true;
   // Official dialect with a grammar: close a free string value (<escape>) when the model writes
   // structure (',', '{', '}', newline) inside it or after this many tokens. For models that never

@@ -93,8 +93,9 @@ int CmdCall(int argc, char** argv) {
             "Print timing (prefix, prefill, decode, total ms), token counts, LM-head work and "
             "peak RSS to stderr");
   p.AddBool("--full-head", &full_head,
-            "Compute the whole LM head at every step even when the grammar allows one or a few "
-            "tokens (same output, slower; for comparisons)");
+            "The plain decoder, for comparisons: one token per step and the whole LM head every "
+            "step, even where the grammar allows one or a few tokens (forced tokens are then not "
+            "batched, which can change near-tie choices by float rounding)");
   p.AddBool("--text", &show_text,
             "Also print the raw model output (special tokens as text) to stderr");
   p.SetPositionals(&pos, "\"REQUEST\"", 0, 1);
