@@ -187,16 +187,20 @@ Status Executor::Plan() {
   for (int v = 0; v < nv; ++v) {
     if (plan.offset[v] != UINT64_MAX) offset_[v] = static_cast<size_t>(plan.offset[v]);
   }
-  arena_.reset(new (std::nothrow) uint8_t[std::max<size_t>(arena_bytes_, 1) + kAlign]);
-  if (!arena_) {
-    return ResourceExhaustedError("exec: cannot allocate " + std::to_string(peak) +
-                                  " bytes of activation memory");
+  uint8_t* base = nullptr;
+  if (!options_.external_arena) {
+    arena_.reset(new (std::nothrow) uint8_t[std::max<size_t>(arena_bytes_, 1) + kAlign]);
+    if (!arena_) {
+      return ResourceExhaustedError("exec: cannot allocate " + std::to_string(peak) +
+                                    " bytes of activation memory");
+    }
+    base = reinterpret_cast<uint8_t*>(AlignUp(reinterpret_cast<uintptr_t>(arena_.get())));
+    has_arena_ = true;
   }
-  uint8_t* base = reinterpret_cast<uint8_t*>(AlignUp(reinterpret_cast<uintptr_t>(arena_.get())));
   ptr_.assign(nv, nullptr);
   state_bound_.assign(nv, false);
   for (int v = 0; v < nv; ++v) {
-    if (offset_[v] != SIZE_MAX) ptr_[v] = base + offset_[v];
+    if (offset_[v] != SIZE_MAX && base != nullptr) ptr_[v] = base + offset_[v];
     if (values[v].type == ValueType::kStored) {
       ptr_[v] = const_cast<uint8_t*>(static_cast<const uint8_t*>(weight_data_[v].data));
       if (!norm_f32_[v].empty()) ptr_[v] = reinterpret_cast<uint8_t*>(norm_f32_[v].data());
@@ -209,11 +213,33 @@ Status Executor::Plan() {
   return OkStatus();
 }
 
+Status Executor::UseArena(uint8_t* base, size_t bytes) {
+  if (!options_.external_arena) {
+    return FailedPreconditionError("exec: UseArena needs ExecOptions::external_arena");
+  }
+  if (base == nullptr || bytes < arena_bytes_ ||
+      reinterpret_cast<uintptr_t>(base) % kAlign != 0) {
+    return InvalidArgumentError("exec: the arena needs " + std::to_string(arena_bytes_) +
+                                " bytes aligned to " + std::to_string(kAlign) + ", got " +
+                                std::to_string(bytes));
+  }
+  for (size_t v = 0; v < offset_.size(); ++v) {
+    if (offset_[v] != SIZE_MAX) ptr_[v] = base + offset_[v];
+  }
+  // Aliases (reshapes, cache writes) follow their input, in node order as in Plan/BindState.
+  for (const Node& n : graph_.nodes()) {
+    if (IsAlias(n.op)) ptr_[n.output] = ptr_[n.inputs[0]];
+  }
+  has_arena_ = true;
+  return OkStatus();
+}
+
 Status Executor::CopyInput(std::string_view name, ValueType type, const void* data, size_t count) {
   int id = graph_.Find(name);
   if (id < 0 || graph_.nodes()[graph_.value(id).producer].op != OpKind::kInput) {
     return NotFoundError("exec: no input named '" + std::string(name) + "'");
   }
+  if (!has_arena_) return FailedPreconditionError("exec: no activation arena (UseArena)");
   const Value& v = graph_.value(id);
   if (v.type != type || static_cast<int64_t>(count) != v.elements()) {
     return InvalidArgumentError("exec: input '" + v.name + "' wants " +
@@ -253,6 +279,7 @@ Status Executor::BindState(std::string_view name, float* data, size_t elements) 
 }
 
 Status Executor::Run() {
+  if (!has_arena_) return FailedPreconditionError("exec: no activation arena (UseArena)");
   for (int s : graph_.states()) {
     if (!state_bound_[s]) {
       return FailedPreconditionError("exec: state '" + graph_.value(s).name + "' is not bound");

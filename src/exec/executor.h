@@ -37,6 +37,9 @@ using WeightResolver = std::function<StatusOr<WeightData>(std::string_view name)
 
 struct ExecOptions {
   bool reference = false;  // scalar twins + reference matmul instead of the fast kernels
+  // The activation arena is the caller's (UseArena), e.g. one shared by executors that never
+  // run at the same time: Create allocates none and Run fails until UseArena.
+  bool external_arena = false;
 };
 
 // Called after each node with the value's name, shape and contents (f32 values only).
@@ -80,6 +83,11 @@ class Executor {
 
   // Bytes of the activation arena (the peak of planned scratch memory).
   size_t arena_bytes() const { return arena_bytes_; }
+  // With external_arena: puts the computed values and inputs at `base` (aligned to 64 bytes,
+  // at least arena_bytes() long, owned by the caller and outliving the executor or the next
+  // UseArena). Inputs must be set again afterwards; outputs of runs before it are gone, and so
+  // are they whenever another user of the same memory runs.
+  Status UseArena(uint8_t* base, size_t bytes);
   // The biggest value the arena holds (value id), or -1.
   int largest_value() const { return largest_value_; }
 
@@ -101,8 +109,9 @@ class Executor {
   std::vector<uint8_t*> ptr_;                // by value id: where the value lives
   std::vector<size_t> offset_;               // by value id: arena offset (computed values)
   std::vector<bool> state_bound_;
-  std::unique_ptr<uint8_t[]> arena_;
+  std::unique_ptr<uint8_t[]> arena_;  // empty with external_arena
   size_t arena_bytes_ = 0;
+  bool has_arena_ = false;            // ptr_ of arena values is set
   int largest_value_ = -1;
   DumpFn dump_;
   // RoPE tables of the current run, keyed by (positions value, base).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include <sys/mman.h>
 
@@ -78,8 +79,26 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, bool lm_head) {
   FG_ASSIGN_OR_RETURN(graph::Graph g, model::BuildForward(model_.config(), model_.weights(), spec));
   exec::ExecOptions eo;
   eo.reference = options_.reference;
+  eo.external_arena = true;
   FG_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> e,
                       exec::Executor::Create(std::move(g), model_.resolver(), options_.pool, eo));
+  if (e->arena_bytes() > arena_capacity_) {
+    // Grow the shared arena and move every executor to it (none holds results anyone reads
+    // now: Append clears its views before making or running an executor).
+    constexpr size_t kAlign = 64;
+    const size_t bytes = e->arena_bytes();
+    std::unique_ptr<uint8_t[]> grown(new (std::nothrow) uint8_t[bytes + kAlign]);
+    if (!grown) {
+      return ResourceExhaustedError("session: cannot allocate " + std::to_string(bytes) +
+                                    " bytes of activation memory");
+    }
+    uint8_t* base = grown.get() + (kAlign - reinterpret_cast<uintptr_t>(grown.get()) % kAlign);
+    for (auto& [key, other] : executors_) FG_RETURN_IF_ERROR(other->UseArena(base, bytes));
+    arena_ = std::move(grown);
+    arena_base_ = base;
+    arena_capacity_ = bytes;
+  }
+  FG_RETURN_IF_ERROR(e->UseArena(arena_base_, arena_capacity_));
   for (int64_t l = 0; l < model_.config().n_layers; ++l) {
     FG_RETURN_IF_ERROR(e->BindState(model::KCacheName(l), k_[l].data(), k_[l].size()));
     FG_RETURN_IF_ERROR(e->BindState(model::VCacheName(l), v_[l].data(), v_[l].size()));
@@ -330,9 +349,7 @@ size_t Session::cache_bytes() const {
 }
 
 size_t Session::scratch_bytes() const {
-  size_t b = 0;
-  for (const auto& [n, e] : executors_) b += e->arena_bytes();
-  return b;
+  return arena_capacity_;
 }
 
 }  // namespace fg::runtime

@@ -11,6 +11,8 @@
 // - Pin() marks a position Truncate can always return to (a cached prompt prefix) without a
 //   snapshot: a sliding-layer ring row that a query there still reads is copied aside just
 //   before it is first overwritten, and put back by Truncate(pinned position).
+// - The session's graphs (one per chunk length and head kind) never run at the same time, so
+//   they share one activation arena, as large as the largest of them needs.
 // - What the last token of an Append gets is chosen per call (LogitsRequest): the full logits,
 //   none (the LM head is skipped: a grammar forces the next token), or only the logits of a few
 //   vocabulary rows (a grammar allows few tokens): the final-norm hidden state times just those
@@ -145,6 +147,11 @@ class Session {
   std::span<const float> hidden_;    // result_norm of a headless run
   std::vector<float> row_logits_;
   HeadStats head_stats_;
+  // Activation memory every executor uses (grown, and the executors moved to it, when a new
+  // graph needs more).
+  std::unique_ptr<uint8_t[]> arena_;
+  uint8_t* arena_base_ = nullptr;  // arena_ aligned to 64 bytes
+  size_t arena_capacity_ = 0;
   // By (chunk length, lm_head).
   std::map<std::pair<int64_t, bool>, std::unique_ptr<exec::Executor>> executors_;
   exec::DumpFn dump_;
