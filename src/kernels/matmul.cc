@@ -10,8 +10,8 @@
 // per two tokens; m == 1 (decode) takes four rows at a time where the ISA has such a kernel
 // (internal::GetDotRows), so each activation block is loaded and prepared once per four rows.
 //
-// Where the ISA has packed-panel kernels for the type (panel.h: Q8_0/Q4_0/Q5_0/IQ4_NL on
-// AVX-512), m > 1 takes them instead: the threads split the weight rows in panels of 16, each
+// Where the ISA has packed-panel kernels for the type (panel.h: Q8_0/Q4_0/Q5_0/IQ4_NL and
+// Q4_K/Q6_K on AVX-512), m > 1 takes them instead: the threads split the weight rows in panels of 16, each
 // panel is packed once into a per-thread buffer and meets all m tokens. A panel output has its
 // own summation order (not vec_dot's), a function of the weight row and the token only.
 //
@@ -82,10 +82,11 @@ Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPo
   const size_t stride_bytes = p.act_stride;
   thread_local std::vector<internal::PanelActSide> side;
   const int64_t nb = cols / 32;
-  if (p.panel != nullptr && side.size() < static_cast<size_t>(m * nb)) {
+  const internal::PanelKernels* panel =
+      p.panel != nullptr && p.panel->side ? p.panel : nullptr;
+  if (panel != nullptr && side.size() < static_cast<size_t>(m * nb)) {
     side.resize(static_cast<size_t>(m * nb));
   }
-  const internal::PanelKernels* panel = p.panel;
   // Not `side` in the lambda: a thread_local named there is the running thread's own.
   internal::PanelActSide* side_data = side.data();
   auto quantize = [&](int64_t b, int64_t e) {
@@ -101,7 +102,7 @@ Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPo
     quantize(0, m);
   }
   p.act = act;
-  p.side = side_data;
+  if (panel != nullptr) p.side = side_data;
   return p;
 }
 

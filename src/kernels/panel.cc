@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "src/kernels/blocks.h"
+#include "src/kernels/kquant_blocks.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels::internal {
@@ -57,6 +58,72 @@ void BlockInts(DType t, const void* row, int64_t j, int q[kQK], float* d) {
   }
 }
 
+// Q4_K/Q5_K 6-bit scales (sc[0..7]) and mins (m[0..7]) of a super-block.
+void ScalesMinsK4(const uint8_t s[kKScaleSize], int sc[8], int m[8]) {
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      sc[j] = s[j] & 63;
+      m[j] = s[j + 4] & 63;
+    } else {
+      sc[j] = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+      m[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+  }
+}
+
+float DotQ4K(int64_t n, const void* w, const void* act) {
+  const auto* x = static_cast<const BlockQ4K*>(w);
+  const auto* a = static_cast<const BlockQ8K*>(act);
+  float acc = 0;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    int sc[8], m[8];
+    ScalesMinsK4(x[b].scales, sc, m);
+    int32_t main = 0, mins = 0;
+    for (int g = 0; g < 8; ++g) {
+      const uint8_t* q = x[b].qs + 32 * (g / 2);
+      int32_t dot = 0;
+      for (int l = 0; l < 32; ++l) {
+        const int u = g % 2 == 0 ? (q[l] & 0x0f) : (q[l] >> 4);
+        dot += u * a[b].qs[32 * g + l];
+      }
+      main += sc[g] * dot;
+    }
+    for (int h = 0; h < 16; ++h) mins += m[h / 2] * a[b].bsums[h];
+    acc = std::fma(static_cast<float>(main), Fp16ToFp32(x[b].d) * a[b].d, acc);
+    acc = std::fma(static_cast<float>(mins), -Fp16ToFp32(x[b].dmin) * a[b].d, acc);
+  }
+  return acc;
+}
+
+float DotQ6K(int64_t n, const void* w, const void* act) {
+  const auto* x = static_cast<const BlockQ6K*>(w);
+  const auto* a = static_cast<const BlockQ8K*>(act);
+  float acc = 0;
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    int u[kQK_K];
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = x[b].ql + 64 * h;
+      const uint8_t* qh = x[b].qh + 32 * h;
+      int* o = u + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        o[l] = (ql[l] & 0x0f) | ((qh[l] & 3) << 4);
+        o[l + 32] = (ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4);
+        o[l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+        o[l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+      }
+    }
+    int32_t main = 0;
+    for (int g = 0; g < 16; ++g) {
+      int32_t dot = 0;
+      for (int l = 0; l < 16; ++l) dot += u[16 * g + l] * a[b].qs[16 * g + l];
+      main += x[b].scales[g] * dot;
+    }
+    for (int h = 0; h < 16; ++h) main -= 32 * x[b].scales[h] * a[b].bsums[h];
+    acc = std::fma(static_cast<float>(main), Fp16ToFp32(x[b].d) * a[b].d, acc);
+  }
+  return acc;
+}
+
 }  // namespace
 
 const PanelKernels* GetPanel(DType t, Isa isa) {
@@ -78,8 +145,10 @@ void PanelSide(int64_t n, const void* act_q8_0, int offset, PanelActSide* side) 
   }
 }
 
-float PanelDotScalar(DType t, int64_t n, const void* w, const void* act_q8_0) {
-  const auto* a = static_cast<const block_q8_0*>(act_q8_0);
+float PanelDotScalar(DType t, int64_t n, const void* w, const void* act) {
+  if (t == DType::kQ4_K) return DotQ4K(n, w, act);
+  if (t == DType::kQ6_K) return DotQ6K(n, w, act);
+  const auto* a = static_cast<const block_q8_0*>(act);
   float acc = 0;
   for (int64_t j = 0; j < n / kQK; ++j) {
     int q[kQK];

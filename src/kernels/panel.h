@@ -39,6 +39,7 @@ struct PanelActSide {
 
 struct PanelKernels {
   int offset = 0;  // the offset of the unsigned weights
+  bool side = true;  // run() reads the PanelActSide of Q8_0 activations (false: Q8_K, none)
   // Bytes of one packed panel of n columns (a multiple of 64).
   size_t (*packed_bytes)(int64_t n) = nullptr;
   // Packs `rows` (1..kPanelRows) weight rows starting at w, row_bytes apart; the missing rows
@@ -51,15 +52,24 @@ struct PanelKernels {
 };
 
 // The panel kernels of weight type `t` on `isa`, or nullptr (then the tiles / vec_dot).
-// Types: Q8_0, Q4_0, Q5_0, IQ4_NL (activations in Q8_0) on AVX-512 + VNNI.
+// Types: Q8_0, Q4_0, Q5_0, IQ4_NL (activations in Q8_0) and Q4_K, Q6_K (activations in Q8_K)
+// on AVX-512 + VNNI.
+//
+// The K-quant panels, per super-block of 256 (G = 32 for Q4_K, 16 for Q6_K: the sub-block
+// with its own scale sc_g, unsigned weights u = q (Q4_K) or q = w + 32 (Q6_K)):
+//   main = sum_g sc_g * sum_{k in g} u_k a_k - sum_h c_h * bsum_h     (int32, exact)
+//   Q6_K: c_h = 32 sc_h,  acc = fma(float(main), d_w * d_a, acc)
+//   Q4_K: c_h = 0, mins = sum_h m_{h/2} bsum_h (int32),
+//         acc = fma(float(mins), -d_min * d_a, fma(float(main), d_w * d_a, acc))
+// over the 16 activation block sums bsum_h of Q8_K, in super-block order.
 const PanelKernels* GetPanel(tensor::DType t, Isa isa);
 
 // Fills side[0 .. n/32) for one Q8_0 activation row.
 void PanelSide(int64_t n, const void* act_q8_0, int offset, PanelActSide* side);
 
-// The scalar twin: one weight row (type t) . one Q8_0 activation row with the panel's
-// arithmetic. Types as GetPanel.
-float PanelDotScalar(tensor::DType t, int64_t n, const void* w, const void* act_q8_0);
+// The scalar twin: one weight row (type t) . one activation row (Q8_0, or Q8_K for the
+// K-quants) with the panel's arithmetic. Types as GetPanel.
+float PanelDotScalar(tensor::DType t, int64_t n, const void* w, const void* act);
 
 #if defined(__x86_64__) || defined(__i386__)
 const PanelKernels* PanelAvx512(tensor::DType t);

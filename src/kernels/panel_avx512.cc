@@ -7,11 +7,19 @@
 // correction -offset * sum(a); eight vpdpbusd, each against one activation dword broadcast from
 // memory; one convert, one multiply of the 16 row scales by the token scale, one fma.
 // kTok tokens share each loaded weight vector.
+//
+// K-quant panels (Q4_K, Q6_K; activations Q8_K), per super-block of the 16 rows: 64 weight
+// vectors (dword q = elements 4q..4q+3, unsigned), the per-sub-block int32 scales (one vector
+// per sub-block of G), eight vectors of int16 pairs (the coefficients of the Q8_K block sums,
+// for vpdpwssd), the f32 scales d and -dmin. Per sub-block and token: G/4 vpdpbusd, one
+// vpmulld by the sub-block scales, one add; per super-block: eight vpdpwssd, then one (Q6_K)
+// or two (Q4_K) fma.
 #include <immintrin.h>
 
 #include <cstring>
 
 #include "src/kernels/blocks.h"
+#include "src/kernels/kquant_blocks.h"
 #include "src/kernels/panel.h"
 
 namespace fg::kernels::internal {
@@ -174,7 +182,203 @@ void Run(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
 
 template <class P>
 const PanelKernels* Kernels() {
-  static const PanelKernels k{P::kOffset, PackedBytes, Pack<P>, Run};
+  static const PanelKernels k{P::kOffset, true, PackedBytes, Pack<P>, Run};
+  return &k;
+}
+
+// ---------------------------------------------------------------- K-quants
+
+// 16 rows' 32-byte chunks u[0..15] -> the 8 lane-per-row vectors at out.
+FG_INLINE void StoreTransposed(const __m256i u[kPanelRows], uint8_t* out) {
+  __m512i v[8];
+  for (int k = 0; k < 8; ++k) v[k] = _mm512_inserti64x4(_mm512_castsi256_si512(u[k]), u[k + 8], 1);
+  SwapBit<0>(v);
+  SwapBit<1>(v);
+  SwapBit<2>(v);
+  for (int q = 0; q < 8; ++q) _mm512_store_si512(out + 64 * q, v[q]);
+}
+
+FG_INLINE __m256i Low4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
+FG_INLINE __m256i High4(__m256i v) { return Low4(_mm256_srli_epi16(v, 4)); }
+// Bits 2s, 2s + 1 of each byte, moved to bits 4, 5.
+FG_INLINE __m256i Two(__m256i v, int s) {
+  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2 * s), _mm256_set1_epi8(3)), 4);
+}
+
+struct Q4KP {
+  using B = BlockQ4K;
+  static constexpr int kG = 32;                 // elements per scaled sub-block
+  static constexpr bool kMin = true;
+  static constexpr size_t kSc = 4096;           // offsets in one packed super-block
+  static constexpr size_t kCorr = kSc + 8 * 64;
+  static constexpr size_t kD = kCorr + 8 * 64;
+  static constexpr size_t kBytes = kD + 2 * 64;
+  // Chunk c (elements 32c .. 32c + 31) as 32 unsigned bytes.
+  FG_INLINE static __m256i Chunk(const B& b, int c) {
+    const __m256i q = Load32(b.qs + 32 * (c / 2));
+    return c % 2 == 0 ? Low4(q) : High4(q);
+  }
+  // sc: 16 ints (the 8 sub-block scales, 8 unused); coef: 16 int16 for the block sums.
+  static void Scales(const B& b, int32_t sc[16], int16_t coef[16], float* d, float* nd) {
+    const uint8_t* s = b.scales;
+    for (int j = 0; j < 8; ++j) {
+      int m;
+      if (j < 4) {
+        sc[j] = s[j] & 63;
+        m = s[j + 4] & 63;
+      } else {
+        sc[j] = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+        m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+      }
+      coef[2 * j] = coef[2 * j + 1] = static_cast<int16_t>(m);
+    }
+    *d = _cvtsh_ss(b.d);
+    *nd = -_cvtsh_ss(b.dmin);
+  }
+};
+
+struct Q6KP {
+  using B = BlockQ6K;
+  static constexpr int kG = 16;
+  static constexpr bool kMin = false;
+  static constexpr size_t kSc = 4096;
+  static constexpr size_t kCorr = kSc + 16 * 64;
+  static constexpr size_t kD = kCorr + 8 * 64;
+  static constexpr size_t kBytes = kD + 2 * 64;
+  FG_INLINE static __m256i Chunk(const B& b, int c) {
+    const int h = c / 4, r = c % 4;
+    const __m256i ql = Load32(b.ql + 64 * h + 32 * (r % 2));
+    const __m256i qh = Load32(b.qh + 32 * h);
+    return _mm256_or_si256(r < 2 ? Low4(ql) : High4(ql), Two(qh, r));
+  }
+  static void Scales(const B& b, int32_t sc[16], int16_t coef[16], float* d, float* nd) {
+    for (int g = 0; g < 16; ++g) {
+      sc[g] = b.scales[g];
+      coef[g] = static_cast<int16_t>(32 * b.scales[g]);
+    }
+    *d = _cvtsh_ss(b.d);
+    *nd = 0;
+  }
+};
+
+template <class P>
+size_t KPackedBytes(int64_t n) { return static_cast<size_t>(n / kQK_K) * P::kBytes; }
+
+template <class P>
+void KPack(int64_t n, const uint8_t* w, size_t row_bytes, int rows, void* packed) {
+  using B = typename P::B;
+  constexpr int kGroups = kQK_K / P::kG;
+  const B* x[kPanelRows];
+  for (int r = 0; r < kPanelRows; ++r) {
+    x[r] = reinterpret_cast<const B*>(w + static_cast<size_t>(r < rows ? r : 0) * row_bytes);
+  }
+  auto* out = static_cast<uint8_t*>(packed);
+  for (int64_t j = 0; j < n / kQK_K; ++j, out += P::kBytes) {
+    for (int c = 0; c < 8; ++c) {
+      __m256i u[kPanelRows];
+      for (int r = 0; r < kPanelRows; ++r) u[r] = r < rows ? P::Chunk(x[r][j], c) : _mm256_setzero_si256();
+      StoreTransposed(u, out + c * 8 * 64);
+    }
+    auto* sc = reinterpret_cast<int32_t*>(out + P::kSc);
+    auto* coef = reinterpret_cast<int16_t*>(out + P::kCorr);
+    auto* d = reinterpret_cast<float*>(out + P::kD);
+    for (int r = 0; r < kPanelRows; ++r) {
+      int32_t s[16];
+      int16_t cf[16];
+      float dr = 0, ndr = 0;
+      if (r < rows) {
+        P::Scales(x[r][j], s, cf, &dr, &ndr);
+      } else {
+        for (int g = 0; g < 16; ++g) s[g] = cf[g] = 0;
+      }
+      for (int g = 0; g < kGroups; ++g) sc[g * kPanelRows + r] = s[g];
+      for (int i = 0; i < 8; ++i) {  // pair i: lane r holds coef[2i] (low half), coef[2i + 1]
+        coef[(i * kPanelRows + r) * 2] = cf[2 * i];
+        coef[(i * kPanelRows + r) * 2 + 1] = cf[2 * i + 1];
+      }
+      d[r] = dr;
+      d[kPanelRows + r] = ndr;
+    }
+  }
+}
+
+template <class P, int T>
+FG_INLINE void KRunTokens(int64_t nb, const uint8_t* packed, const uint8_t* act, size_t act_stride,
+                          float* y, int64_t ldy, __mmask16 live) {
+  constexpr int kGroups = kQK_K / P::kG;
+  constexpr int kDw = P::kG / 4;  // dwords per sub-block
+  __m512 acc[T];
+  const uint8_t* a[T];
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    a[t] = act + static_cast<size_t>(t) * act_stride;
+  }
+  const uint8_t* p = packed;
+  for (int64_t j = 0; j < nb; ++j, p += P::kBytes) {
+    const size_t off = static_cast<size_t>(j) * sizeof(BlockQ8K);
+    __m512i main[T], corr[T];
+    for (int t = 0; t < T; ++t) main[t] = corr[t] = _mm512_setzero_si512();
+    for (int g = 0; g < kGroups; ++g) {
+      __m512i w[kDw];
+      for (int q = 0; q < kDw; ++q) w[q] = _mm512_load_si512(p + 64 * (g * kDw + q));
+      const __m512i sc = _mm512_load_si512(p + P::kSc + 64 * g);
+      __m512i gs[T];
+      for (int t = 0; t < T; ++t) gs[t] = _mm512_setzero_si512();
+      for (int q = 0; q < kDw; ++q) {
+        for (int t = 0; t < T; ++t) {
+          gs[t] = _mm512_dpbusd_epi32(
+              gs[t], w[q], Dword(a[t] + off + offsetof(BlockQ8K, qs) + 4 * (g * kDw + q)));
+        }
+      }
+      for (int t = 0; t < T; ++t) main[t] = _mm512_add_epi32(main[t], _mm512_mullo_epi32(gs[t], sc));
+    }
+    for (int i = 0; i < 8; ++i) {
+      const __m512i c = _mm512_load_si512(p + P::kCorr + 64 * i);
+      for (int t = 0; t < T; ++t) {
+        corr[t] = _mm512_dpwssd_epi32(corr[t], c, Dword(a[t] + off + offsetof(BlockQ8K, bsums) + 4 * i));
+      }
+    }
+    const __m512 d = _mm512_load_ps(reinterpret_cast<const float*>(p + P::kD));
+    for (int t = 0; t < T; ++t) {
+      float da;
+      std::memcpy(&da, a[t] + off + offsetof(BlockQ8K, d), sizeof da);
+      const __m512 vda = _mm512_set1_ps(da);
+      if constexpr (P::kMin) {
+        const __m512 nd = _mm512_load_ps(reinterpret_cast<const float*>(p + P::kD + 64));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(main[t]), _mm512_mul_ps(d, vda), acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(corr[t]), _mm512_mul_ps(nd, vda), acc[t]);
+      } else {
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(main[t], corr[t])),
+                                 _mm512_mul_ps(d, vda), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, live, acc[t]);
+}
+
+template <class P>
+void KRun(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
+          const PanelActSide* /*side*/, int64_t tokens, float* y, int64_t ldy, int rows) {
+  const int64_t nb = n / kQK_K;
+  const auto* p = static_cast<const uint8_t*>(packed);
+  const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
+  int64_t t = 0;
+  for (; t + kTok <= tokens; t += kTok) {
+    KRunTokens<P, kTok>(nb, p, act + static_cast<size_t>(t) * act_stride, act_stride, y + t * ldy,
+                        ldy, live);
+  }
+  const uint8_t* a = act + static_cast<size_t>(t) * act_stride;
+  switch (tokens - t) {
+    case 3: KRunTokens<P, 3>(nb, p, a, act_stride, y + t * ldy, ldy, live); break;
+    case 2: KRunTokens<P, 2>(nb, p, a, act_stride, y + t * ldy, ldy, live); break;
+    case 1: KRunTokens<P, 1>(nb, p, a, act_stride, y + t * ldy, ldy, live); break;
+    default: break;
+  }
+}
+
+template <class P>
+const PanelKernels* KKernels() {
+  static const PanelKernels k{0, false, KPackedBytes<P>, KPack<P>, KRun<P>};
   return &k;
 }
 
@@ -186,6 +390,8 @@ const PanelKernels* PanelAvx512(DType t) {
     case DType::kQ4_0: return Kernels<Q4_0P>();
     case DType::kQ5_0: return Kernels<Q5_0P>();
     case DType::kIQ4_NL: return Kernels<Iq4nlP>();
+    case DType::kQ4_K: return KKernels<Q4KP>();
+    case DType::kQ6_K: return KKernels<Q6KP>();
     default: return nullptr;
   }
 }

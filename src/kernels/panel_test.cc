@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "src/kernels/blocks.h"
+#include "src/kernels/kquant_blocks.h"
 #include "src/kernels/quant.h"
 
 namespace fg::kernels::internal {
@@ -17,7 +18,15 @@ namespace {
 
 using tensor::DType;
 
-constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kIQ4_NL};
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0,  DType::kQ5_0,
+                            DType::kIQ4_NL, DType::kQ4_K, DType::kQ6_K};
+
+DType ActType(DType t) { return GetTypeOps(t, Isa::kScalar)->dot_type; }
+
+std::vector<int64_t> ColsFor(DType t) {
+  if (tensor::Info(t).block_elems == 256) return {256, 768, 2048};
+  return {32, 96, 640};
+}
 
 std::vector<float> Random(int64_t n, std::mt19937& rng) {
   std::normal_distribution<float> g(0.f, 1.f);
@@ -43,9 +52,9 @@ TEST(Panel, RunEqualsScalarTwinBitForBit) {
       const PanelKernels* k = GetPanel(t, isa);
       if (k == nullptr) continue;
       ++kernels;
-      for (int64_t cols : {32, 96, 640}) {
+      for (int64_t cols : ColsFor(t)) {
         const size_t rb = static_cast<size_t>(*tensor::RowBytes(t, cols));
-        const size_t ab = static_cast<size_t>(*tensor::RowBytes(DType::kQ8_0, cols));
+        const size_t ab = static_cast<size_t>(*tensor::RowBytes(ActType(t), cols));
         for (int rows : {1, 5, 16}) {
           std::vector<uint8_t> w = Quantize(t, Random(rows * cols, rng), rows, cols);
           if (t == DType::kQ8_0) {  // the extremes of the int8 range, -128 included
@@ -55,10 +64,9 @@ TEST(Panel, RunEqualsScalarTwinBitForBit) {
             b[0].qs[31] = -128;
           }
           for (int64_t m : {1, 3, 4, 9}) {
-            const std::vector<uint8_t> a =
-                Quantize(DType::kQ8_0, Random(m * cols, rng), m, cols);
+            const std::vector<uint8_t> a = Quantize(ActType(t), Random(m * cols, rng), m, cols);
             std::vector<PanelActSide> side(static_cast<size_t>(m * cols / kQK));
-            for (int64_t i = 0; i < m; ++i) {
+            for (int64_t i = 0; k->side && i < m; ++i) {
               PanelSide(cols, a.data() + i * ab, k->offset, side.data() + i * (cols / kQK));
             }
             std::vector<uint8_t> packed(k->packed_bytes(cols) + 64);
@@ -90,19 +98,58 @@ TEST(Panel, RunEqualsScalarTwinBitForBit) {
       }
     }
   }
+  // Random weight bytes reach every code (all 6-bit scales and mins, negative Q6_K scales).
+  for (Isa isa : AvailableIsas()) {
+    for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+      const PanelKernels* k = GetPanel(t, isa);
+      if (k == nullptr) continue;
+      const int64_t cols = 512;
+      const int rows = 16;
+      const size_t rb = static_cast<size_t>(*tensor::RowBytes(t, cols));
+      const size_t ab = static_cast<size_t>(*tensor::RowBytes(ActType(t), cols));
+      std::vector<uint8_t> w(rb * rows);
+      for (auto& b : w) b = static_cast<uint8_t>(rng());
+      // Finite f16 scales below 2: clear bits 6 and 2 of each scale's high byte.
+      const size_t block = t == DType::kQ4_K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
+      for (size_t b = 0; b < w.size(); b += block) {
+        if (t == DType::kQ4_K) {
+          w[b + 1] &= 0x3b;  // d
+          w[b + 3] &= 0x3b;  // dmin
+        } else {
+          w[b + block - 1] &= 0x3b;  // d, the last two bytes
+        }
+      }
+      const int64_t m = 5;
+      const std::vector<uint8_t> a = Quantize(ActType(t), Random(m * cols, rng), m, cols);
+      std::vector<uint8_t> packed(k->packed_bytes(cols) + 64);
+      void* buf = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+      k->pack(cols, w.data(), rb, rows, buf);
+      std::vector<float> y(static_cast<size_t>(m * rows));
+      k->run(cols, buf, a.data(), ab, nullptr, m, y.data(), rows, rows);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int r = 0; r < rows; ++r) {
+          const float want = PanelDotScalar(t, cols, w.data() + r * rb, a.data() + i * ab);
+          const float got = y[static_cast<size_t>(i * rows + r)];
+          ASSERT_EQ(std::memcmp(&got, &want, 4), 0)
+              << tensor::DTypeName(t) << " random bytes token " << i << " row " << r << ": "
+              << got << " vs " << want;
+        }
+      }
+    }
+  }
   if (kernels == 0) GTEST_SKIP() << "no ISA of this CPU (or FGEMMA_ISA) has panel kernels";
 }
 
 // The twin itself against the dequantized weights and activations in double.
 TEST(Panel, ScalarTwinMatchesDequantizedDot) {
   std::mt19937 rng(3);
-  const int64_t cols = 640;
   for (DType t : kTypes) {
+    const int64_t cols = ColsFor(t).back();
     const std::vector<uint8_t> w = Quantize(t, Random(cols, rng), 1, cols);
-    const std::vector<uint8_t> a = Quantize(DType::kQ8_0, Random(cols, rng), 1, cols);
+    const std::vector<uint8_t> a = Quantize(ActType(t), Random(cols, rng), 1, cols);
     std::vector<float> wf(cols), af(cols);
     GetTypeOps(t, Isa::kScalar)->dequantize_row(w.data(), wf.data(), cols);
-    GetTypeOps(DType::kQ8_0, Isa::kScalar)->dequantize_row(a.data(), af.data(), cols);
+    GetTypeOps(ActType(t), Isa::kScalar)->dequantize_row(a.data(), af.data(), cols);
     double want = 0, mag = 0;
     for (int64_t k = 0; k < cols; ++k) {
       want += static_cast<double>(wf[k]) * af[k];
