@@ -6,7 +6,7 @@
 // scales. The inner loop per block and token: the block's int32 sums start from the token's
 // correction -offset * sum(a); eight vpdpbusd, each against one activation dword broadcast from
 // memory; one convert, one multiply of the 16 row scales by the token scale, one fma.
-// kTok tokens share each loaded weight vector.
+// kTokB (K-quants: kTok) tokens share each loaded weight vector.
 //
 // K-quant panels (Q4_K, Q6_K; activations Q8_K), per super-block of the 16 rows: 64 weight
 // vectors (dword q = elements 4q..4q+3, unsigned), the per-sub-block int32 scales (one vector
@@ -160,6 +160,7 @@ FG_INLINE void RunTokens(int64_t nb, const uint8_t* packed, const uint8_t* act, 
 }
 
 constexpr int kTok = 4;
+constexpr int kTokB = 8;  // tokens per pass of the 32-element block kernel
 
 void Run(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
          const PanelActSide* side, int64_t tokens, float* y, int64_t ldy, int rows) {
@@ -167,9 +168,14 @@ void Run(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
   const auto* p = static_cast<const uint8_t*>(packed);
   const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
   int64_t t = 0;
-  for (; t + kTok <= tokens; t += kTok) {
+  for (; t + kTokB <= tokens; t += kTokB) {
+    RunTokens<kTokB>(nb, p, act + static_cast<size_t>(t) * act_stride, act_stride, side + t * nb,
+                     y + t * ldy, ldy, live);
+  }
+  if (t + kTok <= tokens) {
     RunTokens<kTok>(nb, p, act + static_cast<size_t>(t) * act_stride, act_stride, side + t * nb,
                     y + t * ldy, ldy, live);
+    t += kTok;
   }
   const uint8_t* a = act + static_cast<size_t>(t) * act_stride;
   switch (tokens - t) {

@@ -63,7 +63,7 @@ TEST(Panel, RunEqualsScalarTwinBitForBit) {
             b[0].qs[1] = 127;
             b[0].qs[31] = -128;
           }
-          for (int64_t m : {1, 3, 4, 9}) {
+          for (int64_t m : {1, 3, 4, 9, 15}) {
             const std::vector<uint8_t> a = Quantize(ActType(t), Random(m * cols, rng), m, cols);
             std::vector<PanelActSide> side(static_cast<size_t>(m * cols / kQK));
             for (int64_t i = 0; k->side && i < m; ++i) {
