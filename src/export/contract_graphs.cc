@@ -50,7 +50,7 @@ StatusOr<graph::Graph> BuildContractFunction(const model::Config& c, const model
     }
   }
   // n: new rows of this call.
-  const int64_t n = f == Function::kWithPast ? 1
+  const int64_t n = f == Function::kWithPast          ? 1
                     : f == Function::kPrefillWithPast ? spec.chunk
                                                       : spec.seq;
   auto past_of = [&](bool global) { return global ? p_global : p_sliding; };
@@ -66,8 +66,9 @@ StatusOr<graph::Graph> BuildContractFunction(const model::Config& c, const model
     } else if (a.name == "maskSliding" || a.name == "maskGlobal") {
       shape[3] = plus(past_of(a.name == "maskGlobal"), n);
     }
-    FG_ASSIGN_OR_RETURN(int id, b.Input(a.name, std::move(shape),
-                                        a.type == ArgType::kI32 ? ValueType::kI32 : ValueType::kF32));
+    FG_ASSIGN_OR_RETURN(int id,
+                        b.Input(a.name, std::move(shape),
+                                a.type == ArgType::kI32 ? ValueType::kI32 : ValueType::kF32));
     arg[a.name] = id;
   }
 
@@ -94,7 +95,8 @@ StatusOr<graph::Graph> BuildContractFunction(const model::Config& c, const model
   std::vector<int> k_out(c.n_layers, -1), v_out(c.n_layers, -1);
   // [n, KV, D] rows -> the contract's [1, KV, n, D].
   auto to_contract = [&](Builder& b, int64_t l, int x3, const char* what) -> StatusOr<int> {
-    FG_ASSIGN_OR_RETURN(int t, b.Transpose(Blk(l, (std::string(what) + "_t").c_str()), x3, {1, 0, 2}));
+    FG_ASSIGN_OR_RETURN(int t,
+                        b.Transpose(Blk(l, (std::string(what) + "_t").c_str()), x3, {1, 0, 2}));
     return b.Reshape(Blk(l, (std::string(what) + "_rows").c_str()), t, {1, KV, n, D});
   };
   auto core = [&](Builder& b, int64_t l, int qn, int kn, int v3) -> StatusOr<int> {

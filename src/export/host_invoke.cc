@@ -122,18 +122,17 @@ StatusOr<PastLengths> CheckArguments(const model::Config& c, const InvokeOptions
     }
     const size_t count = static_cast<size_t>(t.elements());
     if ((t.type == ArgType::kF32 ? t.f32.size() : t.i32.size()) != count) {
-      return InvalidArgumentError(ArgLabel(i, a) + ": holds " +
-                                  std::to_string(t.type == ArgType::kF32 ? t.f32.size()
-                                                                         : t.i32.size()) +
-                                  " values, its shape needs " + std::to_string(count));
+      return InvalidArgumentError(
+          ArgLabel(i, a) + ": holds " +
+          std::to_string(t.type == ArgType::kF32 ? t.f32.size() : t.i32.size()) +
+          " values, its shape needs " + std::to_string(count));
     }
     if (a.name == "tokens" || a.name == "token") {
       for (size_t j = 0; j < t.i32.size(); ++j) {
         if (t.i32[j] < 0 || t.i32[j] >= c.vocab) {
           return OutOfRangeError(ArgLabel(i, a) + ": token id " + std::to_string(t.i32[j]) +
                                  " at index " + std::to_string(j) +
-                                 " is outside the vocabulary [0, " + std::to_string(c.vocab) +
-                                 ")");
+                                 " is outside the vocabulary [0, " + std::to_string(c.vocab) + ")");
         }
       }
     }
@@ -144,8 +143,7 @@ StatusOr<PastLengths> CheckArguments(const model::Config& c, const InvokeOptions
 StatusOr<std::vector<HostTensor>> HostInvoke(const model::Config& c, const model::Weights& w,
                                              const exec::WeightResolver& resolver,
                                              const InvokeOptions& o,
-                                             std::span<const HostTensor> args,
-                                             InvokeStats* stats) {
+                                             std::span<const HostTensor> args, InvokeStats* stats) {
   FG_ASSIGN_OR_RETURN(PastLengths past, CheckArguments(c, o, args));
   FG_ASSIGN_OR_RETURN(graph::Graph g, BuildContractFunction(c, w, SpecOf(o, past)));
   if (stats != nullptr) *stats = StatsOf(g);

@@ -85,7 +85,8 @@ Status ParseValues(std::string_view text, HostTensor* t) {
   if (items.empty()) return InvalidArgumentError("no values after '='");
   if (items.size() != 1 && static_cast<int64_t>(items.size()) != n) {
     return InvalidArgumentError(std::to_string(items.size()) + " values for a tensor of " +
-                                std::to_string(n) + " elements (give all of them, or one to fill it)");
+                                std::to_string(n) +
+                                " elements (give all of them, or one to fill it)");
   }
   std::vector<double> vals;
   for (const std::string& item : items) {
@@ -153,16 +154,19 @@ StatusOr<HostTensor> ParseNpy(std::string_view b, const std::string& what) {
   auto bad = [&](const std::string& why) {
     return InvalidArgumentError(what + ": not a usable .npy file: " + why);
   };
-  if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0) return bad("no \\x93NUMPY magic");
+  if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0)
+    return bad("no \\x93NUMPY magic");
   const int major = static_cast<uint8_t>(b[6]);
   size_t header_len = 0, header_start = 0;
   if (major == 1) {
-    header_len = static_cast<uint8_t>(b[8]) | (static_cast<size_t>(static_cast<uint8_t>(b[9])) << 8);
+    header_len =
+        static_cast<uint8_t>(b[8]) | (static_cast<size_t>(static_cast<uint8_t>(b[9])) << 8);
     header_start = 10;
   } else if (major == 2 || major == 3) {
     if (b.size() < 12) return bad("truncated header");
     header_len = 0;
-    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<uint8_t>(b[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      header_len |= static_cast<size_t>(static_cast<uint8_t>(b[8 + i])) << (8 * i);
     header_start = 12;
   } else {
     return bad("version " + std::to_string(major) + " is not supported");
@@ -184,7 +188,8 @@ StatusOr<HostTensor> ParseNpy(std::string_view b, const std::string& what) {
   }
   if (*fortran != "False") return bad("fortran_order arrays are not supported");
   std::string s = *shape_s;
-  if (s.size() < 2 || s.front() != '(' || s.back() != ')') return bad("shape " + s + " is not a tuple");
+  if (s.size() < 2 || s.front() != '(' || s.back() != ')')
+    return bad("shape " + s + " is not a tuple");
   s = s.substr(1, s.size() - 2);
   std::stringstream ss(s);
   std::string item;
@@ -193,7 +198,8 @@ StatusOr<HostTensor> ParseNpy(std::string_view b, const std::string& what) {
     size_t a = item.find_first_not_of(' '), z = item.find_last_not_of(' ');
     if (a == std::string::npos) continue;  // "(5,)"
     item = item.substr(a, z - a + 1);
-    if (item.empty() || item.size() > 12 || item.find_first_not_of("0123456789") != std::string::npos) {
+    if (item.empty() || item.size() > 12 ||
+        item.find_first_not_of("0123456789") != std::string::npos) {
       return bad("shape entry '" + item + "'");
     }
     const int64_t dim = std::strtoll(item.c_str(), nullptr, 10);
@@ -255,8 +261,9 @@ StatusOr<HostTensor> ParseTensorArg(std::string_view spec) {
   if (!spec.empty() && spec[0] == '@') return ReadNpy(std::string(spec.substr(1)));
   const size_t eq = spec.find('=');
   if (eq == std::string_view::npos) {
-    return InvalidArgumentError("'" + std::string(spec.substr(0, 64)) +
-                                "' is neither SHAPExTYPE=VALUES, SHAPExTYPE=@file.bin nor @file.npy");
+    return InvalidArgumentError(
+        "'" + std::string(spec.substr(0, 64)) +
+        "' is neither SHAPExTYPE=VALUES, SHAPExTYPE=@file.bin nor @file.npy");
   }
   HostTensor t;
   FG_RETURN_IF_ERROR(ParseShapeType(spec.substr(0, eq), &t.shape, &t.type));

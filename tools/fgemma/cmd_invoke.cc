@@ -50,35 +50,46 @@ int CmdInvoke(int argc, char** argv) {
                "gemma_prefill_at, gemma_with_past, gemma_prefill_with_past) on the host CPU\n"
                "executor: the oracle an IREE-compiled module is compared with. Inputs and\n"
                "outputs are spelled as iree-run-module spells them.");
-  p.AddString("-m,--model", &model_path, "FILE", "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
+  p.AddString("-m,--model", &model_path, "FILE",
+              "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
   p.AddString("--function", &function, "NAME", "Function to run (module.NAME accepted)");
-  p.AddInt("--seq", &seq, "S", "Sequence capacity S of the fixed-length functions (default: from the tokens input)");
-  p.AddInt("--chunk", &chunk, "C", "Chunk size C of gemma_prefill_with_past (default: from the tokens input)");
-  p.AddBool("--emb-input", &emb, "The embeddings-input variant: an `emb` argument after tokens/token");
+  p.AddInt("--seq", &seq, "S",
+           "Sequence capacity S of the fixed-length functions (default: from the tokens input)");
+  p.AddInt("--chunk", &chunk, "C",
+           "Chunk size C of gemma_prefill_with_past (default: from the tokens input)");
+  p.AddBool("--emb-input", &emb,
+            "The embeddings-input variant: an `emb` argument after tokens/token");
   p.AddStringList("--input", &inputs, "SPEC",
                   "One argument, in order: SHAPExTYPE=VALUES (1x24xi32=2 105 ...; one value fills "
                   "the tensor), SHAPExTYPE=@raw.bin (little-endian), or @file.npy");
   p.AddStringList("--output", &outputs, "@FILE.npy",
                   "Write each result, in order, to a .npy file (give one per result); without "
                   "--output results are printed as iree-run-module prints them");
-  p.AddBool("--stats", &stats, "Print the graph's largest value and the executor's scratch (arena) bytes to stderr");
+  p.AddBool("--stats", &stats,
+            "Print the graph's largest value and the executor's scratch (arena) bytes to stderr");
   p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
-  p.AddBool("--reference-kernels", &reference, "Run the scalar reference kernels (slow; debugging)");
-  p.AddNote("Past lengths P of the with-past functions are taken from the K/V shapes (sliding and\n"
-            "global layers separately); masks must be 1 x nHeads x C x (P + C).\n"
-            "Example: fgemma invoke --function gemma_at --input=1x4xi32=2 105 2364 107 \\\n"
-            "           --input=1x4xf32=0 0 0 1\n"
-            "Exit codes: 0 ok; 2 usage (flags, unknown function, an --input that cannot be parsed,\n"
-            "wrong number, shape or type of inputs); 1 runtime (unreadable or malformed files,\n"
-            "token ids outside the vocabulary, out of memory).");
+  p.AddBool("--reference-kernels", &reference,
+            "Run the scalar reference kernels (slow; debugging)");
+  p.AddNote(
+      "Past lengths P of the with-past functions are taken from the K/V shapes (sliding and\n"
+      "global layers separately); masks must be 1 x nHeads x C x (P + C).\n"
+      "Example: fgemma invoke --function gemma_at --input=1x4xi32=2 105 2364 107 \\\n"
+      "           --input=1x4xf32=0 0 0 1\n"
+      "Exit codes: 0 ok; 2 usage (flags, unknown function, an --input that cannot be parsed,\n"
+      "wrong number, shape or type of inputs); 1 runtime (unreadable or malformed files,\n"
+      "token ids outside the vocabulary, out of memory).");
   if (auto rc = p.Parse(argc, argv)) return *rc;
-  auto usage = [&](const std::string& m) { return ReportError("invoke", InvalidArgumentError(m), true); };
+  auto usage = [&](const std::string& m) {
+    return ReportError("invoke", InvalidArgumentError(m), true);
+  };
   if (function.empty()) return usage("missing --function NAME (one of " + FunctionList() + ")");
   auto fn = ParseFunction(function);
-  if (!fn) return usage("unknown function '" + function + "' (expected one of " + FunctionList() + ")");
+  if (!fn)
+    return usage("unknown function '" + function + "' (expected one of " + FunctionList() + ")");
   if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
   if (p.WasSet("--seq") && (seq < 1 || seq > 65536)) return usage("--seq must be in [1, 65536]");
-  if (p.WasSet("--chunk") && (chunk < 1 || chunk > 65536)) return usage("--chunk must be in [1, 65536]");
+  if (p.WasSet("--chunk") && (chunk < 1 || chunk > 65536))
+    return usage("--chunk must be in [1, 65536]");
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].size() < 2 || outputs[i][0] != '@') {
       return usage("--output " + std::to_string(i) + " '" + outputs[i] + "' must be @FILE.npy");
