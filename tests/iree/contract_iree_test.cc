@@ -4,7 +4,10 @@
 // the host run of the same function (HostInvoke, the oracle) on the same arguments, and K/V
 // with NMSE <= 1e-5. A small synthetic model (6 layers, layer 5 global, window 8) with F32
 // weights exported as f32, so both sides read the same numbers; pasts longer than the window.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -54,7 +57,8 @@ class ContractIreeTest : public ::testing::Test {
       delete e;
       return;
     }
-    e->dir = ::testing::TempDir() + "/contract_iree";
+    // Per process: ctest runs each case in its own process, in parallel with -j.
+    e->dir = ::testing::TempDir() + "/contract_iree_" + std::to_string(::getpid());
     ASSERT_EQ(std::system(("mkdir -p " + e->dir).c_str()), 0);
     auto spec = gguf::SyntheticPreset("small");
     ASSERT_TRUE(spec.ok());
@@ -73,6 +77,7 @@ class ContractIreeTest : public ::testing::Test {
     env = e;
   }
   static void TearDownTestSuite() {
+    if (env != nullptr) std::filesystem::remove_all(env->dir);
     delete env;
     env = nullptr;
   }

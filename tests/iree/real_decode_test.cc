@@ -6,7 +6,10 @@
 // activations to Q8_K, so on near-ties they may pick another token: that agreement is printed,
 // not asserted. The chunked prefill (gemma_prefill_with_past) is checked on one prompt.
 // Slow (several minutes on 2 cores: compiling the 262144-row LM head), hence the iree label.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -70,10 +73,18 @@ TEST(RealDecodeIreeTest, IreeDecodeMatchesTheHost) {
   if (fg::testing::IreeTool("iree-compile", &why).empty()) GTEST_SKIP() << why;
   const std::string py = std::string(std::getenv("FGEMMA_VENV")) + "/bin/python";
   const std::string m = std::string(" -m '") + model + "'";
-  const std::string dir = fg::testing::TempPath("real_export");
+  const std::string dir = fg::testing::TempPath("real_export_" + std::to_string(::getpid()));
   auto ex = fg::testing::RunFgemma("export" + m + " --seq 32 --chunk 16 -o " + dir);
   ASSERT_EQ(ex.rc, 0) << ex.out;
   const std::string vmfb = dir + "_vmfb";
+  // The export (512 MiB) and the modules go away however the test ends.
+  struct Cleanup {
+    std::string a, b;
+    ~Cleanup() {
+      std::filesystem::remove_all(a);
+      std::filesystem::remove_all(b);
+    }
+  } cleanup{dir, vmfb};
 
   const std::vector<std::string> prompts = {"The capital of France is",
                                             "Write a haiku about the sea.",

@@ -2,7 +2,10 @@
 // cache_write, attention over a wrapped sliding ring and a global cache, gelu_mul, add,
 // select_rows, argmax), compiled by iree-compile (llvm-cpu) and run by iree-run-module with
 // fgemma's parameter archive, against the host executor on the same inputs and caches.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -38,7 +41,7 @@ TEST_P(StablehloForwardTest, MatchesExecutor) {
   if (compiler.empty() || runner.empty()) GTEST_SKIP() << why;
   const Case c = GetParam();
   const std::string tag = std::string(exporter::WeightTypeName(c.type));
-  const std::string dir = ::testing::TempDir() + "/shlo_fwd_" + tag;
+  const std::string dir = ::testing::TempDir() + "/shlo_fwd_" + tag + "_" + std::to_string(::getpid());
   ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
 
   // "small": 6 layers, layer 5 global, window 8.
@@ -124,6 +127,7 @@ TEST_P(StablehloForwardTest, MatchesExecutor) {
   std::printf("forward %s: logits NMSE %.3g\n", tag.c_str(), nmse);
   ASSERT_EQ(out[1].i.size(), am->size());
   for (size_t i = 0; i < am->size(); ++i) EXPECT_EQ(out[1].i[i], (*am)[i]) << "row " << i;
+  std::filesystem::remove_all(dir);
 }
 
 // f32 weights exported as f32 (bit-identical weights) and bf16 weights exported as bf16
