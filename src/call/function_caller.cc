@@ -463,6 +463,9 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
       break;
     }
   }
+  if (r.stop_reason == "max tokens" && m.grammar && m.grammar->Done(state)) {
+    r.stop_reason = "grammar done";  // the last token allowed was also the last one finishing it
+  }
   if (first) st.prefill_ms = 0;  // nothing was appended after the prefix (cannot happen)
   st.decode_ms = ms_since(t_decode);
   st.generated_tokens = static_cast<int64_t>(r.tokens.size());
