@@ -259,7 +259,7 @@ Status Tokenizer::Init() {
   attrs_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (v.tokens[i].empty()) v.tokens[i] = "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp
-    attrs_[i] = AttrFromType(v.types[i]);
+    attrs_[i] = static_cast<uint8_t>(AttrFromType(v.types[i]));
   }
   for (size_t i = 0; i < n; ++i) {
     size_t slot = TextHash(v.tokens[i]) & index_mask_;
@@ -316,11 +316,9 @@ Status Tokenizer::Init() {
   }
   std::sort(specials.begin(), specials.end(),
             [&](int32_t a, int32_t b) { return v.tokens[a].size() > v.tokens[b].size(); });
-  rank_.assign(n, -1);
   trie_.assign(1, TrieNode{});
   for (size_t r = 0; r < specials.size(); ++r) {
     const int32_t id = specials[r];
-    rank_[id] = static_cast<int32_t>(r);
     const std::string& text = v.tokens[id];
     starts_special_[static_cast<uint8_t>(text[0])] = true;
     int32_t node = 0;
@@ -338,6 +336,7 @@ Status Tokenizer::Init() {
       }
     }
     trie_[node].token = id;
+    trie_[node].rank = static_cast<int32_t>(r);
   }
   return OkStatus();
 }
@@ -382,7 +381,7 @@ void Tokenizer::SplitSpecial(std::string_view text, bool parse_special,
       const int32_t id = trie_[node].token;
       if (id < 0) continue;
       if (!parse_special && (attrs_[id] & (kAttrControl | kAttrUnknown))) continue;
-      occ.push_back({rank_[id], id, p, q - p + 1});
+      occ.push_back({trie_[node].rank, id, p, q - p + 1});
     }
   }
   if (occ.empty()) return;

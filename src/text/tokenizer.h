@@ -126,7 +126,7 @@ class Tokenizer {
   void EncodeFragment(std::string_view fragment, bool add_prefix, std::vector<int32_t>* out) const;
 
   Vocab vocab_;
-  std::vector<uint32_t> attrs_;
+  std::vector<uint8_t> attrs_;  // TokenAttr bits (all below 1 << 8)
   // Text -> id: open addressing with linear probing over token ids (-1: empty slot), a power
   // of two at least twice the vocabulary (4 bytes a slot, no allocation per token).
   int32_t Lookup(std::string_view text) const;
@@ -134,13 +134,13 @@ class Tokenizer {
   size_t index_mask_ = 0;
   int32_t byte_token_[256];
 
-  // Special tokens: a byte trie over their texts. rank_ is llama.cpp's processing order.
+  // Special tokens: a byte trie over their texts; rank is llama.cpp's processing order.
   struct TrieNode {
     std::vector<std::pair<uint8_t, int32_t>> next;  // sorted by byte
     int32_t token = -1;                             // token ending here, or -1
+    int32_t rank = -1;                              // its rank
   };
   std::vector<TrieNode> trie_;
-  std::vector<int32_t> rank_;  // per token id; -1 when not special
   bool starts_special_[256] = {};
 };
 
