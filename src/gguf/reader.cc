@@ -203,12 +203,11 @@ Status ReadValue(Cursor& c, uint32_t raw_type, Value& v) {
                            " bytes left)");
     }
     v.data = c.Skip(0);
-    v.strings.reserve(v.count);
     for (uint64_t k = 0; k < v.count; ++k) {
       auto s = c.ReadString("string array element");
       if (!s.ok()) return s.status().WithContext("element " + std::to_string(k));
-      v.strings.push_back(*s);
     }
+    v.strings = StringList(v.data, v.count);
     return OkStatus();
   }
   uint64_t esize = ScalarSize(v.elem_type);
@@ -524,7 +523,7 @@ StatusOr<std::vector<std::string_view>> File::GetStringArray(std::string_view ke
   if (v->type != ValueType::kArray || v->elem_type != ValueType::kString) {
     return WrongType(key, *v, "array of string");
   }
-  return v->strings;
+  return std::vector<std::string_view>(v->strings.begin(), v->strings.end());
 }
 
 StatusOr<std::vector<float>> File::GetFloatArray(std::string_view key) const {

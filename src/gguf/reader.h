@@ -8,6 +8,8 @@
 #define FGEMMA_GGUF_READER_H_
 
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <string>
@@ -39,6 +41,53 @@ enum class ValueType : uint32_t {
 };
 std::string_view ValueTypeName(ValueType t);
 
+// The elements of a string array, read from the mapping as they are visited (they were all
+// validated when the file was opened): no per-element storage, which for a 262k-token
+// vocabulary would be 4 MiB of views. Forward iteration only.
+class StringList {
+ public:
+  class iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::string_view;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const std::string_view*;
+    using reference = std::string_view;
+    iterator() = default;
+    iterator(const uint8_t* p, uint64_t left) : p_(p), left_(left) {}
+    std::string_view operator*() const {
+      uint64_t len;
+      std::memcpy(&len, p_, sizeof(len));  // little-endian (checked in reader.cc)
+      return std::string_view(reinterpret_cast<const char*>(p_) + sizeof(len), len);
+    }
+    iterator& operator++() {
+      p_ += sizeof(uint64_t) + (**this).size();
+      --left_;
+      return *this;
+    }
+    iterator operator++(int) {
+      iterator t = *this;
+      ++*this;
+      return t;
+    }
+    bool operator==(const iterator& o) const { return left_ == o.left_; }
+
+   private:
+    const uint8_t* p_ = nullptr;
+    uint64_t left_ = 0;  // elements from here to the end
+  };
+  StringList() = default;
+  StringList(const uint8_t* data, uint64_t count) : data_(data), count_(count) {}
+  iterator begin() const { return iterator(data_, count_); }
+  iterator end() const { return iterator(nullptr, 0); }
+  uint64_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  uint64_t count_ = 0;
+};
+
 // One metadata value. Scalars are held widened; strings and array payloads point into the
 // mapped file (valid while the File lives).
 struct Value {
@@ -52,7 +101,7 @@ struct Value {
   ValueType elem_type = ValueType::kUint8;
   uint64_t count = 0;
   const uint8_t* data = nullptr;
-  std::vector<std::string_view> strings;  // kArray of kString: every element (validated)
+  StringList strings;  // kArray of kString: every element (validated), views into the file
 };
 
 struct KeyValue {

@@ -90,7 +90,9 @@ void ExpectSame(const File& f, const nlohmann::json& j) {
       EXPECT_EQ(e["type"], "array:" + std::string(ValueTypeName(v.elem_type)));
       ASSERT_EQ(e["value"].size(), v.count);
       if (v.elem_type == ValueType::kString) {
-        for (uint64_t i = 0; i < v.count; ++i) EXPECT_EQ(e["value"][i], std::string(v.strings[i]));
+        uint64_t i = 0;
+        for (std::string_view s : v.strings) EXPECT_EQ(e["value"][i++], std::string(s));
+        EXPECT_EQ(i, v.count);
       } else if (v.elem_type == ValueType::kFloat32) {
         auto fl = *f.GetFloatArray(key);
         for (uint64_t i = 0; i < v.count; ++i) EXPECT_EQ(e["value"][i].get<double>(), fl[i]);

@@ -77,9 +77,10 @@ nlohmann::json ScalarJson(const gguf::Value& v) {
 // Items 0..n-1 of an array value as JSON.
 nlohmann::json ArrayHead(const gguf::Value& v, uint64_t n) {
   nlohmann::json a = nlohmann::json::array();
+  auto str = v.strings.begin();
   for (uint64_t k = 0; k < n && k < v.count; ++k) {
     if (v.elem_type == ValueType::kString) {
-      a.push_back(std::string(v.strings[k]));
+      a.push_back(std::string(*str++));
     } else {
       a.push_back(Element(v.elem_type, v.data + k * ElementSize(v.elem_type)));
     }
@@ -111,10 +112,11 @@ std::string ValueText(const gguf::Value& v) {
   if (v.type != ValueType::kArray) return Dump(ScalarJson(v));
   std::string out = "[";
   uint64_t n = std::min<uint64_t>(v.count, kArrayHead);
+  auto str = v.strings.begin();
   for (uint64_t k = 0; k < n; ++k) {
     if (k) out += ", ";
     if (v.elem_type == ValueType::kString) {
-      out += Quoted(v.strings[k], 40);
+      out += Quoted(*str++, 40);
     } else {
       out += Dump(Element(v.elem_type, v.data + k * ElementSize(v.elem_type)));
     }
