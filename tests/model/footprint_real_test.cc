@@ -1,0 +1,72 @@
+// Memory footprint of `fgemma call` on the real model (issue 6): with a 2048-token context, the
+// peak resident set stays within the GGUF file size (the mapped weights, all touched: the Q8_0
+// token embedding is also the LM head) plus 64 MiB for everything else (KV caches, tokenizer,
+// grammar, executors). A memory bound, measured by the kernel (getrusage of the child), not a
+// timing bound.
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/testing/cli_runner.h"
+
+namespace fg {
+namespace {
+
+std::string ModelPath() {
+  const char* p = std::getenv("FGEMMA_MODEL");
+  return p != nullptr ? p : "";
+}
+
+// The "peak RSS X MiB" that --stats prints, or -1.
+double StatsPeakMiB(const std::string& out) {
+  const std::string key = "peak RSS ";
+  const size_t at = out.rfind(key);
+  if (at == std::string::npos) return -1;
+  return std::atof(out.c_str() + at + key.size());
+}
+
+TEST(Footprint, CallPeakRssWithin64MiBOfTheModelFile) {
+  const std::string model = ModelPath();
+  struct stat st;
+  if (model.empty() || ::stat(model.c_str(), &st) != 0) {
+    GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs the real Gemma 3 270M GGUF";
+  }
+  const double file_mib = static_cast<double>(st.st_size) / (1024.0 * 1024.0);
+  const double limit_mib = file_mib + 64.0;
+  const std::string catalog = std::string(FG_SOURCE_DIR) + "/examples/home_15.json";
+  // A long request too: more tokens after the catalog prefix than the sliding rings hold beyond
+  // the window, so the pinned prefix's rows are copied aside (the worst case of the pin).
+  std::string long_request = "turn on the light in the kitchen please";
+  for (int i = 0; i < 30; ++i) long_request += ", and then also the one in the hallway";
+  for (const std::string& request :
+       {std::string("turn on the light in the kitchen please"), long_request}) {
+    SCOPED_TRACE(request.size());
+    struct rusage before;
+    ::getrusage(RUSAGE_CHILDREN, &before);
+    testing::CliResult r = testing::RunFgemma("call -m '" + model + "' --tools '" + catalog +
+                                              "' -c 2048 -t 2 --stats '" + request + "'");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    struct rusage after;
+    ::getrusage(RUSAGE_CHILDREN, &after);
+    // ru_maxrss of children is the largest of any waited-for descendant (the shell or fgemma).
+    const double child_mib = static_cast<double>(after.ru_maxrss) / 1024.0;
+    const double stats_mib = StatsPeakMiB(r.out);
+    std::printf("model file %.1f MiB, limit %.1f MiB; fgemma call (%zu-byte request): peak RSS "
+                "%.1f MiB (--stats), %.1f MiB (getrusage of children)\n",
+                file_mib, limit_mib, request.size(), stats_mib, child_mib);
+    ASSERT_GT(stats_mib, 0) << "no 'peak RSS' in --stats output:\n" << r.out;
+    EXPECT_LE(stats_mib, limit_mib) << r.out;
+    EXPECT_LE(child_mib, limit_mib) << r.out;
+    // The child's number covers fgemma's whole life, so it is at least what fgemma printed
+    // before exiting (up to rounding).
+    EXPECT_GE(child_mib + 1.0, stats_mib);
+  }
+}
+
+}  // namespace
+}  // namespace fg
