@@ -247,7 +247,7 @@ Status Executor::CopyInput(std::string_view name, ValueType type, const void* da
                                 (v.type == ValueType::kI32 ? " i32" : " f32") + " values, got " +
                                 std::to_string(count) + (type == ValueType::kI32 ? " i32" : " f32"));
   }
-  std::memcpy(ptr_[id], data, count * 4);  // i32 and f32 alike
+  if (count > 0) std::memcpy(ptr_[id], data, count * 4);  // i32 and f32 alike; P may be 0
   return OkStatus();
 }
 
