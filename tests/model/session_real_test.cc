@@ -1,7 +1,7 @@
 // The session on the real Gemma 3 270M Q4_K_M against llama.cpp's goldens
 // (scripts/gen_goldens_session.py), 10 prompts of 6 to 1187 tokens (past the window):
 // - final-position top-1 identical wherever llama.cpp's own margin is clear;
-// - final-position logits NMSE <= kMaxNmse. Not 1e-3: llama.cpp is itself about 1.2e-3 away
+// - final-position logits NMSE <= kMaxNmse (see there). Not 1e-3: llama.cpp is itself about 1.2e-3 away
 //   from an exact f32 evaluation of the same weights (its GELU reads an f16 table and it
 //   quantizes activations to 8 bits), and fgemma's fast kernels (8-bit activations too, but
 //   rounded independently) are about 1e-3 away on the other side; the test prints all three
@@ -37,7 +37,15 @@ using ::fg::testing::Nmse;
 // different orders and llama.cpp's GELU reads an f16 table. Below this logit margin a
 // different choice is not a bug; the comparison of that prompt stops there.
 constexpr double kTieMargin = 1.0;
-constexpr double kMaxNmse = 5e-3;
+// Measured on story600 (1187 tokens): 2.65e-3 with the AVX-512 2x2 tiles, 5.5e-3 with the
+// same code on the AVX2 path, 6.0e-3 with the AVX-512 packed panels (whose outputs differ from
+// the tiles' by 1e-14..3e-12 NMSE per matmul: summation order only), while the exact-float
+// reference kernels are 3.3e-3 from the panels. The distance to llama.cpp is the sum of two
+// independent 8-bit activation roundings amplified over 18 layers and 1187 positions, so it
+// moves by 2x with any change of summation order; 1e-2 holds every ISA measured. It still
+// catches a plausible bug: with the global layers' RoPE base set to the sliding one the test
+// read 4.1e-2 (chat) and 2.0e-2 (story600).
+constexpr double kMaxNmse = 1e-2;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
