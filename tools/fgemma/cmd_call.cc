@@ -20,12 +20,6 @@ namespace fg::cli {
 
 namespace {
 
-long PeakRssKiB() {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss;
-}
-
 // User + system CPU time of the whole process (every thread), in ms.
 double CpuMs() {
   struct rusage ru;
