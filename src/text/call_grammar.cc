@@ -387,7 +387,7 @@ struct CallGrammar::Impl {
     return OkStatus();
   }
 
-  Status BuildVocab(const Tokenizer& tok, const ToolCatalog& catalog) {
+  Status BuildVocab(const Tokenizer& tok) {
     vocab_size = tok.size();
     tok_class.assign(vocab_size, kTokNever);
     auto find = [&](std::string_view text) -> int32_t {
@@ -424,7 +424,6 @@ struct CallGrammar::Impl {
       if (tok_class[id] == kTokStop) stops.push_back(id);
     }
     if (stops.empty()) return InvalidArgumentError("the vocabulary has no stop token");
-    (void)catalog;
 
     // Text tokens and their pieces.
     piece_off.assign(vocab_size + 1, 0);
@@ -439,24 +438,9 @@ struct CallGrammar::Impl {
           (tok.text(id).starts_with("<tool_") || tok.text(id) == "<end>")) {
         continue;  // a tool token outside the tool map: never text
       }
-      // The piece as TokenToPiece gives it (U+2581 -> ' ', <0xNN> -> the byte), without
-      // allocating per token.
+      // The piece as the detokenizer gives it (U+2581 -> ' ', <0xNN> -> the byte).
       const size_t start = piece_buf.size();
-      const std::string& text = tok.text(id);
-      if (a & kAttrUserDefined) {
-        piece_buf += text;
-      } else if (a & kAttrNormal) {
-        for (size_t i = 0; i < text.size();) {
-          if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
-            piece_buf += ' ';
-            i += 3;
-          } else {
-            piece_buf += text[i++];
-          }
-        }
-      } else {
-        piece_buf += tok.TokenToPiece(id, false);
-      }
+      piece_buf += tok.TokenToPiece(id, /*special=*/false);
       if (piece_buf.size() == start) continue;
       tok_class[id] = kTokText;
       max_piece = std::max(max_piece, piece_buf.size() - start);
@@ -1063,15 +1047,12 @@ StatusOr<std::unique_ptr<CallGrammar>> CallGrammar::Create(const ToolCatalog& ca
     }
     for (size_t n = 0; n < options.tool_map.size(); ++n) {
       const std::string& name = options.tool_map[n];
-      int found = -1;
-      for (size_t i = 0; i < catalog.tools.size(); ++i) {
-        if (catalog.tools[i].name == name) found = static_cast<int>(i);
-      }
-      if (found < 0) {
+      const Tool* tool = catalog.Find(name);
+      if (tool == nullptr) {
         return InvalidArgumentError("grammar: tool map entry " + std::to_string(n) + " (\"" +
                                     name + "\") is not in the catalog");
       }
-      impl->compact_tool.push_back(found);
+      impl->compact_tool.push_back(static_cast<int>(tool - catalog.tools.data()));
     }
     impl->free_matcher.Build("<tool_");
   } else {
@@ -1079,7 +1060,7 @@ StatusOr<std::unique_ptr<CallGrammar>> CallGrammar::Create(const ToolCatalog& ca
   }
   impl->esc_matcher.Build(std::string(kEscape));
   FG_RETURN_IF_ERROR(impl->Build(catalog));
-  FG_RETURN_IF_ERROR(impl->BuildVocab(tokenizer, catalog));
+  FG_RETURN_IF_ERROR(impl->BuildVocab(tokenizer));
   return std::unique_ptr<CallGrammar>(new CallGrammar(std::move(impl)));
 }
 
@@ -1124,17 +1105,8 @@ Status CallGrammar::Advance(State* s, int32_t token) const {
     return InvalidArgumentError("grammar: token " + std::to_string(token) + " is never allowed");
   }
   State t = *s;
-  if (cls >= 256) {
-    if (!g.Step(t, cls)) {
-      return InvalidArgumentError("grammar: token " + std::to_string(token) + " not allowed here");
-    }
-  } else {
-    for (uint32_t i = g.piece_off[token]; i < g.piece_off[token + 1]; ++i) {
-      if (!g.Step(t, static_cast<uint8_t>(g.piece_buf[i]))) {
-        return InvalidArgumentError("grammar: token " + std::to_string(token) +
-                                    " not allowed here");
-      }
-    }
+  if (cls >= 256 ? !g.Step(t, cls) : !g.WalkPiece(t, token)) {
+    return InvalidArgumentError("grammar: token " + std::to_string(token) + " not allowed here");
   }
   *s = std::move(t);
   return OkStatus();
