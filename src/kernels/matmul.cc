@@ -80,15 +80,17 @@ Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPo
   uint8_t* act = buffer.data();
   const int64_t cols = w.cols;
   const size_t stride_bytes = p.act_stride;
-  thread_local std::vector<internal::PanelActSide> side;
   const int64_t nb = cols / 32;
   const internal::PanelKernels* panel =
       p.panel != nullptr && p.panel->side ? p.panel : nullptr;
-  if (panel != nullptr && side.size() < static_cast<size_t>(m * nb)) {
-    side.resize(static_cast<size_t>(m * nb));
+  // Not `side` in the lambda: a thread_local named there is the running thread's own. Decode
+  // (m == 1, no panel) never touches it.
+  internal::PanelActSide* side_data = nullptr;
+  if (panel != nullptr) {
+    thread_local std::vector<internal::PanelActSide> side;
+    if (side.size() < static_cast<size_t>(m * nb)) side.resize(static_cast<size_t>(m * nb));
+    side_data = side.data();
   }
-  // Not `side` in the lambda: a thread_local named there is the running thread's own.
-  internal::PanelActSide* side_data = side.data();
   auto quantize = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       uint8_t* row = act + static_cast<size_t>(i) * stride_bytes;

@@ -4,8 +4,10 @@
 
 #include <cmath>
 
+#include "src/base/check.h"
 #include "src/kernels/blocks.h"
 #include "src/kernels/kquant_blocks.h"
+#include "src/kernels/kquants_internal.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels::internal {
@@ -52,22 +54,7 @@ void BlockInts(DType t, const void* row, int64_t j, int q[kQK], float* d) {
       return;
     }
     default:
-      for (int k = 0; k < kQK; ++k) q[k] = 0;
-      *d = 0;
-      return;
-  }
-}
-
-// Q4_K/Q5_K 6-bit scales (sc[0..7]) and mins (m[0..7]) of a super-block.
-void ScalesMinsK4(const uint8_t s[kKScaleSize], int sc[8], int m[8]) {
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      sc[j] = s[j] & 63;
-      m[j] = s[j + 4] & 63;
-    } else {
-      sc[j] = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-      m[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
+      FG_CHECK(false && "panel: no 32-element block type");
   }
 }
 
@@ -76,8 +63,10 @@ float DotQ4K(int64_t n, const void* w, const void* act) {
   const auto* a = static_cast<const BlockQ8K*>(act);
   float acc = 0;
   for (int64_t b = 0; b < n / kQK_K; ++b) {
-    int sc[8], m[8];
-    ScalesMinsK4(x[b].scales, sc, m);
+    uint8_t sm[16];  // scales 0..7, mins 8..15
+    UnpackScalesMinsK4(x[b].scales, sm);
+    const uint8_t* sc = sm;
+    const uint8_t* m = sm + 8;
     int32_t main = 0, mins = 0;
     for (int g = 0; g < 8; ++g) {
       const uint8_t* q = x[b].qs + 32 * (g / 2);

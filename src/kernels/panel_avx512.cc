@@ -20,6 +20,7 @@
 
 #include "src/kernels/blocks.h"
 #include "src/kernels/kquant_blocks.h"
+#include "src/kernels/kquants_internal.h"
 #include "src/kernels/panel.h"
 
 namespace fg::kernels::internal {
@@ -226,17 +227,11 @@ struct Q4KP {
   }
   // sc: 16 ints (the 8 sub-block scales, 8 unused); coef: 16 int16 for the block sums.
   static void Scales(const B& b, int32_t sc[16], int16_t coef[16], float* d, float* nd) {
-    const uint8_t* s = b.scales;
+    uint8_t sm[16];  // scales 0..7, mins 8..15
+    UnpackScalesMinsK4(b.scales, sm);
     for (int j = 0; j < 8; ++j) {
-      int m;
-      if (j < 4) {
-        sc[j] = s[j] & 63;
-        m = s[j + 4] & 63;
-      } else {
-        sc[j] = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-        m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-      }
-      coef[2 * j] = coef[2 * j + 1] = static_cast<int16_t>(m);
+      sc[j] = sm[j];
+      coef[2 * j] = coef[2 * j + 1] = static_cast<int16_t>(sm[8 + j]);
     }
     *d = _cvtsh_ss(b.d);
     *nd = -_cvtsh_ss(b.dmin);
