@@ -63,7 +63,10 @@ Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPo
   p.ops = &OpsFor(isa, w);
   p.tile = internal::GetDotTile(w.type, isa);
   p.rows = internal::GetDotRows(w.type, isa);
-  if (m > 1) p.panel = internal::GetPanel(w.type, isa);
+  if (m > 1) {
+    p.panel = internal::GetPanel(w.type, isa);
+    if (p.panel != nullptr && m < p.panel->min_tokens) p.panel = nullptr;
+  }
   if (p.ops->dot_type == tensor::DType::kF32) {
     p.act = reinterpret_cast<const uint8_t*>(x);
     p.act_stride = static_cast<size_t>(w.cols) * sizeof(float);

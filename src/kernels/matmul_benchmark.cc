@@ -144,12 +144,12 @@ bool Registered() {
                                  int64_t{1})
         ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
   }
-  // Prefill-sized batches.
+  // Batches: the few tokens a grammar forces at once, and prefill chunks.
   for (DType t : tensor::kSupportedWeightTypes) {
     if (GetTypeOps(t) == nullptr) continue;
     for (const Shape& s : {Shape{2048, 640}, Shape{640, 2048}}) {
       if (!tensor::RowBytes(t, s.cols).has_value()) continue;
-      for (int64_t m : {64, 512}) {
+      for (int64_t m : {2, 4, 8, 64, 512}) {
         const std::string name = "MatMul/" + std::string(tensor::DTypeName(t)) + "/" +
                                  std::to_string(s.rows) + "x" + std::to_string(s.cols) +
                                  "/m" + std::to_string(m);

@@ -40,6 +40,11 @@ struct PanelActSide {
 struct PanelKernels {
   int offset = 0;  // the offset of the unsigned weights
   bool side = true;  // run() reads the PanelActSide of Q8_0 activations (false: Q8_K, none)
+  // Fewest tokens for which packing pays (fg_kernels_benchmark MatMul/*/m2,m4,m8, 1 thread,
+  // CPU time, tiles vs panels): the 32-element types win from 2 tokens (1.3-1.8x at m = 2);
+  // the K-quant panels lose at m = 2 and 4 (Q4_K 0.49x / 0.82x, Q6_K 0.34x / 0.66x of the
+  // tiles' speed) and win from 8 (Q4_K 1.45x, Q6_K 1.08x).
+  int min_tokens = 2;
   // Bytes of one packed panel of n columns (a multiple of 64).
   size_t (*packed_bytes)(int64_t n) = nullptr;
   // Packs `rows` (1..kPanelRows) weight rows starting at w, row_bytes apart; the missing rows

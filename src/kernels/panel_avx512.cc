@@ -189,7 +189,7 @@ void Run(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
 
 template <class P>
 const PanelKernels* Kernels() {
-  static const PanelKernels k{P::kOffset, true, PackedBytes, Pack<P>, Run};
+  static const PanelKernels k{P::kOffset, true, 2, PackedBytes, Pack<P>, Run};
   return &k;
 }
 
@@ -379,7 +379,7 @@ void KRun(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
 
 template <class P>
 const PanelKernels* KKernels() {
-  static const PanelKernels k{0, false, KPackedBytes<P>, KPack<P>, KRun<P>};
+  static const PanelKernels k{0, false, 8, KPackedBytes<P>, KPack<P>, KRun<P>};
   return &k;
 }
 
