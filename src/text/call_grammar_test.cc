@@ -468,42 +468,5 @@ TEST_F(CallGrammarTest, CompactGoldenWalk) {
             6);
 }
 
-TEST(CompactParser, ParsesCallsAndReportsErrors) {
-  const ToolCatalog c = Catalog(kCatalogA);
-  const std::vector<std::string> map = {"set_light", "get_weather"};
-  FG_ASSERT_OK_AND_ASSIGN(
-      ParsedOutput out,
-      ParseCompactOutput(
-          R"(ok <tool_0>(room="a \"b\" \\", state="on", brightness=3, dim=true, rooms=[1, 2], color={r=1, rgb=[0.5]})<end><tool_1>(days=2)<end><end_of_turn>)",
-          &c, map));
-  EXPECT_EQ(out.content, "ok ");
-  ASSERT_EQ(out.calls.size(), 2u);
-  EXPECT_EQ(out.calls[0].arguments,
-            json::parse(R"({"room":"a \"b\" \\","state":"on","brightness":3,"dim":true,
-                            "rooms":[1,2],"color":{"r":1,"rgb":[0.5]}})"));
-  EXPECT_EQ(out.calls[1].ToJson(), json::parse(R"({"name":"get_weather","arguments":{"days":2}})"));
-  // The final <end> may be missing.
-  FG_ASSERT_OK_AND_ASSIGN(ParsedOutput tail, ParseCompactOutput("<tool_1>(days=2)", &c, map));
-  EXPECT_EQ(tail.calls.size(), 1u);
-  EXPECT_THAT(ParseCompactOutput("<tool_5>()", &c, map),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("not in the tool map")));
-  EXPECT_THAT(ParseCompactOutput("<tool_0>(room=\"x)", &c, map),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("unterminated")));
-  EXPECT_THAT(ParseCompactOutput("<tool_0>(room=\"\\n\")", &c, map),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("escape")));
-  EXPECT_THAT(ParseCompactOutput("<tool_0>(a=1, a=2)", &c, map),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("duplicate")));
-  EXPECT_THAT(ParseCompactOutput("<tool_1>(days=2) x", &c, map),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("expected <end>")));
-  EXPECT_THAT(ParseCompactOutput("<tool_x>", &c, map),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("malformed")));
-  const std::vector<std::string> bad_map = {"nope"};
-  EXPECT_THAT(ParseCompactOutput("<tool_0>()", &c, bad_map),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("not in the catalog")));
-  // Without a catalog the names and values are kept as written.
-  FG_ASSERT_OK_AND_ASSIGN(ParsedOutput raw, ParseCompactOutput("<tool_0>(x=1.5)", nullptr, bad_map));
-  EXPECT_EQ(raw.calls[0].ToJson(), json::parse(R"({"name":"nope","arguments":{"x":1.5}})"));
-}
-
 }  // namespace
 }  // namespace fg::text

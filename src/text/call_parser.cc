@@ -165,27 +165,46 @@ json Coerce(const Schema* schema, std::string_view raw, json value, bool was_esc
   return value;
 }
 
+// One parser for both dialects (MODEL.md). `tool_map` null: the official dialect,
+// <start_function_call>call:NAME{key:<escape>v<escape>,...}<end_function_call>. Non-null: the
+// compact one, <tool_N>(key="v",...)<end>. They differ only in the call header, the end marker,
+// the delimiters of the top-level object, keys (':' vs '=', <escape>d keys only in official),
+// strings (<escape> vs '"' with \" \\) and ')' also ending a bare token in compact.
 class Parser {
  public:
-  Parser(std::string_view text, const ToolCatalog* catalog) : text_(text), catalog_(catalog) {}
+  Parser(std::string_view text, const ToolCatalog* catalog,
+         const std::vector<std::string>* tool_map = nullptr)
+      : text_(text), catalog_(catalog), tool_map_(tool_map) {}
 
   StatusOr<ParsedOutput> Run() {
+    static constexpr std::string_view kToolPrefix = "<tool_";
+    static constexpr std::string_view kCompactEnd = "<end>";
+    const std::string_view header = compact() ? kToolPrefix : kStartCall;
+    const std::string_view end_marker = compact() ? kCompactEnd : kEndCall;
     ParsedOutput out;
     std::string content;
     while (true) {
-      const size_t start = text_.find(kStartCall, pos_);
+      const size_t start = text_.find(header, pos_);
       if (start == std::string_view::npos) {
         content.append(text_.substr(pos_));
         break;
       }
       content.append(text_.substr(pos_, start - pos_));
-      pos_ = start + kStartCall.size();
-      FG_ASSIGN_OR_RETURN(Call call, ParseCall());
+      pos_ = start + header.size();
+      Call call;
+      const Schema* schema = nullptr;
+      if (compact()) {
+        FG_RETURN_IF_ERROR(ParseToolToken(start, &call, &schema));
+        FG_ASSIGN_OR_RETURN(call.arguments, ParseObject(schema, 1, '(', ')'));
+      } else {
+        FG_RETURN_IF_ERROR(ParseCallName(&call, &schema));
+        FG_ASSIGN_OR_RETURN(call.arguments, ParseObject(schema, 1, '{', '}'));
+      }
       SkipSpaces();
-      if (Peek(kEndCall)) {
-        pos_ += kEndCall.size();
-      } else if (pos_ != text_.size()) {
-        return Error("expected <end_function_call>");
+      if (Peek(end_marker)) {
+        pos_ += end_marker.size();
+      } else if (!AtEnd()) {
+        return Error("expected " + std::string(end_marker));
       }
       out.calls.push_back(std::move(call));
     }
@@ -199,6 +218,7 @@ class Parser {
   }
 
  private:
+  bool compact() const { return tool_map_ != nullptr; }
   Status Error(const std::string& what) const { return ErrorAt(pos_, what); }
   Status ErrorAt(size_t at, const std::string& what) const {
     return InvalidArgumentError("offset " + std::to_string(at) + ": " + what);
@@ -219,7 +239,8 @@ class Parser {
     return OkStatus();
   }
 
-  StatusOr<Call> ParseCall() {
+  // Official header after <start_function_call>: "call:NAME", NAME snapped to the catalog.
+  Status ParseCallName(Call* call, const Schema** schema) {
     SkipSpaces();
     if (!Peek("call:")) return Error("expected \"call:\"");
     pos_ += 5;
@@ -237,30 +258,70 @@ class Parser {
     if (FindInvalidUtf8(name) != std::string_view::npos) {
       return ErrorAt(name_at, "function name is not valid UTF-8");
     }
-    Call call;
-    const Schema* schema = nullptr;
     if (catalog_ != nullptr) {
       StatusOr<const Tool*> tool = SnapToolName(*catalog_, name);
       if (!tool.ok()) return ErrorAt(name_at, tool.status().message());
-      call.name = (*tool)->name;
-      schema = &(*tool)->parameters;
+      call->name = (*tool)->name;
+      *schema = &(*tool)->parameters;
     } else {
-      call.name = std::string(name);
+      call->name = std::string(name);
     }
-    FG_ASSIGN_OR_RETURN(call.arguments, ParseObject(schema, 1));
-    return call;
+    return OkStatus();
   }
 
-  StatusOr<std::string> ParseKey() {
+  // Compact header after "<tool_" (found at `start`): "N>", N indexing the tool map.
+  Status ParseToolToken(size_t start, Call* call, const Schema** schema) {
+    const size_t digits_at = pos_;
+    size_t n = 0;
+    while (!AtEnd() && std::isdigit(static_cast<unsigned char>(text_[pos_])) &&
+           pos_ - digits_at < 6) {
+      n = n * 10 + static_cast<size_t>(text_[pos_] - '0');
+      ++pos_;
+    }
+    if (pos_ == digits_at || AtEnd() || text_[pos_] != '>') {
+      return ErrorAt(start, "malformed <tool_N> token");
+    }
+    ++pos_;
+    if (n >= tool_map_->size()) {
+      return ErrorAt(start, "<tool_" + std::to_string(n) + "> is not in the tool map");
+    }
+    call->name = (*tool_map_)[n];
+    if (catalog_ != nullptr) {
+      const Tool* tool = catalog_->Find(call->name);
+      if (tool == nullptr) {
+        return ErrorAt(start, "tool map names \"" + call->name + "\", which is not in the catalog");
+      }
+      *schema = &tool->parameters;
+    }
+    return OkStatus();
+  }
+
+  // A key and its separator (official "key:" or "<escape>key<escape>:", compact "key=").
+  // `*dup_at` is where a duplicate of this key is reported: official keeps the offset it is
+  // given (before any spaces), compact moves it to the key itself.
+  StatusOr<std::string> ParseKey(size_t* dup_at) {
     SkipSpaces();
     const size_t at = pos_;
     std::string_view key;
-    if (Peek(kEscape)) {
+    bool delimited = false;  // an <escape>d key: its content is taken verbatim
+    if (compact()) {
+      *dup_at = at;
+      while (!AtEnd() && text_[pos_] != '=') {
+        const char c = text_[pos_];
+        if (c == ',' || c == '(' || c == ')' || c == '{' || c == '}' || c == '[' || c == ']' ||
+            c == '"' || c == '<') {
+          return Error("expected '=' after key");
+        }
+        ++pos_;
+      }
+      if (AtEnd()) return Error("unexpected end of text, expected '='");
+    } else if (Peek(kEscape)) {
       pos_ += kEscape.size();
       const size_t end = text_.find(kEscape, pos_);
       if (end == std::string_view::npos) return ErrorAt(at, "unterminated <escape> key");
       key = text_.substr(pos_, end - pos_);
       pos_ = end + kEscape.size();
+      delimited = true;
     } else {
       while (!AtEnd() && text_[pos_] != ':') {
         const char c = text_[pos_];
@@ -269,82 +330,21 @@ class Parser {
         }
         ++pos_;
       }
+    }
+    if (!delimited) {
       key = text_.substr(at, pos_ - at);
       while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
     }
     if (key.empty()) return ErrorAt(at, "empty key");
     if (FindInvalidUtf8(key) != std::string_view::npos) return ErrorAt(at, "key is not valid UTF-8");
-    FG_RETURN_IF_ERROR(Expect(':'));
+    FG_RETURN_IF_ERROR(Expect(compact() ? '=' : ':'));
     return std::string(key);
   }
 
-  StatusOr<json> ParseObject(const Schema* schema, int depth) {
-    if (depth > kMaxValueDepth) return Error("values nested too deeply");
-    FG_RETURN_IF_ERROR(Expect('{'));
-    json obj = json::object();
-    SkipSpaces();
-    if (!AtEnd() && text_[pos_] == '}') {
-      ++pos_;
-      return obj;
-    }
-    while (true) {
-      const size_t key_at = pos_;
-      FG_ASSIGN_OR_RETURN(std::string key, ParseKey());
-      if (obj.contains(key)) return ErrorAt(key_at, "duplicate key \"" + key + "\"");
-      const Schema* sub = nullptr;
-      if (schema != nullptr) {
-        auto it = schema->properties.find(key);
-        if (it != schema->properties.end()) sub = &it->second;
-      }
-      FG_ASSIGN_OR_RETURN(json value, ParseValue(sub, depth + 1));
-      obj[key] = std::move(value);
-      SkipSpaces();
-      if (AtEnd()) return Error("unexpected end of text, expected ',' or '}'");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == '}') {
-        ++pos_;
-        return obj;
-      }
-      return Error("expected ',' or '}'");
-    }
-  }
-
-  StatusOr<json> ParseArray(const Schema* schema, int depth) {
-    if (depth > kMaxValueDepth) return Error("values nested too deeply");
-    FG_RETURN_IF_ERROR(Expect('['));
-    const Schema* items = schema != nullptr ? schema->items.get() : nullptr;
-    json arr = json::array();
-    SkipSpaces();
-    if (!AtEnd() && text_[pos_] == ']') {
-      ++pos_;
-      return arr;
-    }
-    while (true) {
-      FG_ASSIGN_OR_RETURN(json value, ParseValue(items, depth + 1));
-      arr.push_back(std::move(value));
-      SkipSpaces();
-      if (AtEnd()) return Error("unexpected end of text, expected ',' or ']'");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == ']') {
-        ++pos_;
-        return arr;
-      }
-      return Error("expected ',' or ']'");
-    }
-  }
-
-  StatusOr<json> ParseValue(const Schema* schema, int depth) {
-    if (depth > kMaxValueDepth) return Error("values nested too deeply");
-    SkipSpaces();
-    if (AtEnd()) return Error("unexpected end of text, expected a value");
+  // The string at pos_ (official <escape>...<escape> verbatim, compact "..." with \" and \\).
+  StatusOr<std::string> ParseString() {
     const size_t at = pos_;
-    if (Peek(kEscape)) {
+    if (!compact()) {
       pos_ += kEscape.size();
       const size_t end = text_.find(kEscape, pos_);
       if (end == std::string_view::npos) return ErrorAt(at, "unterminated <escape> string");
@@ -354,130 +354,30 @@ class Parser {
       if (bad != std::string_view::npos) {
         return ErrorAt(at + kEscape.size() + bad, "string is not valid UTF-8");
       }
-      return Coerce(schema, s, json(std::string(s)), /*was_escaped=*/true);
+      return std::string(s);
     }
-    const char c = text_[pos_];
-    const Schema* same_kind = schema;
-    if (c == '{') {
-      if (schema != nullptr && schema->type != "OBJECT") same_kind = nullptr;
-      return ParseObject(same_kind, depth);
-    }
-    if (c == '[') {
-      if (schema != nullptr && schema->type != "ARRAY") same_kind = nullptr;
-      return ParseArray(same_kind, depth);
-    }
-    // A bare token: number, boolean, null, or (leniently) an unescaped word.
-    while (!AtEnd() && text_[pos_] != ',' && text_[pos_] != '}' && text_[pos_] != ']' &&
-           text_[pos_] != '<') {
-      ++pos_;
-    }
-    std::string_view tok = text_.substr(at, pos_ - at);
-    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n')) tok.remove_suffix(1);
-    if (tok.empty()) return ErrorAt(at, "expected a value");
-    const size_t bad = FindInvalidUtf8(tok);
-    if (bad != std::string_view::npos) return ErrorAt(at + bad, "value is not valid UTF-8");
-    json natural;
-    if (!ParseNumber(tok, &natural)) {
-      if (tok == "true") {
-        natural = true;
-      } else if (tok == "false") {
-        natural = false;
-      } else if (tok == "null") {
-        natural = nullptr;
-      } else {
-        natural = std::string(tok);
-      }
-    }
-    return Coerce(schema, tok, std::move(natural), /*was_escaped=*/false);
-  }
-
-  std::string_view text_;
-  const ToolCatalog* catalog_;
-  size_t pos_ = 0;
-};
-
-// The compact dialect: <tool_N>(key="value", key=3, flag=true)<end>.
-class CompactParser {
- public:
-  CompactParser(std::string_view text, const ToolCatalog* catalog,
-                const std::vector<std::string>& tool_map)
-      : text_(text), catalog_(catalog), tool_map_(tool_map) {}
-
-  StatusOr<ParsedOutput> Run() {
-    static constexpr std::string_view kToolPrefix = "<tool_";
-    static constexpr std::string_view kEnd = "<end>";
-    ParsedOutput out;
-    std::string content;
-    while (true) {
-      const size_t start = text_.find(kToolPrefix, pos_);
-      if (start == std::string_view::npos) {
-        content.append(text_.substr(pos_));
-        break;
-      }
-      content.append(text_.substr(pos_, start - pos_));
-      pos_ = start + kToolPrefix.size();
-      const size_t digits_at = pos_;
-      size_t n = 0;
-      while (!AtEnd() && std::isdigit(static_cast<unsigned char>(text_[pos_])) &&
-             pos_ - digits_at < 6) {
-        n = n * 10 + static_cast<size_t>(text_[pos_] - '0');
-        ++pos_;
-      }
-      if (pos_ == digits_at || AtEnd() || text_[pos_] != '>') {
-        return ErrorAt(start, "malformed <tool_N> token");
-      }
-      ++pos_;
-      if (n >= tool_map_.size()) {
-        return ErrorAt(start, "<tool_" + std::to_string(n) + "> is not in the tool map");
-      }
-      Call call;
-      call.name = tool_map_[n];
-      const Schema* schema = nullptr;
-      if (catalog_ != nullptr) {
-        const Tool* tool = catalog_->Find(call.name);
-        if (tool == nullptr) {
-          return ErrorAt(start, "tool map names \"" + call.name + "\", which is not in the catalog");
-        }
-        schema = &tool->parameters;
-      }
-      FG_ASSIGN_OR_RETURN(call.arguments, ParseObject(schema, 1, '(', ')'));
-      SkipSpaces();
-      if (text_.substr(pos_, kEnd.size()) == kEnd) {
-        pos_ += kEnd.size();
-      } else if (!AtEnd()) {
-        return Error("expected <end>");
-      }
-      out.calls.push_back(std::move(call));
-    }
-    for (std::string_view marker : {kEndOfTurn, kStartResponse, std::string_view("<eos>")}) {
-      for (size_t at; (at = content.find(marker)) != std::string::npos;) {
-        content.erase(at, marker.size());
-      }
-    }
-    AppendSanitized(out.content, content);
-    return out;
-  }
-
- private:
-  Status Error(const std::string& what) const { return ErrorAt(pos_, what); }
-  Status ErrorAt(size_t at, const std::string& what) const {
-    return InvalidArgumentError("offset " + std::to_string(at) + ": " + what);
-  }
-  bool AtEnd() const { return pos_ >= text_.size(); }
-  void SkipSpaces() {
-    while (!AtEnd() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t' ||
-                        text_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-  Status Expect(char c) {
-    SkipSpaces();
-    if (AtEnd()) return Error(std::string("unexpected end of text, expected '") + c + "'");
-    if (text_[pos_] != c) return Error(std::string("expected '") + c + "'");
     ++pos_;
-    return OkStatus();
+    std::string s;
+    while (true) {
+      if (AtEnd()) return ErrorAt(at, "unterminated string");
+      const char d = text_[pos_++];
+      if (d == '"') break;
+      if (d == '\\') {
+        if (AtEnd()) return ErrorAt(at, "unterminated string");
+        const char e = text_[pos_++];
+        if (e != '"' && e != '\\') return ErrorAt(pos_ - 2, "unknown escape in string");
+        s += e;
+      } else {
+        s += d;
+      }
+    }
+    if (FindInvalidUtf8(s) != std::string_view::npos) {
+      return ErrorAt(at + 1, "string is not valid UTF-8");
+    }
+    return s;
   }
 
+  // `open`/`close`: the call's own arguments use the dialect's delimiters, nested objects {}.
   StatusOr<json> ParseObject(const Schema* schema, int depth, char open, char close) {
     if (depth > kMaxValueDepth) return Error("values nested too deeply");
     FG_RETURN_IF_ERROR(Expect(open));
@@ -488,35 +388,20 @@ class CompactParser {
       return obj;
     }
     while (true) {
-      SkipSpaces();
-      const size_t key_at = pos_;
-      while (!AtEnd() && text_[pos_] != '=') {
-        const char c = text_[pos_];
-        if (c == ',' || c == '(' || c == ')' || c == '{' || c == '}' || c == '[' || c == ']' ||
-            c == '"' || c == '<') {
-          return Error("expected '=' after key");
-        }
-        ++pos_;
-      }
-      if (AtEnd()) return Error("unexpected end of text, expected '='");
-      std::string_view key = text_.substr(key_at, pos_ - key_at);
-      while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
-      if (key.empty()) return ErrorAt(key_at, "empty key");
-      if (FindInvalidUtf8(key) != std::string_view::npos) {
-        return ErrorAt(key_at, "key is not valid UTF-8");
-      }
-      ++pos_;  // '='
-      const std::string k(key);
-      if (obj.contains(k)) return ErrorAt(key_at, "duplicate key \"" + k + "\"");
+      size_t key_at = pos_;
+      FG_ASSIGN_OR_RETURN(std::string key, ParseKey(&key_at));
+      if (obj.contains(key)) return ErrorAt(key_at, "duplicate key \"" + key + "\"");
       const Schema* sub = nullptr;
       if (schema != nullptr) {
-        auto it = schema->properties.find(k);
+        auto it = schema->properties.find(key);
         if (it != schema->properties.end()) sub = &it->second;
       }
       FG_ASSIGN_OR_RETURN(json value, ParseValue(sub, depth + 1));
-      obj[k] = std::move(value);
+      obj[key] = std::move(value);
       SkipSpaces();
-      if (AtEnd()) return Error(std::string("unexpected end of text, expected ',' or '") + close + "'");
+      if (AtEnd()) {
+        return Error(std::string("unexpected end of text, expected ',' or '") + close + "'");
+      }
       if (text_[pos_] == ',') {
         ++pos_;
         continue;
@@ -561,27 +446,12 @@ class CompactParser {
     SkipSpaces();
     if (AtEnd()) return Error("unexpected end of text, expected a value");
     const size_t at = pos_;
-    const char c = text_[pos_];
-    if (c == '"') {
-      ++pos_;
-      std::string s;
-      while (true) {
-        if (AtEnd()) return ErrorAt(at, "unterminated string");
-        const char d = text_[pos_++];
-        if (d == '"') break;
-        if (d == '\\') {
-          if (AtEnd()) return ErrorAt(at, "unterminated string");
-          const char e = text_[pos_++];
-          if (e != '"' && e != '\\') return ErrorAt(pos_ - 2, "unknown escape in string");
-          s += e;
-        } else {
-          s += d;
-        }
-      }
-      const size_t bad = FindInvalidUtf8(s);
-      if (bad != std::string_view::npos) return ErrorAt(at + 1, "string is not valid UTF-8");
-      return Coerce(schema, s, json(s), /*was_escaped=*/true);
+    if (compact() ? text_[pos_] == '"' : Peek(kEscape)) {
+      FG_ASSIGN_OR_RETURN(std::string s, ParseString());
+      json natural(s);
+      return Coerce(schema, s, std::move(natural), /*was_escaped=*/true);
     }
+    const char c = text_[pos_];
     const Schema* same_kind = schema;
     if (c == '{') {
       if (schema != nullptr && schema->type != "OBJECT") same_kind = nullptr;
@@ -591,8 +461,9 @@ class CompactParser {
       if (schema != nullptr && schema->type != "ARRAY") same_kind = nullptr;
       return ParseArray(same_kind, depth);
     }
-    while (!AtEnd() && text_[pos_] != ',' && text_[pos_] != ')' && text_[pos_] != '}' &&
-           text_[pos_] != ']' && text_[pos_] != '<') {
+    // A bare token: number, boolean, null, or (leniently) an unescaped word.
+    while (!AtEnd() && text_[pos_] != ',' && text_[pos_] != '}' && text_[pos_] != ']' &&
+           text_[pos_] != '<' && !(compact() && text_[pos_] == ')')) {
       ++pos_;
     }
     std::string_view tok = text_.substr(at, pos_ - at);
@@ -617,7 +488,7 @@ class CompactParser {
 
   std::string_view text_;
   const ToolCatalog* catalog_;
-  const std::vector<std::string>& tool_map_;
+  const std::vector<std::string>* tool_map_;  // null: the official dialect
   size_t pos_ = 0;
 };
 
@@ -680,7 +551,7 @@ StatusOr<ParsedOutput> ParseModelOutput(std::string_view text, const ToolCatalog
 
 StatusOr<ParsedOutput> ParseCompactOutput(std::string_view text, const ToolCatalog* catalog,
                                           const std::vector<std::string>& tool_map) {
-  return CompactParser(text, catalog, tool_map).Run();
+  return Parser(text, catalog, &tool_map).Run();
 }
 
 StatusOr<const Tool*> SnapToolName(const ToolCatalog& catalog, std::string_view name) {
