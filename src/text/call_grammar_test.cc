@@ -317,23 +317,37 @@ TEST_F(CallGrammarTest, AllowedIsMemoizedAndThreadSafe) {
   FG_ASSERT_OK(Walk(*g, &t, Ids(*tok_, {"<start_function_call>", "call:", "set_light", "{",
                                      "room", ":", "<escape>"})));
   EXPECT_EQ(g->Allowed(s).data(), g->Allowed(t).data());
-  // Threads sharing the grammar see identical sets.
+  // Threads sharing the grammar see the sets a lone walk sees: the expected draw is computed
+  // first, single-threaded, on a fresh grammar (nothing memoized shared with the threads), and
+  // every refused token counts as a failure.
+  const auto draw = [&](const CallGrammar& gr, std::vector<int32_t>* seq) {
+    std::mt19937 rng(11);
+    int failures = 0;
+    CallGrammar::State u = gr.Start();
+    while (!gr.Done(u)) {
+      const int32_t id = PickToken(*tok_, gr.Allowed(u), rng);
+      seq->push_back(id);
+      if (!gr.Advance(&u, id).ok()) {
+        ++failures;
+        break;
+      }
+    }
+    return failures;
+  };
+  std::vector<int32_t> expected;
+  ASSERT_EQ(draw(*MakeGrammar(a_, *tok_, GrammarOptions{}), &expected), 0);
+  ASSERT_FALSE(expected.empty());
   std::vector<std::vector<int32_t>> seen(4);
+  std::vector<int> failures(4, 0);
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&, i] {
-      std::mt19937 rng(11);
-      CallGrammar::State u = g->Start();
-      while (!g->Done(u)) {
-        std::span<const int32_t> al = g->Allowed(u);
-        const int32_t id = PickToken(*tok_, al, rng);
-        seen[i].push_back(id);
-        if (!g->Advance(&u, id).ok()) break;
-      }
-    });
+    threads.emplace_back([&, i] { failures[i] = draw(*g, &seen[i]); });
   }
   for (auto& th : threads) th.join();
-  for (int i = 1; i < 4; ++i) EXPECT_EQ(seen[i], seen[0]);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(failures[i], 0) << "thread " << i;
+    EXPECT_EQ(seen[i], expected) << "thread " << i;
+  }
 }
 
 struct Case {
