@@ -94,9 +94,11 @@ class CallGrammarTest : public ::testing::Test {
                            "Tokyo", "light", "days", "hello world", "<start", "_function", "_call>",
                            "<tool_"},
                           /*compact_tools=*/3);
+    closing_ = ClosingPieces(*tok_);
     a_ = Catalog(kCatalogA);
   }
   std::unique_ptr<Tokenizer> tok_;
+  std::vector<char> closing_;  // ClosingPieces(*tok_)
   ToolCatalog a_;
 };
 
@@ -296,7 +298,7 @@ TEST_F(CallGrammarTest, AllowedMatchesAdvanceOnEveryToken) {
           ASSERT_EQ(ok, std::binary_search(allowed.begin(), allowed.end(), t))
               << "token " << t << " '" << tok_->text(t) << "' step " << step;
         }
-        FG_ASSERT_OK(g->Advance(&s, PickToken(*tok_, allowed, rng)));
+        FG_ASSERT_OK(g->Advance(&s, PickToken(*tok_, closing_, allowed, rng)));
       }
     }
   }
@@ -325,7 +327,7 @@ TEST_F(CallGrammarTest, AllowedIsMemoizedAndThreadSafe) {
     int failures = 0;
     CallGrammar::State u = gr.Start();
     while (!gr.Done(u)) {
-      const int32_t id = PickToken(*tok_, gr.Allowed(u), rng);
+      const int32_t id = PickToken(*tok_, closing_, gr.Allowed(u), rng);
       seq->push_back(id);
       if (!gr.Advance(&u, id).ok()) {
         ++failures;
@@ -403,7 +405,7 @@ TEST_P(GrammarLanguageTest, ValidCallsAcceptedAndRandomWalksParse) {
   int with_calls = 0;
   for (int i = 0; i < 200; ++i) {
     std::vector<int32_t> ids;
-    ASSERT_TRUE(RandomWalk(*g, *tok_, rng, &ids)) << tok_->Decode(ids, true);
+    ASSERT_TRUE(RandomWalk(*g, *tok_, closing_, rng, &ids)) << tok_->Decode(ids, true);
     const std::string text = tok_->Decode(ids, /*special=*/true);
     StatusOr<ParsedOutput> out = c.dialect == Dialect::kCompact
                                      ? ParseCompactOutput(text, &catalog, o.tool_map)

@@ -5,13 +5,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -112,43 +111,46 @@ inline std::vector<int32_t> Ids(const Tokenizer& tok, const std::vector<std::str
   return out;
 }
 
-// Index of the first token Advance refuses, or -1 when all are accepted.
-inline int RejectedAt(const CallGrammar& g, CallGrammar::State* s,
-                      const std::vector<int32_t>& ids) {
+// Advances through `ids`: the index of the first token Advance refuses (its Status in *why when
+// given), or -1 when all are accepted.
+inline int RejectedAt(const CallGrammar& g, CallGrammar::State* s, const std::vector<int32_t>& ids,
+                      Status* why = nullptr) {
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (!g.Advance(s, ids[i]).ok()) return static_cast<int>(i);
+    Status st = g.Advance(s, ids[i]);
+    if (!st.ok()) {
+      if (why != nullptr) *why = std::move(st);
+      return static_cast<int>(i);
+    }
   }
   return -1;
 }
 
+// RejectedAt as a Status: OK when every token is accepted, else the refusal.
 inline Status Walk(const CallGrammar& g, CallGrammar::State* s, const std::vector<int32_t>& ids) {
-  for (int32_t id : ids) FG_RETURN_IF_ERROR(g.Advance(s, id));
-  return OkStatus();
+  Status why;
+  (void)RejectedAt(g, s, ids, &why);
+  return why;
+}
+
+// Per token id, 1 when its piece is made only of closing characters (} ] ) "), else 0. Built
+// once per tokenizer by the caller (fixture or suite setup) and passed to PickToken/RandomWalk.
+inline std::vector<char> ClosingPieces(const Tokenizer& tok) {
+  std::vector<char> flags(tok.size(), 0);
+  for (int32_t t = 0; t < tok.size(); ++t) {
+    const std::string piece = tok.TokenToPiece(t);
+    bool closing = !piece.empty();
+    for (char c : piece) closing &= c == '}' || c == ']' || c == ')' || c == '"';
+    flags[t] = closing;
+  }
+  return flags;
 }
 
 // Uniform over `allowed`, except that 1 step in 5 picks among the allowed control tokens
-// (<escape>, call markers, stops) and 1 in 5 among pieces made only of closing characters, so
-// that walks end in a few hundred steps even on a 262k vocabulary.
-inline bool IsClosingPiece(const Tokenizer& tok, int32_t id) {
-  // Cached per tokenizer (tests use few): 1 closing, 0 not.
-  static std::mutex mu;
-  static std::map<const Tokenizer*, std::vector<char>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  std::vector<char>& flags = cache[&tok];
-  if (flags.size() != static_cast<size_t>(tok.size())) {
-    flags.assign(tok.size(), 0);
-    for (int32_t t = 0; t < tok.size(); ++t) {
-      const std::string piece = tok.TokenToPiece(t);
-      bool closing = !piece.empty();
-      for (char c : piece) closing &= c == '}' || c == ']' || c == ')' || c == '"';
-      flags[t] = closing;
-    }
-  }
-  return flags[id] != 0;
-}
-
-inline int32_t PickToken(const Tokenizer& tok, std::span<const int32_t> allowed,
-                         std::mt19937& rng) {
+// (<escape>, call markers, stops) and 1 in 5 among pieces made only of closing characters
+// (`closing`, from ClosingPieces(tok)), so that walks end in a few hundred steps even on a
+// 262k vocabulary.
+inline int32_t PickToken(const Tokenizer& tok, const std::vector<char>& closing,
+                         std::span<const int32_t> allowed, std::mt19937& rng) {
   const uint32_t r = rng() % 5;
   if (r < 2) {
     std::vector<int32_t> pick;
@@ -156,7 +158,7 @@ inline int32_t PickToken(const Tokenizer& tok, std::span<const int32_t> allowed,
       const std::string& text = tok.text(id);
       const bool control = tok.IsControl(id) || text == "<end>" || text.starts_with("<tool_");
       if (r == 0 && control) pick.push_back(id);
-      if (r == 1 && !control && IsClosingPiece(tok, id)) pick.push_back(id);
+      if (r == 1 && !control && closing[id] != 0) pick.push_back(id);
     }
     if (!pick.empty()) return pick[rng() % pick.size()];
   }
@@ -164,7 +166,8 @@ inline int32_t PickToken(const Tokenizer& tok, std::span<const int32_t> allowed,
 }
 
 // Samples until Done or a stop token; false when it did not end within max_steps.
-inline bool RandomWalk(const CallGrammar& g, const Tokenizer& tok, std::mt19937& rng,
+inline bool RandomWalk(const CallGrammar& g, const Tokenizer& tok,
+                       const std::vector<char>& closing, std::mt19937& rng,
                        std::vector<int32_t>* ids, int max_steps = 4000) {
   ids->clear();
   CallGrammar::State s = g.Start();
@@ -172,7 +175,7 @@ inline bool RandomWalk(const CallGrammar& g, const Tokenizer& tok, std::mt19937&
     if (g.Done(s)) return true;
     std::span<const int32_t> allowed = g.Allowed(s);
     if (allowed.empty()) return false;
-    const int32_t id = PickToken(tok, allowed, rng);
+    const int32_t id = PickToken(tok, closing, allowed, rng);
     if (!g.Advance(&s, id).ok()) return false;
     ids->push_back(id);
   }

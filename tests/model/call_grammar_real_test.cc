@@ -58,6 +58,7 @@ class CallGrammarReal : public ::testing::Test {
     auto tok = Tokenizer::Create(*std::move(vocab));
     ASSERT_TRUE(tok.ok()) << tok.status().ToString();
     tok_ = std::move(*tok).release();
+    closing_ = new std::vector<char>(ClosingPieces(*tok_));
     auto catalog = LoadToolCatalog(std::string(FG_SOURCE_DIR) + "/examples/smart_home.json");
     ASSERT_TRUE(catalog.ok()) << catalog.status().ToString();
     catalog_ = new ToolCatalog(*std::move(catalog));
@@ -68,7 +69,9 @@ class CallGrammarReal : public ::testing::Test {
   static Tokenizer* tok_;
   static ToolCatalog* catalog_;
   static Vocab* vocab_;
+  static std::vector<char>* closing_;  // ClosingPieces(*tok_)
 };
+std::vector<char>* CallGrammarReal::closing_ = nullptr;
 Vocab* CallGrammarReal::vocab_ = nullptr;
 Tokenizer* CallGrammarReal::tok_ = nullptr;
 ToolCatalog* CallGrammarReal::catalog_ = nullptr;
@@ -141,7 +144,7 @@ TEST_F(CallGrammarReal, SmartHomeOfficial) {
   const int kWalks = 200;
   for (int i = 0; i < kWalks; ++i) {
     std::vector<int32_t> walk;
-    ASSERT_TRUE(RandomWalk(*g, *tok_, rng, &walk)) << tok_->Decode(walk, true);
+    ASSERT_TRUE(RandomWalk(*g, *tok_, *closing_, rng, &walk)) << tok_->Decode(walk, true);
     const std::string text = tok_->Decode(walk, true);
     FG_ASSERT_OK_AND_ASSIGN(ParsedOutput out, ParseModelOutput(text, catalog_));
     EXPECT_GE(out.calls.size(), 1u) << text;
@@ -171,7 +174,7 @@ TEST_F(CallGrammarReal, SmartHomeAuto) {
   std::mt19937 rng(5);
   for (int i = 0; i < 50; ++i) {
     std::vector<int32_t> walk;
-    ASSERT_TRUE(RandomWalk(*g, *tok_, rng, &walk));
+    ASSERT_TRUE(RandomWalk(*g, *tok_, *closing_, rng, &walk));
     const std::string text = tok_->Decode(walk, true);
     FG_ASSERT_OK_AND_ASSIGN(ParsedOutput out, ParseModelOutput(text, catalog_));
     for (const Call& c : out.calls) {
@@ -242,10 +245,11 @@ TEST_F(CallGrammarReal, CompactSeedGolden) {
     EXPECT_GT(n, 200000u);
   }
   // Random walks in the compact dialect parse and validate.
+  const std::vector<char> closing = ClosingPieces(*tok);
   std::mt19937 rng(9);
   for (int i = 0; i < 40; ++i) {
     std::vector<int32_t> walk;
-    ASSERT_TRUE(RandomWalk(*g, *tok, rng, &walk));
+    ASSERT_TRUE(RandomWalk(*g, *tok, closing, rng, &walk));
     const std::string text = tok->Decode(walk, true);
     FG_ASSERT_OK_AND_ASSIGN(ParsedOutput p, ParseCompactOutput(text, &c, o.tool_map));
     EXPECT_GE(p.calls.size(), 1u) << text;
