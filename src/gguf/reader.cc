@@ -517,13 +517,18 @@ StatusOr<std::string_view> File::GetString(std::string_view key) const {
   return v->str;
 }
 
-StatusOr<std::vector<std::string_view>> File::GetStringArray(std::string_view key) const {
+StatusOr<const StringList*> File::GetStringList(std::string_view key) const {
   const Value* v = Find(key);
   if (v == nullptr) return Missing(key);
   if (v->type != ValueType::kArray || v->elem_type != ValueType::kString) {
     return WrongType(key, *v, "array of string");
   }
-  return std::vector<std::string_view>(v->strings.begin(), v->strings.end());
+  return &v->strings;
+}
+
+StatusOr<std::vector<std::string_view>> File::GetStringArray(std::string_view key) const {
+  FG_ASSIGN_OR_RETURN(const StringList* list, GetStringList(key));
+  return std::vector<std::string_view>(list->begin(), list->end());
 }
 
 StatusOr<std::vector<float>> File::GetFloatArray(std::string_view key) const {

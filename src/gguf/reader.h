@@ -145,6 +145,8 @@ class File {
   StatusOr<bool> GetBool(std::string_view key) const;
   StatusOr<std::string_view> GetString(std::string_view key) const;
   StatusOr<std::vector<std::string_view>> GetStringArray(std::string_view key) const;
+  // The same elements without copying their views (iterate it; valid while the File lives).
+  StatusOr<const StringList*> GetStringList(std::string_view key) const;
   StatusOr<std::vector<float>> GetFloatArray(std::string_view key) const;   // f32 elements
   StatusOr<std::vector<int32_t>> GetInt32Array(std::string_view key) const;  // i32 elements
 

@@ -203,38 +203,59 @@ Session::Snapshot Session::Save() const {
   Snapshot s;
   s.position = position_;
   s.logits.assign(logits_.begin(), logits_.end());
-  const int64_t kv = model_.config().kv_dim();
   s.k.resize(k_.size());
   s.v.resize(v_.size());
   for (size_t l = 0; l < k_.size(); ++l) {
-    // Global caches: rows 0..position-1; rings: all rows once wrapped.
-    const int64_t rows = std::min<int64_t>(position_, CacheRows(static_cast<int64_t>(l)));
-    s.k[l].assign(k_[l].begin(), k_[l].begin() + rows * kv);
-    s.v[l].assign(v_[l].begin(), v_[l].begin() + rows * kv);
+    const std::span<const float> k = cached_k(static_cast<int64_t>(l));
+    const std::span<const float> v = cached_v(static_cast<int64_t>(l));
+    s.k[l].assign(k.begin(), k.end());
+    s.v[l].assign(v.begin(), v.end());
   }
   return s;
 }
 
+// Global caches: rows 0..position-1; rings: all rows once wrapped.
+std::span<const float> Session::cached_k(int64_t layer) const {
+  const int64_t rows = std::min<int64_t>(position_, CacheRows(layer));
+  return k_[layer].first(static_cast<size_t>(rows * model_.config().kv_dim()));
+}
+
+std::span<const float> Session::cached_v(int64_t layer) const {
+  const int64_t rows = std::min<int64_t>(position_, CacheRows(layer));
+  return v_[layer].first(static_cast<size_t>(rows * model_.config().kv_dim()));
+}
+
 Status Session::Restore(const Snapshot& s) {
+  std::vector<std::span<const float>> k(s.k.begin(), s.k.end()), v(s.v.begin(), s.v.end());
+  FG_RETURN_IF_ERROR(Restore(s.position, k, v));
+  owned_logits_ = s.logits;
+  logits_ = owned_logits_;
+  return OkStatus();
+}
+
+Status Session::Restore(int64_t position, std::span<const std::span<const float>> k,
+                        std::span<const std::span<const float>> v) {
   const int64_t kv = model_.config().kv_dim();
-  if (s.k.size() != k_.size() || s.v.size() != v_.size() || s.position < 0 ||
-      s.position > options_.context) {
+  if (k.size() != k_.size() || v.size() != v_.size() || position < 0 ||
+      position > options_.context) {
     return InvalidArgumentError("session: snapshot does not fit this session");
   }
   for (size_t l = 0; l < k_.size(); ++l) {
-    const int64_t rows = std::min<int64_t>(s.position, CacheRows(static_cast<int64_t>(l)));
-    if (static_cast<int64_t>(s.k[l].size()) != rows * kv ||
-        static_cast<int64_t>(s.v[l].size()) != rows * kv) {
+    const int64_t rows = std::min<int64_t>(position, CacheRows(static_cast<int64_t>(l)));
+    if (static_cast<int64_t>(k[l].size()) != rows * kv ||
+        static_cast<int64_t>(v[l].size()) != rows * kv) {
       return InvalidArgumentError("session: snapshot layer " + std::to_string(l) +
                                   " has the wrong size");
     }
-    std::copy(s.k[l].begin(), s.k[l].end(), k_[l].begin());
-    std::copy(s.v[l].begin(), s.v[l].end(), v_[l].begin());
+  }
+  for (size_t l = 0; l < k_.size(); ++l) {
+    std::copy(k[l].begin(), k[l].end(), k_[l].begin());
+    std::copy(v[l].begin(), v[l].end(), v_[l].begin());
   }
   Unpin();
-  position_ = s.position;
-  owned_logits_ = s.logits;
-  logits_ = owned_logits_;
+  position_ = position;
+  owned_logits_.clear();
+  logits_ = {};
   hidden_ = {};
   row_logits_.clear();
   return OkStatus();

@@ -98,6 +98,14 @@ class Session {
   };
   Snapshot Save() const;
   Status Restore(const Snapshot& s);
+  // What Save copies of layer `layer`, viewed in place (valid until the next Append, Restore,
+  // Truncate or Reset): the K and V cache rows in use.
+  std::span<const float> cached_k(int64_t layer) const;
+  std::span<const float> cached_v(int64_t layer) const;
+  // Restore from per-layer views of those rows (e.g. a mapped file), copied straight into the
+  // caches; logits are cleared. Checks every size before changing anything.
+  Status Restore(int64_t position, std::span<const std::span<const float>> k,
+                 std::span<const std::span<const float>> v);
   void Reset();
   // Rewinds to `position` (<= position()), keeping the cache of the tokens before it, so a new
   // continuation can share a prefix with the old one. FailedPrecondition when a sliding layer's

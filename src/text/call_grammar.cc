@@ -1114,6 +1114,14 @@ Status CallGrammar::Advance(State* s, int32_t token) const {
 
 bool CallGrammar::CanStop(const State& s) const { return impl_->CanStop(s); }
 
+bool CallGrammar::InFreeString(const State& s) const {
+  if (impl_->compact || s.done || s.stack.size() < 2 || (s.stack.back() >> 24) != kStr) {
+    return false;
+  }
+  const uint32_t sub = s.stack[s.stack.size() - 2];
+  return (sub & 1) != 0 && ((sub >> 4) & 0xF) == 0;  // in the body, no UTF-8 sequence open
+}
+
 size_t CallGrammar::memoized_states() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->memo.size();

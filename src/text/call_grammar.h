@@ -114,6 +114,10 @@ class CallGrammar {
   // True if a stop token (1, 106, 50) is allowed now, i.e. the output so far is complete.
   bool CanStop(const State& s) const;
 
+  // True inside the body of an official-dialect free string, at a character boundary (no UTF-8
+  // sequence open), i.e. where <escape> may close it: the string guard's state.
+  bool InFreeString(const State& s) const;
+
   // Distinct automaton states whose allowed set has been computed (stats/tests).
   size_t memoized_states() const;
 

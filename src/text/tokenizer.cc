@@ -154,15 +154,15 @@ StatusOr<Vocab> LoadVocab(const gguf::File& file) {
   if (!model.ok()) return model.status().WithContext("tokenizer");
   v.model = std::string(*model);
 
-  StatusOr<std::vector<std::string_view>> tokens = file.GetStringArray("tokenizer.ggml.tokens");
+  StatusOr<const gguf::StringList*> tokens = file.GetStringList("tokenizer.ggml.tokens");
   if (!tokens.ok()) return tokens.status().WithContext("tokenizer");
-  const size_t n = tokens->size();
+  const size_t n = (*tokens)->size();
   if (n == 0) return InvalidArgumentError("tokenizer: tokenizer.ggml.tokens is empty");
   if (n > static_cast<size_t>(INT32_MAX)) {
     return InvalidArgumentError("tokenizer: tokenizer.ggml.tokens has too many entries");
   }
   v.tokens.reserve(n);
-  for (std::string_view t : *tokens) v.tokens.emplace_back(t);
+  for (std::string_view t : **tokens) v.tokens.emplace_back(t);
 
   // Scores: float32, or int32 as llama.cpp also accepts.
   const gguf::Value* sv = file.Find("tokenizer.ggml.scores");
@@ -585,6 +585,31 @@ std::string StreamDecoder::Flush() {
   std::string out;
   out.swap(pending_);
   return out;
+}
+
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return 1;
+  const size_t n = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  uint32_t cp = n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) {
+    const unsigned char d = static_cast<unsigned char>(s[i + k]);
+    if ((d >> 6) != 0x2) return 0;
+    cp = (cp << 6) | (d & 0x3f);
+  }
+  static const uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+bool IsValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = Utf8SequenceLength(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
 }
 
 }  // namespace fg::text

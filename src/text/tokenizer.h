@@ -168,6 +168,13 @@ class StreamDecoder {
 // still be completed by more bytes (exposed for tests).
 size_t CompleteUtf8Prefix(std::string_view bytes);
 
+// Length of the valid UTF-8 sequence starting at s[i] (1-4), or 0 if the bytes there are not
+// one (bad lead byte, truncated, overlong, surrogate, past U+10FFFF).
+size_t Utf8SequenceLength(std::string_view s, size_t i);
+
+// Strict UTF-8 validity of the whole string (user text: requests, prompts).
+bool IsValidUtf8(std::string_view s);
+
 }  // namespace fg::text
 
 #endif  // FGEMMA_TEXT_TOKENIZER_H_

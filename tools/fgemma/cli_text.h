@@ -7,14 +7,13 @@
 #include <string>
 #include <string_view>
 
+#include "src/text/tokenizer.h"
+
 namespace fg::cli {
 
-// Length of the valid UTF-8 sequence starting at s[i] (1-4), or 0 if the bytes there are not
-// one (bad lead byte, truncated, overlong, surrogate, past U+10FFFF).
-size_t Utf8SequenceLength(std::string_view s, size_t i);
-
-// Strict UTF-8 validity of the whole string.
-bool IsValidUtf8(std::string_view s);
+// Strict UTF-8 checks (src/text/tokenizer.h; one implementation for the CLI and the library).
+using text::IsValidUtf8;
+using text::Utf8SequenceLength;
 
 // `s` made printable on one terminal line: \n \r \t \\ and other control bytes as C escapes,
 // bytes that are not valid UTF-8 as \xNN, valid characters as they are. Cut after about `max`
