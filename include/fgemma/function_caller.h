@@ -153,6 +153,15 @@ class FunctionCaller {
 // Reads a toolMap: a JSON object {"0": "set_lights", "1": ..., "none": null} (keys that are not
 // non-negative integers are ignored), or a manifest whose "toolMap" member is one. Returns
 // names indexed by N ("" where the map has no N). InvalidArgument naming the problem otherwise.
+// The checks FunctionCaller::Create makes on the options alone (dialect, constrain mode,
+// max_calls, max_tokens, threads, sampling), with the same InvalidArgument messages: a front end
+// can report them as usage errors before loading anything.
+Status ValidateOptions(const FunctionCallerOptions& options);
+
+// The checks Call/PromptTokens make on a request before tokenizing it: InvalidArgument "the
+// request is empty" (empty or whitespace only) or "the request is not valid UTF-8".
+Status CheckRequest(std::string_view request);
+
 StatusOr<std::vector<std::string>> ParseToolMap(std::string_view json_text);
 StatusOr<std::vector<std::string>> LoadToolMap(const std::string& path);
 

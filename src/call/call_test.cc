@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "src/gguf/synthetic.h"
 #include "src/runtime/model.h"
 #include "src/runtime/session.h"
+#include "src/text/call_grammar.h"
 #include "src/text/call_parser.h"
 #include "src/text/function_prompt.h"
 #include "src/text/tokenizer.h"
@@ -99,6 +101,42 @@ text::ToolCatalog Catalog() {
   auto c = text::ParseToolCatalog(kCatalog);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return *c;
+}
+
+// --- grammar state for the string guard --------------------------------------------------
+
+// CallGrammar::InFreeString (what the string guard asks) agrees with what the guard used to
+// infer from the allowed set (most of the vocabulary allowed, <escape> among it) at every step
+// of a pseudo-random walk through the grammar, and is true at some steps and false at others.
+TEST(CallGrammarState, InFreeStringAgreesWithTheAllowedSet) {
+  auto tk = TinyTokenizer();
+  text::ToolCatalog cat = Catalog();
+  text::GrammarOptions go;
+  go.max_calls = 2;
+  auto g = text::CallGrammar::Create(cat, *tk, go);
+  FG_ASSERT_OK(g.status());
+  const int32_t escape = *tk->Find("<escape>");
+  const int64_t vocab = tk->size();
+  int in = 0, out = 0;
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    text::CallGrammar::State s = (*g)->Start();
+    uint32_t rng = seed;
+    for (int step = 0; step < 120 && !(*g)->Done(s); ++step) {
+      std::span<const int32_t> allowed = (*g)->Allowed(s);
+      ASSERT_FALSE(allowed.empty());
+      const bool guess = static_cast<int64_t>(allowed.size()) * 2 > vocab &&
+                         std::binary_search(allowed.begin(), allowed.end(), escape);
+      ASSERT_EQ((*g)->InFreeString(s), guess) << "seed " << seed << " step " << step;
+      (guess ? in : out) += 1;
+      rng = rng * 1664525u + 1013904223u;
+      // Inside a string, close it now and then so the walk reaches the rest of the grammar.
+      int32_t tok = allowed[(rng >> 8) % allowed.size()];
+      if (guess && (rng >> 28) < 4) tok = escape;
+      FG_ASSERT_OK((*g)->Advance(&s, tok));
+    }
+  }
+  EXPECT_GT(in, 0);
+  EXPECT_GT(out, 0);
 }
 
 // --- prompt ---------------------------------------------------------------------------------
@@ -180,12 +218,14 @@ TEST(PrefixCache, RoundTripsExactly) {
   CacheFixture f = MakeCache();
   const std::string path = ::testing::TempDir() + "/prefix_roundtrip.fgkv";
   runtime::Session::Snapshot snap = f.session->Save();
-  FG_ASSERT_OK(call::SavePrefix(path, 42, f.g, f.tokens, snap));
-  auto back = call::LoadPrefix(path, 42, f.g, f.tokens);
-  FG_ASSERT_OK(back.status());
-  EXPECT_EQ(back->position, snap.position);
-  EXPECT_EQ(back->k, snap.k);
-  EXPECT_EQ(back->v, snap.v);
+  FG_ASSERT_OK(call::SavePrefix(path, 42, f.g, f.tokens, *f.session));
+  f.session->Reset();
+  FG_ASSERT_OK(call::LoadPrefix(path, 42, f.g, f.tokens, f.session.get()));
+  runtime::Session::Snapshot back = f.session->Save();
+  EXPECT_EQ(back.position, snap.position);
+  EXPECT_EQ(back.k, snap.k);
+  EXPECT_EQ(back.v, snap.v);
+  EXPECT_TRUE(f.session->logits().empty());
   // No temporary files left behind.
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir())) {
@@ -197,10 +237,12 @@ TEST(PrefixCache, RoundTripsExactly) {
 TEST(PrefixCache, CorruptStaleAndMissingFilesAreRefused) {
   CacheFixture f = MakeCache();
   const std::string path = ::testing::TempDir() + "/prefix_bad.fgkv";
-  runtime::Session::Snapshot snap = f.session->Save();
-  EXPECT_THAT(call::LoadPrefix(path + ".none", 1, f.g, f.tokens).status(),
+  EXPECT_THAT(call::LoadPrefix(path + ".none", 1, f.g, f.tokens, f.session.get()),
               StatusIs(StatusCode::kNotFound, _));
-  FG_ASSERT_OK(call::SavePrefix(path, 7, f.g, f.tokens, snap));
+  FG_ASSERT_OK(call::SavePrefix(path, 7, f.g, f.tokens, *f.session));
+  // A refused file leaves the session as it was.
+  f.session->Reset();
+  FG_ASSERT_OK(f.session->Append(std::span<const int32_t>(f.tokens).first(5)));
   auto bytes = ReadFileToString(path);
   FG_ASSERT_OK(bytes.status());
   auto write = [&](const std::string& b) {
@@ -211,32 +253,34 @@ TEST(PrefixCache, CorruptStaleAndMissingFilesAreRefused) {
     std::string b = *bytes;
     b[at] ^= 0x10;
     write(b);
-    EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens).status(),
+    EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens, f.session.get()),
                 StatusIs(StatusCode::kDataLoss, _))
         << "flip at " << at;
   }
   write(bytes->substr(0, bytes->size() - 100));
-  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens).status(),
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens, f.session.get()),
               StatusIs(StatusCode::kDataLoss, _));
   write("hello");
-  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens).status(),
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens, f.session.get()),
               StatusIs(StatusCode::kDataLoss, _));
+  EXPECT_EQ(f.session->position(), 5);
   // Stale: another key, geometry or prefix.
   write(*bytes);
-  FG_EXPECT_OK(call::LoadPrefix(path, 7, f.g, f.tokens).status());
-  EXPECT_THAT(call::LoadPrefix(path, 8, f.g, f.tokens).status(),
+  FG_EXPECT_OK(call::LoadPrefix(path, 7, f.g, f.tokens, f.session.get()));
+  EXPECT_THAT(call::LoadPrefix(path, 8, f.g, f.tokens, f.session.get()),
               StatusIs(StatusCode::kFailedPrecondition, _));
   call::PrefixGeometry g2 = f.g;
   g2.local_rows += 1;
-  EXPECT_THAT(call::LoadPrefix(path, 7, g2, f.tokens).status(),
+  EXPECT_THAT(call::LoadPrefix(path, 7, g2, f.tokens, f.session.get()),
               StatusIs(StatusCode::kFailedPrecondition, _));
   std::vector<int32_t> other = f.tokens;
   other[3] += 1;
-  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, other).status(),
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, other, f.session.get()),
               StatusIs(StatusCode::kFailedPrecondition, _));
   other.pop_back();
-  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, other).status(),
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, other, f.session.get()),
               StatusIs(StatusCode::kFailedPrecondition, _));
+  EXPECT_EQ(f.session->position(), 30);  // the good load above
 }
 
 TEST(PrefixCache, KeyDependsOnEveryInput) {
@@ -569,13 +613,17 @@ TEST(FunctionCaller, BaseVocabularyGetsFunctionTokensAndTheStringGuard) {
   auto prompt = (*c)->PromptTokens("weather in Paris");
   FG_ASSERT_OK(prompt.status());
   EXPECT_EQ(std::count(prompt->begin(), prompt->end(), 46), 3);  // one per declaration
+  int64_t guarded = 0;
   for (const char* req : {"weather in Paris", "turn the light on", "timer"}) {
     auto r = (*c)->Call(req);
     FG_ASSERT_OK(r.status());
     EXPECT_NE(r->stop_reason, "max tokens") << r->text;
     FG_EXPECT_OK(r->validity) << r->text;
     EXPECT_EQ(r->tokens.front(), 48);
+    guarded += r->stats.guarded_strings;
   }
+  // The guard did the closing (the random model never picks <escape> on its own).
+  EXPECT_GT(guarded, 0);
   // Off: the same random model rambles inside a string until max_tokens.
   o.string_guard = 0;
   o.max_tokens = 40;

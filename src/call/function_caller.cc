@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -35,7 +36,30 @@ struct CallModel::Impl {
   std::string path;
   std::unique_ptr<runtime::Model> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
-  uint64_t identity = 0;
+  // Computed by the first caller that needs them (std::call_once; the model is shared):
+  // ModelIdentity for a cache dir, the string guard's tables for a caller with the guard on.
+  mutable std::once_flag identity_once;
+  mutable uint64_t identity = 0;
+  mutable std::once_flag guard_once;
+  mutable std::vector<bool> structural;  // the token's text starts with , { } or newline
+  mutable std::vector<bool> digits;      // the token's text is digits only
+
+  uint64_t Identity() const {
+    std::call_once(identity_once, [&] { identity = call::ModelIdentity(model->file()); });
+    return identity;
+  }
+  void BuildGuardTables() const {
+    std::call_once(guard_once, [&] {
+      structural.assign(static_cast<size_t>(tokenizer->size()), false);
+      digits.assign(static_cast<size_t>(tokenizer->size()), false);
+      for (int32_t id = 0; id < tokenizer->size(); ++id) {
+        const std::string piece = tokenizer->TokenToPiece(id, true);
+        structural[id] =
+            !piece.empty() && std::string_view(",{}\n").find(piece[0]) != std::string_view::npos;
+        digits[id] = !piece.empty() && piece.find_first_not_of("0123456789") == std::string::npos;
+      }
+    });
+  }
   // The vocabulary had <unused40..46> where FunctionGemma has its tokens: a base Gemma 3 model
   // that never learned them.
   bool base_model = false;
@@ -62,12 +86,13 @@ StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(const std::string& gg
                                                     "<start_function_response>",
                                                     "<end_function_response>",
                                                     "<escape>"};
-  bool has_function_tokens = false;
-  for (const std::string& t : vocab->tokens) has_function_tokens |= (t == kFunctionTokens[2]);
-  if (!has_function_tokens && vocab->tokens.size() > 52 && vocab->types.size() > 52) {
+  // Only a vocabulary with <unused...> at 46..52 is searched for <start_function_call>
+  // elsewhere (a FunctionGemma vocabulary has it at 48: no scan of the whole vocabulary).
+  if (vocab->tokens.size() > 52 && vocab->types.size() > 52) {
     bool unused = true;
     for (int i = 0; i < 7; ++i) unused &= vocab->tokens[46 + i].rfind("<unused", 0) == 0;
-    if (unused) {
+    if (unused && std::find(vocab->tokens.begin(), vocab->tokens.end(), kFunctionTokens[2]) ==
+                      vocab->tokens.end()) {
       impl->base_model = true;
       for (int i = 0; i < 7; ++i) {
         vocab->tokens[46 + i] = kFunctionTokens[i];
@@ -78,7 +103,6 @@ StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(const std::string& gg
   auto tk = text::Tokenizer::Create(std::move(*vocab));
   if (!tk.ok()) return tk.status().WithContext("'" + gguf_path + "'");
   impl->tokenizer = std::move(*tk);
-  impl->identity = call::ModelIdentity(impl->model->file());
   return std::shared_ptr<const CallModel>(new CallModel(std::move(impl)));
 }
 
@@ -115,7 +139,7 @@ struct FunctionCaller::Impl {
   runtime::SamplingParams sampling;
 
   std::vector<int32_t> prefix;   // <bos> + catalog prefix tokens
-  std::vector<int32_t> history;  // tokens the live session holds, in order
+  std::vector<int32_t> suffix;   // call::kRequestSuffix's tokens (after every request)
   // The session pins the position right after `prefix` (Session::Pin): every call rewinds to
   // it (Truncate) instead of restoring a copy of the caches.
   call::PrefixGeometry geometry;
@@ -124,8 +148,9 @@ struct FunctionCaller::Impl {
 
   int32_t escape = -1;           // <escape>
   int string_guard_tokens = 0;   // 0: off; else close free strings after this many tokens
-  std::vector<bool> structural;  // string guard: the token's text starts with , { } or newline
-  std::vector<bool> digits;      // string guard: the token's text is digits only
+  // String guard tables (CallModel::Impl's, built once per model); null with the guard off.
+  const std::vector<bool>* structural = nullptr;
+  const std::vector<bool>* digits = nullptr;
   std::vector<int32_t> stops;    // end the output: <eos>, <end_of_turn>, <start_function_response>
   int32_t end_call = -1;         // <end_function_call> (official) or <end> (compact)
 
@@ -147,6 +172,30 @@ FunctionCaller::~FunctionCaller() = default;
 int64_t FunctionCaller::prefix_tokens() const { return static_cast<int64_t>(impl_->prefix.size()); }
 int64_t FunctionCaller::context() const { return impl_->session->context(); }
 
+namespace {
+
+runtime::SamplingParams SamplingOf(const FunctionCallerOptions& options) {
+  runtime::SamplingParams sp;
+  sp.temperature = options.temperature;
+  sp.top_k = options.top_k;
+  sp.top_p = options.top_p;
+  sp.seed = options.seed;
+  return sp;
+}
+
+}  // namespace
+
+Status ValidateOptions(const FunctionCallerOptions& options) {
+  FG_RETURN_IF_ERROR(text::ParseDialect(options.dialect).status());
+  FG_RETURN_IF_ERROR(text::ParseConstrainMode(options.constrain).status());
+  if (options.max_calls < 1) return InvalidArgumentError("max_calls must be >= 1");
+  if (options.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
+  if (options.threads < 0) return InvalidArgumentError("threads must be >= 0");
+  return runtime::ValidateSampling(SamplingOf(options));
+}
+
+Status CheckRequest(std::string_view request) { return call::CheckRequest(request); }
+
 StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     std::shared_ptr<const CallModel> model, std::string_view catalog_json,
     const FunctionCallerOptions& options) {
@@ -157,16 +206,10 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   m.model = m.cm->impl().model.get();
   m.tk = m.cm->impl().tokenizer.get();
   m.opt = options;
-  FG_ASSIGN_OR_RETURN(m.dialect, text::ParseDialect(options.dialect));
-  FG_ASSIGN_OR_RETURN(m.mode, text::ParseConstrainMode(options.constrain));
-  if (options.max_calls < 1) return InvalidArgumentError("max_calls must be >= 1");
-  if (options.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
-  if (options.threads < 0) return InvalidArgumentError("threads must be >= 0");
-  m.sampling.temperature = options.temperature;
-  m.sampling.top_k = options.top_k;
-  m.sampling.top_p = options.top_p;
-  m.sampling.seed = options.seed;
-  FG_RETURN_IF_ERROR(runtime::ValidateSampling(m.sampling));
+  FG_RETURN_IF_ERROR(ValidateOptions(options));
+  m.dialect = *text::ParseDialect(options.dialect);
+  m.mode = *text::ParseConstrainMode(options.constrain);
+  m.sampling = SamplingOf(options);
   {
     auto cat = text::ParseToolCatalog(catalog_json);
     if (!cat.ok()) return cat.status().WithContext("tool catalog");
@@ -200,14 +243,9 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   m.string_guard_tokens =
       options.string_guard < 0 ? (m.cm->impl().base_model ? 24 : 0) : options.string_guard;
   if (m.string_guard_tokens > 0) {
-    m.structural.assign(static_cast<size_t>(m.tk->size()), false);
-    m.digits.assign(static_cast<size_t>(m.tk->size()), false);
-    for (int32_t id = 0; id < m.tk->size(); ++id) {
-      const std::string piece = m.tk->TokenToPiece(id, true);
-      m.structural[id] =
-          !piece.empty() && std::string_view(",{}\n").find(piece[0]) != std::string_view::npos;
-      m.digits[id] = !piece.empty() && piece.find_first_not_of("0123456789") == std::string::npos;
-    }
+    m.cm->impl().BuildGuardTables();
+    m.structural = &m.cm->impl().structural;
+    m.digits = &m.cm->impl().digits;
   }
   if (auto id =
           m.tk->Find(m.dialect == text::Dialect::kOfficial ? "<end_function_call>" : "<end>")) {
@@ -242,6 +280,7 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   text::PromptOptions po;
   if (!options.developer_message.empty()) po.developer_message = options.developer_message;
   m.prefix = call::PrefixTokens(*m.tk, m.dialect, m.catalog, po);
+  m.suffix = call::RequestSuffixTokens(*m.tk);
   if (static_cast<int64_t>(m.prefix.size()) >= context) {
     return OutOfRangeError("the catalog prompt has " + std::to_string(m.prefix.size()) +
                            " tokens, more than the context of " + std::to_string(context));
@@ -253,14 +292,15 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   if (!options.cache_dir.empty()) {
     FG_RETURN_IF_ERROR(call::PrepareCacheDir(options.cache_dir));
     const std::string kernels = std::string(kernels::IsaName(kernels::ActiveIsa()));
-    m.cache_key = call::PrefixCacheKey(m.cm->impl().identity, m.geometry, kernels, m.prefix);
+    m.cache_key = call::PrefixCacheKey(m.cm->impl().Identity(), m.geometry, kernels, m.prefix);
     m.cache_path = call::PrefixCachePath(options.cache_dir, m.cache_key);
   }
   return std::unique_ptr<FunctionCaller>(new FunctionCaller(std::move(impl)));
 }
 
 StatusOr<std::vector<int32_t>> FunctionCaller::PromptTokens(std::string_view request) const {
-  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, call::RequestTokens(*impl_->tk, request));
+  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest,
+                      call::RequestTokens(*impl_->tk, request, impl_->suffix));
   std::vector<int32_t> all = impl_->prefix;
   all.insert(all.end(), rest.begin(), rest.end());
   return all;
@@ -278,17 +318,12 @@ Status FunctionCaller::Impl::EnsurePrefix(CallStats* stats) {
     stats->prefix_source = "memory";
   }
   if (!ready && !cache_path.empty()) {
-    auto loaded = call::LoadPrefix(cache_path, cache_key, geometry, prefix);
+    Status loaded = call::LoadPrefix(cache_path, cache_key, geometry, prefix, session.get());
     if (loaded.ok()) {
-      Status st = session->Restore(*loaded);
-      if (st.ok()) {
-        ready = true;
-        stats->prefix_source = "disk";
-      } else {
-        Warn(st.message() + "; prefilling the catalog prompt again");
-      }
-    } else if (loaded.status().code() != StatusCode::kNotFound) {
-      Warn(loaded.status().message() + "; prefilling the catalog prompt again");
+      ready = true;
+      stats->prefix_source = "disk";
+    } else if (loaded.code() != StatusCode::kNotFound) {
+      Warn(loaded.message() + "; prefilling the catalog prompt again");
     }
   }
   if (!ready) {
@@ -296,14 +331,13 @@ Status FunctionCaller::Impl::EnsurePrefix(CallStats* stats) {
     FG_RETURN_IF_ERROR(session->Append(prefix, runtime::LogitsRequest::None()));
     stats->prefix_source = "prefill";
     if (!cache_path.empty()) {
-      if (Status st = call::SavePrefix(cache_path, cache_key, geometry, prefix, session->Save());
+      if (Status st = call::SavePrefix(cache_path, cache_key, geometry, prefix, *session);
           !st.ok()) {
         Warn(st.message());
       }
     }
   }
   session->Pin();
-  history = prefix;
   stats->prefix_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return OkStatus();
@@ -337,7 +371,7 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   auto ms_since = [](std::chrono::steady_clock::time_point a) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
   };
-  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, call::RequestTokens(*m.tk, request));
+  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, call::RequestTokens(*m.tk, request, m.suffix));
   const int64_t context = m.session->context();
   const int64_t prompt_len = static_cast<int64_t>(m.prefix.size() + rest.size());
   if (prompt_len >= context) {
@@ -349,8 +383,6 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   CallStats& st = r.stats;
   st.prefix_tokens = static_cast<int64_t>(m.prefix.size());
   st.prompt_tokens = prompt_len;
-  // Any failure below leaves the session in an unknown state: forget it.
-  m.history.clear();
   FG_RETURN_IF_ERROR(m.EnsurePrefix(&st));
 
   const int64_t vocab = m.model->config().vocab;
@@ -364,7 +396,6 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   auto t_decode = std::chrono::steady_clock::now();
   auto append = [&](const runtime::LogitsRequest& req) -> Status {
     FG_RETURN_IF_ERROR(m.session->Append(pending, req));
-    m.history.insert(m.history.end(), pending.begin(), pending.end());
     pending.clear();
     if (first) {
       // The first Append holds the request and the tokens the grammar forced before the first
@@ -381,6 +412,7 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   r.stop_reason = "max tokens";
   while (static_cast<int64_t>(r.tokens.size()) < max_new) {
     int32_t tok = -1;
+    bool forced = false;
     if (m.grammar) {
       if (m.grammar->Done(state)) {
         r.stop_reason = "grammar done";
@@ -388,70 +420,61 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
       }
       std::span<const int32_t> allowed = m.grammar->Allowed(state);
       if (allowed.empty()) return InternalError("call grammar: no token allowed");
-      if (allowed.size() == 1 && m.opt.fast_head) {
+      // One token allowed: it is forced, without running the LM head (its K/V rows are
+      // computed with the next Append).
+      forced = allowed.size() == 1 && m.opt.fast_head;
+      if (forced) {
         tok = allowed[0];
-        if (m.IsStop(tok)) {
-          r.stop_reason = "stop token " + std::to_string(tok);
-          break;
-        }
-        ++st.forced_steps;
-        digit_run = !m.digits.empty() && m.digits[tok] ? digit_run + 1 : 0;
-        st.head_rows_skipped += vocab;
-        st.head_rows_total += vocab;
-        FG_RETURN_IF_ERROR(m.grammar->Advance(&state, tok));
-        r.tokens.push_back(tok);
-        pending.push_back(tok);
-        continue;
-      }
-      cand.resize(allowed.size());
-      if (m.opt.fast_head && allowed.size() <= kSparseHeadMaxRows) {
-        FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Rows(allowed)));
-        std::span<const float> rl = m.session->row_logits();
-        std::copy(rl.begin(), rl.end(), cand.begin());
-        ++st.sparse_steps;
-        st.head_rows_skipped += vocab - static_cast<int64_t>(allowed.size());
       } else {
-        FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
-        std::span<const float> lg = m.session->logits();
-        for (size_t j = 0; j < allowed.size(); ++j) cand[j] = lg[allowed[j]];
-        ++st.full_steps;
-      }
-      st.head_rows_total += vocab;
-      // The string guard (for models that never learned <escape>: a base Gemma 3 writes the
-      // value and goes on with ",key:..." inside the string forever). In a free string (most
-      // of the vocabulary allowed, <escape> among it) the first token may not be structure
-      // (, { } newline) or <escape> (the model would leave every string empty); after it, a
-      // structure token or one past the length budget closes the string instead.
-      const bool in_string = m.string_guard_tokens > 0 && m.dialect == text::Dialect::kOfficial &&
-                             static_cast<int64_t>(allowed.size()) * 2 > vocab &&
-                             std::binary_search(allowed.begin(), allowed.end(), m.escape);
-      if (in_string && string_tokens == 0) {
-        for (size_t j = 0; j < allowed.size(); ++j) {
-          if (m.structural[allowed[j]] || allowed[j] == m.escape) cand[j] = -INFINITY;
+        cand.resize(allowed.size());
+        if (m.opt.fast_head && allowed.size() <= kSparseHeadMaxRows) {
+          FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Rows(allowed)));
+          std::span<const float> rl = m.session->row_logits();
+          std::copy(rl.begin(), rl.end(), cand.begin());
+          ++st.sparse_steps;
+          st.head_rows_skipped += vocab - static_cast<int64_t>(allowed.size());
+        } else {
+          FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
+          std::span<const float> lg = m.session->logits();
+          for (size_t j = 0; j < allowed.size(); ++j) cand[j] = lg[allowed[j]];
+          ++st.full_steps;
         }
-      }
-      // The same model repeats digits without end ("400400400..."): past 12 digits in a row,
-      // any allowed token that is not a digit (the number's end) is preferred.
-      if (m.string_guard_tokens > 0 && !in_string && digit_run >= 12) {
-        bool other = false;
-        for (int32_t a : allowed) other |= !m.digits[a];
-        if (other) {
+        st.head_rows_total += vocab;
+        // The string guard (for models that never learned <escape>: a base Gemma 3 writes the
+        // value and goes on with ",key:..." inside the string forever). In a free string
+        // (CallGrammar::InFreeString: where <escape> may close it) the first token may not be
+        // structure (, { } newline) or <escape> (the model would leave every string empty);
+        // after it, a structure token or one past the length budget closes the string instead.
+        const bool in_string = m.string_guard_tokens > 0 && m.grammar->InFreeString(state);
+        if (in_string && string_tokens == 0) {
           for (size_t j = 0; j < allowed.size(); ++j) {
-            if (m.digits[allowed[j]]) cand[j] = -INFINITY;
+            if ((*m.structural)[allowed[j]] || allowed[j] == m.escape) cand[j] = -INFINITY;
           }
         }
-      }
-      tok = allowed[sampler.Sample(cand)];
-      if (!in_string) {
-        string_tokens = 0;
-      } else if (tok != m.escape) {
-        if ((string_tokens > 0 && m.structural[tok]) || ++string_tokens > m.string_guard_tokens) {
-          tok = m.escape;
-          string_tokens = 0;
-          ++st.guarded_strings;
+        // The same model repeats digits without end ("400400400..."): past 12 digits in a row,
+        // any allowed token that is not a digit (the number's end) is preferred.
+        if (m.string_guard_tokens > 0 && !in_string && digit_run >= 12) {
+          bool other = false;
+          for (int32_t a : allowed) other |= !(*m.digits)[a];
+          if (other) {
+            for (size_t j = 0; j < allowed.size(); ++j) {
+              if ((*m.digits)[allowed[j]]) cand[j] = -INFINITY;
+            }
+          }
         }
-      } else {
-        string_tokens = 0;
+        tok = allowed[sampler.Sample(cand)];
+        if (!in_string) {
+          string_tokens = 0;
+        } else if (tok != m.escape) {
+          if ((string_tokens > 0 && (*m.structural)[tok]) ||
+              ++string_tokens > m.string_guard_tokens) {
+            tok = m.escape;
+            string_tokens = 0;
+            ++st.guarded_strings;
+          }
+        } else {
+          string_tokens = 0;
+        }
       }
     } else {
       FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
@@ -463,7 +486,12 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
       r.stop_reason = "stop token " + std::to_string(tok);
       break;
     }
-    digit_run = !m.digits.empty() && m.digits[tok] ? digit_run + 1 : 0;
+    if (forced) {
+      ++st.forced_steps;
+      st.head_rows_skipped += vocab;
+      st.head_rows_total += vocab;
+    }
+    digit_run = m.digits != nullptr && (*m.digits)[tok] ? digit_run + 1 : 0;
     if (m.grammar) FG_RETURN_IF_ERROR(m.grammar->Advance(&state, tok));
     r.tokens.push_back(tok);
     pending.push_back(tok);
@@ -475,7 +503,6 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   if (r.stop_reason == "max tokens" && m.grammar && m.grammar->Done(state)) {
     r.stop_reason = "grammar done";  // the last token allowed was also the last one finishing it
   }
-  if (first) st.prefill_ms = 0;  // nothing was appended after the prefix (cannot happen)
   st.decode_ms = ms_since(t_decode);
   st.generated_tokens = static_cast<int64_t>(r.tokens.size());
   for (int32_t t : r.tokens) r.text += m.tk->TokenToPiece(t, /*special=*/true);

@@ -57,6 +57,11 @@ class In {
     at_ += n * sizeof(T);
     return true;
   }
+  bool Skip(size_t n) {
+    if (n > b_.size() - at_) return false;
+    at_ += n;
+    return true;
+  }
   size_t left() const { return b_.size() - at_; }
 
  private:
@@ -66,21 +71,81 @@ class In {
 
 std::string Errno() { return std::strerror(errno); }
 
+// Hash64 over bytes that arrive in pieces: the same result as Hash64 over their concatenation.
+class Hasher {
+ public:
+  explicit Hasher(uint64_t seed = 0) : h_(kFnvOffset ^ (seed * 0x9e3779b97f4a7c15ull)) {}
+  void Update(const void* data, size_t n) {
+    const uint8_t* p = static_cast<const uint8_t*>(data);
+    size_ += n;
+    if (carry_n_ > 0) {  // finish the word a previous piece started
+      const size_t take = std::min(n, 8 - carry_n_);
+      std::memcpy(carry_ + carry_n_, p, take);
+      carry_n_ += take;
+      p += take;
+      n -= take;
+      if (carry_n_ < 8) return;
+      Word(carry_);
+      carry_n_ = 0;
+    }
+    for (; n >= 8; p += 8, n -= 8) Word(p);
+    std::memcpy(carry_, p, n);
+    carry_n_ = n;
+  }
+  uint64_t Finish() const {
+    uint64_t h = h_;
+    for (size_t i = 0; i < carry_n_; ++i) h = (h ^ carry_[i]) * kFnvPrime;
+    h ^= static_cast<uint64_t>(size_);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+  }
+
+ private:
+  void Word(const uint8_t* p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h_ = (h_ ^ w) * kFnvPrime;
+    h_ ^= h_ >> 29;
+  }
+  uint64_t h_;
+  uint64_t size_ = 0;
+  uint8_t carry_[8] = {};
+  size_t carry_n_ = 0;
+};
+
+// Writes the file through one descriptor, hashing every byte written.
+class FileOut {
+ public:
+  explicit FileOut(int fd) : fd_(fd) {}
+  template <typename T>
+  bool Put(const T& v) {
+    return Write(&v, sizeof(T));
+  }
+  bool Write(const void* data, size_t n) {
+    hash_.Update(data, n);
+    const uint8_t* p = static_cast<const uint8_t*>(data);
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  }
+  uint64_t hash() const { return hash_.Finish(); }
+
+ private:
+  int fd_;
+  Hasher hash_;
+};
+
 }  // namespace
 
 uint64_t Hash64(std::span<const uint8_t> bytes, uint64_t seed) {
-  uint64_t h = kFnvOffset ^ (seed * 0x9e3779b97f4a7c15ull);
-  size_t i = 0;
-  for (; i + 8 <= bytes.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, bytes.data() + i, 8);
-    h = (h ^ w) * kFnvPrime;
-    h ^= h >> 29;
-  }
-  for (; i < bytes.size(); ++i) h = (h ^ bytes[i]) * kFnvPrime;
-  h ^= static_cast<uint64_t>(bytes.size());
-  h *= 0xff51afd7ed558ccdull;
-  return h ^ (h >> 33);
+  Hasher h(seed);
+  h.Update(bytes.data(), bytes.size());
+  return h.Finish();
 }
 
 uint64_t ModelIdentity(const gguf::File& file) {
@@ -115,47 +180,38 @@ std::string PrefixCachePath(const std::string& dir, uint64_t key) {
 }
 
 Status SavePrefix(const std::string& path, uint64_t key, const PrefixGeometry& g,
-                  std::span<const int32_t> tokens, const runtime::Session::Snapshot& snap) {
-  if (static_cast<int64_t>(snap.k.size()) != g.layers || snap.v.size() != snap.k.size() ||
-      snap.position != static_cast<int64_t>(tokens.size())) {
-    return InternalError("prefix cache: snapshot does not match its prefix");
+                  std::span<const int32_t> tokens, const runtime::Session& session) {
+  if (session.model().config().n_layers != g.layers ||
+      session.position() != static_cast<int64_t>(tokens.size())) {
+    return InternalError("prefix cache: session does not match its prefix");
   }
-  Out o;
-  o.PutArray(kMagic, 8);
-  o.Put(kPrefixCacheVersion);
-  o.Put(uint32_t{0});
-  o.Put(key);
-  o.Put(g.layers);
-  o.Put(g.kv_dim);
-  o.Put(g.local_rows);
-  o.Put(static_cast<int64_t>(tokens.size()));
-  o.PutArray(tokens.data(), tokens.size());
-  for (int64_t l = 0; l < g.layers; ++l) {
-    const uint64_t rows = snap.k[l].size() / std::max<int64_t>(1, g.kv_dim);
-    o.Put(rows);
-    o.PutArray(snap.k[l].data(), snap.k[l].size());
-    o.PutArray(snap.v[l].data(), snap.v[l].size());
-  }
-  o.Put(Hash64(o.bytes()));
-
-  // Atomic replace: a unique temporary name in the same folder, then rename.
+  // Atomic replace: a unique temporary name in the same folder, then rename. The caches are
+  // written layer by layer straight from the session, hashing as they go (no copy of the file).
   static std::atomic<uint64_t> counter{0};
   const std::string tmp =
       path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return IoError("prefix cache: cannot create '" + tmp + "': " + Errno());
-  const std::vector<uint8_t>& b = o.bytes();
-  size_t done = 0;
-  while (done < b.size()) {
-    const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string err = Errno();
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return IoError("prefix cache: cannot write '" + tmp + "': " + err);
-    }
-    done += static_cast<size_t>(n);
+  FileOut o(fd);
+  bool ok = o.Write(kMagic, 8) && o.Put(kPrefixCacheVersion) && o.Put(uint32_t{0}) &&
+            o.Put(key) && o.Put(g.layers) && o.Put(g.kv_dim) && o.Put(g.local_rows) &&
+            o.Put(static_cast<int64_t>(tokens.size())) &&
+            o.Write(tokens.data(), tokens.size_bytes());
+  for (int64_t l = 0; ok && l < g.layers; ++l) {
+    const std::span<const float> k = session.cached_k(l);
+    const std::span<const float> v = session.cached_v(l);
+    const uint64_t rows = k.size() / std::max<int64_t>(1, g.kv_dim);
+    ok = o.Put(rows) && o.Write(k.data(), k.size_bytes()) && o.Write(v.data(), v.size_bytes());
+  }
+  if (ok) {
+    const uint64_t sum = o.hash();
+    ok = o.Put(sum);
+  }
+  if (!ok) {
+    const std::string err = Errno();
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return IoError("prefix cache: cannot write '" + tmp + "': " + err);
   }
   if (::close(fd) != 0) {
     ::unlink(tmp.c_str());
@@ -169,22 +225,20 @@ Status SavePrefix(const std::string& path, uint64_t key, const PrefixGeometry& g
   return OkStatus();
 }
 
-StatusOr<runtime::Session::Snapshot> LoadPrefix(const std::string& path, uint64_t key,
-                                                const PrefixGeometry& g,
-                                                std::span<const int32_t> tokens) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return NotFoundError("prefix cache: no file '" + path + "'");
-    return IoError("prefix cache: '" + path + "': " + Errno());
-  }
-  FG_ASSIGN_OR_RETURN(std::string data, ReadFileToString(path));
+Status LoadPrefix(const std::string& path, uint64_t key, const PrefixGeometry& g,
+                  std::span<const int32_t> tokens, runtime::Session* session) {
+  // Mapped, not read: the checksum and the copy into the session read the file in place.
+  // (Files are replaced by rename, never rewritten in place, so the mapping cannot shrink.)
+  auto opened = MappedFile::Open(path);
+  if (!opened.ok()) return opened.status().WithContext("prefix cache");
+  const std::unique_ptr<MappedFile> file = std::move(*opened);
   auto corrupt = [&](const std::string& what) {
     return DataLossError("prefix cache '" + path + "' is corrupt: " + what);
   };
   auto stale = [&](const std::string& what) {
     return FailedPreconditionError("prefix cache '" + path + "' is stale: " + what);
   };
-  std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(data.data()), data.size());
+  const std::span<const uint8_t> bytes = file->bytes();
   if (bytes.size() < 8 + 8 + 8) return corrupt("too short");
   char magic[8];
   std::memcpy(magic, bytes.data(), 8);
@@ -217,25 +271,26 @@ StatusOr<runtime::Session::Snapshot> LoadPrefix(const std::string& path, uint64_
   if (!std::equal(file_tokens.begin(), file_tokens.end(), tokens.begin())) {
     return stale("another prefix");
   }
-  runtime::Session::Snapshot s;
-  s.position = n_tokens;
-  s.k.resize(layers);
-  s.v.resize(layers);
+  // The layers, viewed in place (every field before them is a multiple of 4 bytes and the
+  // mapping is page-aligned, so the floats are aligned).
+  std::vector<std::span<const float>> k(layers), v(layers);
+  size_t at = bytes.size() - 8 - in.left();
   for (int64_t l = 0; l < layers; ++l) {
     uint64_t rows = 0;
     if (!in.Get(&rows)) return corrupt("truncated layer " + std::to_string(l));
+    at += 8;
     if (rows > static_cast<uint64_t>(n_tokens) ||
         rows * static_cast<uint64_t>(kv_dim) * 8 > in.left()) {
       return corrupt("layer " + std::to_string(l) + " has an impossible size");
     }
-    s.k[l].resize(rows * kv_dim);
-    s.v[l].resize(rows * kv_dim);
-    if (!in.GetArray(s.k[l].data(), s.k[l].size()) || !in.GetArray(s.v[l].data(), s.v[l].size())) {
-      return corrupt("truncated layer " + std::to_string(l));
-    }
+    const size_t n = rows * kv_dim;
+    k[l] = {reinterpret_cast<const float*>(bytes.data() + at), n};
+    v[l] = {reinterpret_cast<const float*>(bytes.data() + at + n * 4), n};
+    if (!in.Skip(n * 8)) return corrupt("truncated layer " + std::to_string(l));
+    at += n * 8;
   }
   if (in.left() != 0) return corrupt("trailing bytes");
-  return s;
+  return session->Restore(n_tokens, k, v);
 }
 
 Status PrepareCacheDir(const std::string& dir) {

@@ -46,16 +46,18 @@ uint64_t PrefixCacheKey(uint64_t model_id, const PrefixGeometry& g, const std::s
 // "<dir>/prefix-<16 hex digits of key>.fgkv".
 std::string PrefixCachePath(const std::string& dir, uint64_t key);
 
-// Writes atomically. Errors are Io (the caller may ignore them: the cache is an optimization).
+// Writes the session's caches (position == tokens.size()) atomically, layer by layer straight
+// from the session. Errors are Io (the caller may ignore them: the cache is an optimization).
 Status SavePrefix(const std::string& path, uint64_t key, const PrefixGeometry& g,
-                  std::span<const int32_t> tokens, const runtime::Session::Snapshot& snap);
+                  std::span<const int32_t> tokens, const runtime::Session& session);
 
-// Reads and checks a file. NotFound when there is none; DataLoss for a corrupt one (checksum,
+// Maps and checks a file, then copies its caches straight into `session` (Session::Restore over
+// views of the mapping). NotFound when there is none; DataLoss for a corrupt one (checksum,
 // truncation, impossible sizes); FailedPrecondition for a stale one (another version, key,
-// geometry or prefix).
-StatusOr<runtime::Session::Snapshot> LoadPrefix(const std::string& path, uint64_t key,
-                                                const PrefixGeometry& g,
-                                                std::span<const int32_t> tokens);
+// geometry or prefix); InvalidArgument when it does not fit `session`. The session is changed
+// only on success.
+Status LoadPrefix(const std::string& path, uint64_t key, const PrefixGeometry& g,
+                  std::span<const int32_t> tokens, runtime::Session* session);
 
 // Creates `dir` if missing (one level) and checks that it is a writable directory. Io/NotFound
 // naming the path otherwise.

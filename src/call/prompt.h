@@ -14,6 +14,7 @@
 #define FGEMMA_CALL_PROMPT_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,9 +37,16 @@ std::vector<int32_t> PrefixTokens(const text::Tokenizer& tk, text::Dialect diale
                                   const text::ToolCatalog& catalog,
                                   const text::PromptOptions& options);
 
+// InvalidArgument for an empty (or all-whitespace) request or one that is not UTF-8.
+Status CheckRequest(std::string_view request);
+
 // The tokens after the prefix: the request (special text not parsed) and the suffix.
 // InvalidArgument for an empty (or all-whitespace) request or one that is not UTF-8.
 StatusOr<std::vector<int32_t>> RequestTokens(const text::Tokenizer& tk, std::string_view request);
+// The same with kRequestSuffix's tokens (RequestSuffixTokens) computed once by the caller.
+StatusOr<std::vector<int32_t>> RequestTokens(const text::Tokenizer& tk, std::string_view request,
+                                             std::span<const int32_t> suffix);
+std::vector<int32_t> RequestSuffixTokens(const text::Tokenizer& tk);
 
 }  // namespace fg::call
 

@@ -14,7 +14,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -54,22 +56,40 @@ TEST(Footprint, CallPeakRssNearTheModelFile) {
   // the window, so the pinned prefix's rows are copied aside (the worst case of the pin).
   std::string long_request = "turn on the light in the kitchen please";
   for (int i = 0; i < 30; ++i) long_request += ", and then also the one in the hallway";
-  for (const std::string& request :
-       {std::string("turn on the light in the kitchen please"), long_request}) {
-    SCOPED_TRACE(request.size());
-    struct rusage before;
-    ::getrusage(RUSAGE_CHILDREN, &before);
-    testing::CliResult r = testing::RunFgemma("call -m '" + model + "' --tools '" + catalog +
-                                              "' -c 2048 -t 2 --stats '" + request + "'");
+  const std::string cache_dir = testing::TempPath("footprint_cache");
+  std::filesystem::remove_all(cache_dir);
+  struct Run {
+    std::string request;
+    std::string flags;
+    std::string want_source;  // the prefix's source --stats must report
+  };
+  const std::string short_request = "turn on the light in the kitchen please";
+  const std::vector<Run> runs = {
+      {short_request, "", "prefill"},
+      {long_request, "", "prefill"},
+      // With a prefix cache on disk: the cold run writes it, the warm run maps it and copies it
+      // into the session (no other copy of the file).
+      {short_request, "--cache-dir '" + cache_dir + "'", "prefill"},
+      {short_request, "--cache-dir '" + cache_dir + "'", "disk"},
+  };
+  for (const Run& run : runs) {
+    SCOPED_TRACE(std::to_string(run.request.size()) + " " + run.flags);
+    testing::CliResult r =
+        testing::RunFgemma("call -m '" + model + "' --tools '" + catalog + "' -c 2048 -t 2 " +
+                           run.flags + " --stats '" + run.request + "'");
     ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("(" + run.want_source + ", "), std::string::npos) << r.out;
     struct rusage after;
     ::getrusage(RUSAGE_CHILDREN, &after);
-    // ru_maxrss of children is the largest of any waited-for descendant (the shell or fgemma).
+    // ru_maxrss of children is the largest of any waited-for descendant (the shell or fgemma)
+    // so far: it bounds every run up to this one.
     const double child_mib = static_cast<double>(after.ru_maxrss) / 1024.0;
     const double stats_mib = StatsPeakMiB(r.out);
-    std::printf("model file %.1f MiB, limit %.1f MiB; fgemma call (%zu-byte request): peak RSS "
-                "%.1f MiB (--stats), %.1f MiB (getrusage of children)\n",
-                file_mib, limit_mib, request.size(), stats_mib, child_mib);
+    std::printf("model file %.1f MiB, limit %.1f MiB; fgemma call (%zu-byte request%s%s, prefix "
+                "from %s): peak RSS %.1f MiB (--stats), %.1f MiB (getrusage of children)\n",
+                file_mib, limit_mib, run.request.size(), run.flags.empty() ? "" : ", ",
+                run.flags.empty() ? "" : "--cache-dir", run.want_source.c_str(), stats_mib,
+                child_mib);
     ASSERT_GT(stats_mib, 0) << "no 'peak RSS' in --stats output:\n" << r.out;
     EXPECT_LE(stats_mib, limit_mib) << r.out;
     EXPECT_LE(child_mib, limit_mib) << r.out;
@@ -77,6 +97,7 @@ TEST(Footprint, CallPeakRssNearTheModelFile) {
     // before exiting (up to rounding).
     EXPECT_GE(child_mib + 1.0, stats_mib);
   }
+  std::filesystem::remove_all(cache_dir);
 }
 
 }  // namespace

@@ -115,10 +115,7 @@ int CmdCall(int argc, char** argv) {
   if (repl && !pos.empty()) return usage("--repl reads requests from stdin: give no REQUEST");
   if (!repl && pos.empty()) return usage("missing the REQUEST (or --repl)");
   if (!repl) {
-    if (pos[0].find_first_not_of(" \t\r\n") == std::string::npos) {
-      return usage("the request is empty");
-    }
-    if (!IsValidUtf8(pos[0])) return usage("the request is not valid UTF-8");
+    if (Status s = CheckRequest(pos[0]); !s.ok()) return usage(s.message());
   }
   if (context < 0 || (p.WasSet("-c") && context == 0)) return usage("-c must be > 0");
   if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
@@ -145,13 +142,8 @@ int CmdCall(int argc, char** argv) {
   o.threads = static_cast<int>(threads);
   o.cache_dir = cache_dir;
   o.fast_head = !full_head;
-  {
-    runtime::SamplingParams sp;
-    sp.temperature = temp;
-    sp.top_k = top_k;
-    sp.top_p = top_p;
-    if (Status s = runtime::ValidateSampling(sp); !s.ok()) return usage(s.message());
-  }
+  // What is left to check (the sampling parameters), with FunctionCaller::Create's messages.
+  if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());
 
   auto catalog = ReadFileToString(tools_path);
   if (!catalog.ok()) return ReportError("call", catalog.status().WithContext("--tools"));
