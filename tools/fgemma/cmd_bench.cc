@@ -5,8 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -14,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fgemma/function_caller.h"
+#include "src/base/mapped_file.h"
 #include "src/base/thread_pool.h"
 #include "src/kernels/cpu.h"
 #include "src/runtime/model.h"
@@ -78,18 +77,17 @@ std::vector<int32_t> BenchTokens(int64_t n, int64_t vocab) {
 std::string BaseName(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
 
 // Time to call for one catalog: cold (a new FunctionCaller: grammar, catalog prefix prefill,
-// request, decode) and warm (the same caller again: the prefix comes from its snapshot).
+// request, decode) and warm (the same caller again: the session rewinds to its pinned catalog
+// prefix).
 Status TimeToCall(const std::shared_ptr<const CallModel>& model, const std::string& catalog_path,
                   const std::string& request, int64_t threads, int64_t reps, bool json,
                   nlohmann::json* results) {
-  std::ifstream in(catalog_path, std::ios::binary);
-  if (!in) return NotFoundError("cannot open '" + catalog_path + "'");
-  const std::string catalog((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  FG_ASSIGN_OR_RETURN(const std::string catalog, ReadFileToString(catalog_path));
   FunctionCallerOptions opt;
   opt.threads = static_cast<int>(threads);
   std::vector<double> cold, warm;
   CallResult last;
-  std::vector<int32_t> prompt;
+  std::unique_ptr<FunctionCaller> kept;  // the last repetition's caller, for PromptTokens
   for (int64_t r = -1; r < reps; ++r) {  // r = -1: warm-up
     auto t0 = std::chrono::steady_clock::now();
     FG_ASSIGN_OR_RETURN(std::unique_ptr<FunctionCaller> caller,
@@ -108,20 +106,30 @@ Status TimeToCall(const std::shared_ptr<const CallModel>& model, const std::stri
       cold.push_back(cold_ms);
       warm.push_back(warm_ms);
     }
-    if (prompt.empty()) {
-      FG_ASSIGN_OR_RETURN(prompt, caller->PromptTokens(request));
-    }
+    if (r == reps - 1) kept = std::move(caller);
   }
+  std::vector<int32_t> prompt;
+  if (kept != nullptr) {
+    FG_ASSIGN_OR_RETURN(prompt, kept->PromptTokens(request));
+  }
+  kept.reset();
   const CallStats& st = last.stats;
   for (const char* kind : {"ttc_cold", "ttc_warm"}) {
     const std::vector<double>& v = kind[4] == 'c' ? cold : warm;
     Stats s = Summarize(v);
-    const double tps = (st.prompt_tokens + st.generated_tokens) / std::max(s.median, 1e-9) * 1e3;
+    // Tokens per second of each repetition (every repetition handles the same tokens: the
+    // output is checked to repeat), summarized like the times.
+    std::vector<double> rates;
+    for (double ms : v) {
+      rates.push_back((st.prompt_tokens + st.generated_tokens) / std::max(ms, 1e-9) * 1e3);
+    }
+    const Stats tps = Summarize(rates);
     if (json) {
       results->push_back({{"model", BaseName(model->path())}, {"test", kind},
                           {"catalog", BaseName(catalog_path)}, {"request", request},
                           {"threads", threads}, {"repetitions", reps}, {"ms", s.median},
-                          {"stddev_ms", s.stddev}, {"tokens_per_s", tps}, {"stddev", 0.0},
+                          {"stddev_ms", s.stddev}, {"tokens_per_s", tps.median},
+                          {"stddev", tps.stddev},
                           {"samples_ms", v}, {"prefix_tokens", st.prefix_tokens},
                           {"prompt_tokens", st.prompt_tokens},
                           {"generated_tokens", st.generated_tokens},
@@ -167,8 +175,8 @@ int CmdBench(int argc, char** argv) {
   p.AddNote("ppN: time to process N prompt tokens from an empty context. tgN: time to generate N "
             "tokens one at a time from an empty context (as llama-bench measures them). ttc_cold: a new "
             "FunctionCaller for the catalog (grammar, catalog prefix prefill) and one call, "
-            "greedy, constrained; ttc_warm: the same caller called again (prefix restored from "
-            "its snapshot); both in ms, median over repetitions. The JSON rows of ttc carry the "
+            "greedy, constrained; ttc_warm: the same caller called again (the session rewinds "
+            "to its pinned catalog prefix); both in ms, median over repetitions. The JSON rows of ttc carry the "
             "prompt and output token ids (bench/compare.sh replays them in llama.cpp) and the "
             "process's peak RSS so far; run with -p '' -n '' to measure a call's RSS alone.");
   if (auto rc = p.Parse(argc, argv)) return *rc;
