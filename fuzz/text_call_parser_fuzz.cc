@@ -1,15 +1,17 @@
-// libFuzzer target for the FunctionGemma call parser: parse arbitrary model output, without and
-// with a catalog. A crash, sanitizer report, exception or failed invariant (FG_FUZZ_CHECK) is a
-// bug; a non-OK Status is the expected answer to garbage. Invariants: every parsed result
-// dumps as JSON (valid UTF-8, finite numbers); with a catalog every call names a catalog tool;
-// a call whose keys the syntax can carry bare re-parses from its own rendering to the same
-// arguments.
+// libFuzzer target for the FunctionGemma call parsers: parse arbitrary model output in both
+// dialects (official, and compact <tool_N>(...)), without and with a catalog. A crash,
+// sanitizer report, exception or failed invariant (FG_FUZZ_CHECK) is a bug; a non-OK Status is
+// the expected answer to garbage. Invariants: every parsed result dumps as JSON (valid UTF-8,
+// finite numbers); with a catalog every call names a catalog tool; an official call whose keys
+// the syntax can carry bare re-parses from its own rendering to the same arguments.
 //   make fuzz FUZZ_SECONDS=60
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "src/text/call_parser.h"
 #include "src/text/function_prompt.h"
@@ -62,11 +64,21 @@ bool KeysRoundTrip(const json& v) {
   return true;
 }
 
-void Check(std::string_view text, const fg::text::ToolCatalog* catalog) {
-  auto out = fg::text::ParseModelOutput(text, catalog);
+// The compact dialect's tool map: indexes 0-2 name catalog tools, 3 does not (an error with a
+// catalog, kept as written without one).
+const std::vector<std::string>& ToolMap() {
+  static const std::vector<std::string>* map =
+      new std::vector<std::string>{"set_light", "set_timer", "get_weather", "not_a_tool"};
+  return *map;
+}
+
+// The invariants of any parse: an error is InvalidArgument; a result dumps as JSON and, with a
+// catalog, names catalog tools only. True when `out` holds a result.
+bool CheckResult(const fg::StatusOr<fg::text::ParsedOutput>& out,
+                 const fg::text::ToolCatalog* catalog) {
   if (!out.ok()) {
     FG_FUZZ_CHECK(out.status().code() == fg::StatusCode::kInvalidArgument);
-    return;
+    return false;
   }
   try {
     (void)out->ToJson().dump();
@@ -75,6 +87,15 @@ void Check(std::string_view text, const fg::text::ToolCatalog* catalog) {
   }
   for (const fg::text::Call& call : out->calls) {
     if (catalog != nullptr) FG_FUZZ_CHECK(catalog->Find(call.name) != nullptr);
+  }
+  return true;
+}
+
+void Check(std::string_view text, const fg::text::ToolCatalog* catalog) {
+  (void)CheckResult(fg::text::ParseCompactOutput(text, catalog, ToolMap()), catalog);
+  auto out = fg::text::ParseModelOutput(text, catalog);
+  if (!CheckResult(out, catalog)) return;
+  for (const fg::text::Call& call : out->calls) {
     if (catalog == nullptr && KeysRoundTrip(call.arguments) &&
         call.name.find_first_of("{}<,\n") == std::string::npos) {
       auto again = fg::text::ParseModelOutput(fg::text::RenderCall(call.name, call.arguments));
