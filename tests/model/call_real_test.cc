@@ -121,7 +121,7 @@ TEST(CallReal, ConstrainedOutputsAlwaysParseAndValidate) {
   const double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
   std::printf(
       "[ call_real ] %d pairs in %.1f s (%.0f ms per constrained call); invalid %d, cut by max "
-      "tokens %d; %lld generated tokens: %lld forced (no LM head), %lld sparse rows; %lld "
+      "tokens %d; %lld generated tokens: %lld forced (no LM head), %lld sparse-head steps; %lld "
       "strings closed by the guard; unconstrained valid %d of %d checked\n",
       kPairs, total_s, call_ms / kPairs, invalid, cut, static_cast<long long>(steps),
       static_cast<long long>(forced), static_cast<long long>(sparse),
