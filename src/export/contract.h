@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fgemma/status.h"
+#include "src/graph/graph.h"
 #include "src/model/gemma3/config.h"
 
 namespace fg::exporter {
@@ -37,7 +38,8 @@ std::optional<Function> ParseGraphName(std::string_view name);
 std::string Qualified(std::string_view fn);
 
 enum class ArgType { kI32, kF32 };
-inline constexpr int64_t kDynamic = -1;  // a `?` dimension (the past length P)
+// A `?` dimension (the past length P): the graph's own marker, so shapes pass through unchanged.
+inline constexpr int64_t kDynamic = graph::kDynamic;
 
 struct Arg {
   std::string name;            // "tokens", "cosSliding", "l3.k", "maskGlobal", "select", "token"

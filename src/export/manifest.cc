@@ -84,11 +84,6 @@ StatusOr<ordered_json> BuildManifest(const ManifestSpec& s) {
   for (Function f : kAllFunctions) {
     FG_ASSIGN_OR_RETURN(emb_sig[f], GetSignature(f, c, emb_opts));
   }
-  int64_t period = 0;
-  for (int64_t l = 0; l < c.n_layers && period == 0; ++l) {
-    if (c.IsGlobal(l)) period = l + 1;
-  }
-  if (period == 0) period = 6;
 
   ordered_json m;
   // v1 keys, in v1's order.
@@ -110,7 +105,7 @@ StatusOr<ordered_json> BuildManifest(const ManifestSpec& s) {
   m["eot"] = s.eot;
   m["slidingRopeBase"] = c.rope_base_local;
   m["globalRopeBase"] = c.rope_base_global;
-  m["globalLayerPeriod"] = period;
+  m["globalLayerPeriod"] = model::kGlobalLayerPeriod;
   m["kFirstInOutput"] = true;
   m["parameterScope"] = std::string(kParameterScope);
   ordered_json params;

@@ -49,6 +49,7 @@ namespace {
 using graph::Node;
 using graph::OpKind;
 using graph::Value;
+using graph::HasDynamic;
 using graph::ValueType;
 using Shape = std::vector<int64_t>;
 
@@ -73,13 +74,6 @@ std::string F32Literal(float f) {
   char buf[48];
   std::snprintf(buf, sizeof(buf), "%.9e", static_cast<double>(f));
   return buf;
-}
-
-bool IsDynamic(const Shape& s) {
-  for (int64_t d : s) {
-    if (d == kDynamic) return true;
-  }
-  return false;
 }
 
 // A tensor SSA value with its shape and element type.
@@ -172,10 +166,10 @@ class FnEmitter {
   // broadcast_in_dim of x to `shape`; x's dim i goes to output dim dims[i]. `ref` supplies the
   // dynamic extents (it has `shape`).
   T Broadcast(const T& x, const Shape& shape, const Shape& dims, const T* ref = nullptr) {
-    return BroadcastDyn(x, shape, dims, IsDynamic(shape) ? Like(ref, shape) : DynDims{});
+    return BroadcastDyn(x, shape, dims, HasDynamic(shape) ? Like(ref, shape) : DynDims{});
   }
   T BroadcastDyn(const T& x, const Shape& shape, const Shape& dims, const DynDims& dyn) {
-    if (!IsDynamic(shape)) {
+    if (!HasDynamic(shape)) {
       return Hlo("broadcast_in_dim", {x}, shape, x.elem, "broadcast_dimensions = " + I64Array(dims));
     }
     // Every dim of x keeps its extent (x's dynamic dims are the output's): saying so lets
@@ -193,7 +187,7 @@ class FnEmitter {
     return Broadcast(scalar, shape, {}, ref);
   }
   T Iota(const Shape& shape, int64_t dim, const DynDims& dyn = {}) {
-    if (!IsDynamic(shape)) {
+    if (!HasDynamic(shape)) {
       return Op("\"stablehlo.iota\"() {iota_dimension = " + std::to_string(dim) + " : i64} : () -> " +
                     Ty(shape, "i32"),
                 shape, "i32");
@@ -203,7 +197,7 @@ class FnEmitter {
   }
   T Reshape(const T& x, const Shape& shape, const DynDims& dyn = {}) {
     if (x.shape == shape) return x;
-    if (!IsDynamic(shape)) return Hlo("reshape", {x}, shape, x.elem);
+    if (!HasDynamic(shape)) return Hlo("reshape", {x}, shape, x.elem);
     T st = ShapeTensor(shape, dyn);
     return Hlo("dynamic_reshape", {x, st}, shape, x.elem);
   }
@@ -501,7 +495,7 @@ Status FnEmitter::Lower(const Node& n) {
     }
     case OpKind::kReshape: {
       T x = Val(n.inputs[0]);
-      if (IsDynamic(out.shape)) {
+      if (HasDynamic(out.shape)) {
         return InvalidArgumentError("stablehlo: reshape '" + out.name + "' to a dynamic shape (graphs never build one)");
       }
       vals_[n.output] = Reshape(x, out.shape);

@@ -12,6 +12,10 @@
 
 namespace fg::model {
 
+// Every kGlobalLayerPeriod-th layer (5, 11, 17, ...) attends globally; the others use the sliding
+// window. ref: llama.cpp hparams.set_swa_pattern(6).
+inline constexpr int64_t kGlobalLayerPeriod = 6;
+
 struct Config {
   int64_t n_layers = 0;
   int64_t hidden = 0;          // embedding_length
@@ -32,9 +36,10 @@ struct Config {
   // Embedding scale sqrt(hidden), computed in f32 as llama.cpp does (sqrtf(n_embd)).
   float embed_scale = 0.0f;
 
-  // Every 6th layer (5, 11, 17, ...) attends globally; the others use the sliding window.
-  // ref: llama.cpp hparams.set_swa_pattern(6).
-  bool IsGlobal(int64_t layer) const { return layer % 6 == 5; }
+  // See kGlobalLayerPeriod.
+  bool IsGlobal(int64_t layer) const {
+    return layer % kGlobalLayerPeriod == kGlobalLayerPeriod - 1;
+  }
   double RopeBase(int64_t layer) const {
     return IsGlobal(layer) ? rope_base_global : rope_base_local;
   }
