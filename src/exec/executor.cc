@@ -22,14 +22,16 @@ using graph::ValueType;
 
 constexpr size_t kAlign = 64;
 
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+// n rounded up to kAlign (sizes in uint64_t, addresses in uintptr_t).
+template <typename T>
+T AlignUp(T n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 // In 64 bits even in a 32-bit build, so the planner can see sizes beyond the address space.
 uint64_t ValueBytes(const Value& v) {
   return static_cast<uint64_t>(v.elements()) * 4;  // f32 and i32 alike
 }
-
-uint64_t AlignUp64(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 bool IsAlias(OpKind op) { return op == OpKind::kReshape || op == OpKind::kCacheWrite; }
 
@@ -43,6 +45,32 @@ void MaybeParallel(ThreadPool* pool, int64_t n, int64_t work_per_item, F&& fn) {
   }
   int64_t grain = std::max<int64_t>(1, kMinWork / std::max<int64_t>(1, work_per_item));
   pool->ParallelFor(n, fn, grain);
+}
+
+// The attention ops' tasks: one per (query row, KV head, share of the KV head's `group` query
+// heads). A group is split in shares only when there are fewer (row, KV head) pairs than threads.
+int64_t AttentionSplits(int threads, int64_t rows, int64_t kv_heads, int64_t group) {
+  return std::clamp<int64_t>(threads / (rows * kv_heads), 1, group);
+}
+struct AttentionTask {
+  int64_t t, kvh;  // query row, KV head
+  int64_t g0, gn;  // its query heads g0 .. g0 + gn - 1 within the group
+};
+AttentionTask AttentionTaskOf(int64_t i, int64_t kv_heads, int64_t group, int64_t splits) {
+  const int64_t share = i % splits;
+  const int64_t g0 = group * share / splits;
+  return {i / (kv_heads * splits), i / splits % kv_heads, g0, group * (share + 1) / splits - g0};
+}
+// Runs task(begin, end, thread) over [0, tasks) (`work`: floats touched per task) on the pool
+// when that pays; ranges are claimed by the pool's threads, `thread` picks the scores row.
+template <typename F>
+void RunAttentionTasks(ThreadPool* pool, int64_t tasks, int64_t work, F&& task) {
+  constexpr int64_t kMinWork = 1 << 15;
+  if (pool == nullptr || pool->size() == 1 || tasks == 1 || tasks * work < kMinWork) {
+    task(int64_t{0}, tasks, 0);
+  } else {
+    pool->ParallelForThread(tasks, task, std::max<int64_t>(1, kMinWork / std::max<int64_t>(work, 1)));
+  }
 }
 
 }  // namespace
@@ -129,7 +157,7 @@ MemoryPlan PlanMemory(const graph::Graph& graph) {
   std::vector<Block> live;
   plan.offset.assign(nv, UINT64_MAX);
   auto allocate = [&](int v) {
-    uint64_t size = AlignUp64(std::max<uint64_t>(ValueBytes(values[v]), 1));
+    uint64_t size = AlignUp(std::max<uint64_t>(ValueBytes(values[v]), 1));
     std::sort(live.begin(), live.end(), [](const Block& a, const Block& b) { return a.off < b.off; });
     uint64_t off = 0;
     for (const Block& b : live) {
@@ -182,7 +210,6 @@ Status Executor::Plan() {
   scores_stride_ = plan.max_scores;
   scores_.resize(static_cast<size_t>(plan.max_scores * threads));  // small: rows of keys
   arena_bytes_ = static_cast<size_t>(peak);
-  largest_value_ = plan.largest_value;
   offset_.assign(nv, SIZE_MAX);
   for (int v = 0; v < nv; ++v) {
     if (plan.offset[v] != UINT64_MAX) offset_[v] = static_cast<size_t>(plan.offset[v]);
@@ -199,18 +226,29 @@ Status Executor::Plan() {
   }
   ptr_.assign(nv, nullptr);
   state_bound_.assign(nv, false);
+  if (base != nullptr) PlaceArena(base);
   for (int v = 0; v < nv; ++v) {
-    if (offset_[v] != SIZE_MAX && base != nullptr) ptr_[v] = base + offset_[v];
     if (values[v].type == ValueType::kStored) {
       ptr_[v] = const_cast<uint8_t*>(static_cast<const uint8_t*>(weight_data_[v].data));
       if (!norm_f32_[v].empty()) ptr_[v] = reinterpret_cast<uint8_t*>(norm_f32_[v].data());
     }
   }
-  // Aliases (reshapes) share their input's storage; BindState redoes this for cache writes.
+  RebindAliases();
+  return OkStatus();
+}
+
+void Executor::PlaceArena(uint8_t* base) {
+  for (size_t v = 0; v < offset_.size(); ++v) {
+    if (offset_[v] != SIZE_MAX) ptr_[v] = base + offset_[v];
+  }
+}
+
+void Executor::RebindAliases() {
+  // Aliases (reshapes, cache writes) share their input's storage; in node order, so an alias of
+  // an alias follows.
   for (const Node& n : graph_.nodes()) {
     if (IsAlias(n.op)) ptr_[n.output] = ptr_[n.inputs[0]];
   }
-  return OkStatus();
 }
 
 Status Executor::UseArena(uint8_t* base, size_t bytes) {
@@ -223,13 +261,8 @@ Status Executor::UseArena(uint8_t* base, size_t bytes) {
                                 " bytes aligned to " + std::to_string(kAlign) + ", got " +
                                 std::to_string(bytes));
   }
-  for (size_t v = 0; v < offset_.size(); ++v) {
-    if (offset_[v] != SIZE_MAX) ptr_[v] = base + offset_[v];
-  }
-  // Aliases (reshapes, cache writes) follow their input, in node order as in Plan/BindState.
-  for (const Node& n : graph_.nodes()) {
-    if (IsAlias(n.op)) ptr_[n.output] = ptr_[n.inputs[0]];
-  }
+  PlaceArena(base);
+  RebindAliases();
   has_arena_ = true;
   return OkStatus();
 }
@@ -271,10 +304,7 @@ Status Executor::BindState(std::string_view name, float* data, size_t elements) 
   }
   ptr_[id] = reinterpret_cast<uint8_t*>(data);
   state_bound_[id] = true;
-  // Aliases (cache writes) share the state's storage.
-  for (const Node& n : graph_.nodes()) {
-    if (IsAlias(n.op)) ptr_[n.output] = ptr_[n.inputs[0]];
-  }
+  RebindAliases();  // cache writes share the state's storage
   return OkStatus();
 }
 
@@ -432,14 +462,12 @@ Status Executor::RunNode(const Node& n) {
       // in Plan). Their group is split in `splits` shares only when there are fewer
       // (token, KV head) pairs than threads (decode: 1 token, 1 KV head in the 270M). The
       // keys lo..p sit at rows (lo + j) % R: at most two contiguous runs of the ring.
-      const int threads = pool_ ? pool_->size() : 1;
       const kernels::Isa isa = isa_;
-      const int64_t splits = std::clamp<int64_t>(threads / (S * KV), 1, group);
+      const int64_t splits = AttentionSplits(pool_ ? pool_->size() : 1, S, KV, group);
       auto task = [&](int64_t begin, int64_t end, int thread) {
         float* sc = scores_.data() + thread * scores_stride_;
         for (int64_t i = begin; i < end; ++i) {
-          const int64_t t = i / (KV * splits), kvh = i / splits % KV, share = i % splits;
-          const int64_t g0 = group * share / splits, gn = group * (share + 1) / splits - g0;
+          const auto [t, kvh, g0, gn] = AttentionTaskOf(i, KV, group, splits);
           const int64_t p = pos[t];
           const int64_t lo = n.window > 0 ? std::max<int64_t>(0, p - n.window + 1) : 0;
           const int64_t nk = p - lo + 1;
@@ -460,15 +488,9 @@ Status Executor::RunNode(const Node& n) {
       };
       // Ranges of tasks are claimed by the pool's threads (a preempted thread's share is taken
       // over); `thread` picks the scores row, so ranges running at once never share one.
-      const int64_t tasks = S * KV * splits;
       const int64_t keys = std::min<int64_t>(R, pos[S - 1] + 1);  // most keys a query reads
       const int64_t work = keys * D * 4 * group / splits;         // dot + axpy per key and head
-      constexpr int64_t kMinWork = 1 << 15;
-      if (pool_ == nullptr || threads == 1 || tasks == 1 || tasks * work < kMinWork) {
-        task(0, tasks, 0);
-      } else {
-        pool_->ParallelForThread(tasks, task, std::max<int64_t>(1, kMinWork / work));
-      }
+      RunAttentionTasks(pool_, S * KV * splits, work, task);
       return OkStatus();
     }
 
@@ -532,14 +554,17 @@ Status Executor::RunNode(const Node& n) {
       // when the last axis stays last, whole rows are copied.
       const Value& x = values[n.inputs[0]];
       const int64_t rank = static_cast<int64_t>(x.shape.size());
-      std::vector<int64_t> in_stride(rank, 1);
+      // Strides and the output index in a scratch kept across runs (no allocation per run).
+      transpose_scratch_.assign(2 * rank, 0);
+      int64_t* in_stride = transpose_scratch_.data();
+      int64_t* idx = in_stride + rank;
+      if (rank > 0) in_stride[rank - 1] = 1;
       for (int64_t i = rank - 2; i >= 0; --i) in_stride[i] = in_stride[i + 1] * x.shape[i + 1];
       const bool rows = rank > 0 && n.perm.back() == rank - 1;
       const int64_t inner = rows ? out.shape.back() : 1;
       const int64_t outer_rank = rows ? rank - 1 : rank;
       const auto* src = reinterpret_cast<const uint8_t*>(ptr_[n.inputs[0]]);
       auto* dst = ptr_[n.output];
-      std::vector<int64_t> idx(outer_rank, 0);
       const int64_t count = out.elements() / std::max<int64_t>(inner, 1);
       for (int64_t c = 0; c < count; ++c) {
         int64_t off = 0;
@@ -578,22 +603,26 @@ Status Executor::RunNode(const Node& n) {
       const float* cs = F32(n.inputs[1]);
       const float* sn = F32(n.inputs[2]);
       float* y = F32(n.output);
-      for (int64_t t = 0; t < S; ++t) {
-        const float* c = cs + t * D;
-        const float* s = sn + t * D;
-        for (int64_t h = 0; h < heads; ++h) {
-          const float* xr = x + (t * heads + h) * D;
-          float* yr = y + (t * heads + h) * D;
-          for (int64_t i = 0; i < D; ++i) {
-            const int64_t j = i < half ? i + half : i - half;
-            if (options_.reference) {
-              yr[i] = static_cast<float>(static_cast<double>(xr[i]) * c[i] +
-                                         static_cast<double>(xr[j]) * s[i]);
-            } else {
-              yr[i] = xr[i] * c[i] + xr[j] * s[i];
-            }
+      auto rope = [&](auto row) {  // row(xr, c, s, i, j) -> y[i]
+        for (int64_t t = 0; t < S; ++t) {
+          const float* c = cs + t * D;
+          const float* s = sn + t * D;
+          for (int64_t h = 0; h < heads; ++h) {
+            const float* xr = x + (t * heads + h) * D;
+            float* yr = y + (t * heads + h) * D;
+            for (int64_t i = 0; i < D; ++i) yr[i] = row(xr, c, s, i, i < half ? i + half : i - half);
           }
         }
+      };
+      if (options_.reference) {
+        rope([](const float* xr, const float* c, const float* s, int64_t i, int64_t j) {
+          return static_cast<float>(static_cast<double>(xr[i]) * c[i] +
+                                    static_cast<double>(xr[j]) * s[i]);
+        });
+      } else {
+        rope([](const float* xr, const float* c, const float* s, int64_t i, int64_t j) {
+          return xr[i] * c[i] + xr[j] * s[i];
+        });
       }
       return OkStatus();
     }
@@ -609,15 +638,13 @@ Status Executor::RunNode(const Node& n) {
       const float* vd = F32(n.inputs[2]);
       const float* mask = n.inputs.size() > 3 ? F32(n.inputs[3]) : nullptr;
       float* y = F32(n.output);
-      const int threads = pool_ ? pool_->size() : 1;
       const kernels::Isa isa = isa_;
-      const int64_t splits = std::clamp<int64_t>(threads / (S * KV), 1, group);
+      const int64_t splits = AttentionSplits(pool_ ? pool_->size() : 1, S, KV, group);
       // Task = (query row, KV head, share of its query heads), as for the cache attention.
       auto task = [&](int64_t begin, int64_t end, int thread) {
         float* sc = scores_.data() + thread * scores_stride_;
         for (int64_t i = begin; i < end; ++i) {
-          const int64_t t = i / (KV * splits), kvh = i / splits % KV, share = i % splits;
-          const int64_t g0 = group * share / splits, gn = group * (share + 1) / splits - g0;
+          const auto [t, kvh, g0, gn] = AttentionTaskOf(i, KV, group, splits);
           int64_t lo = 0, nk = T;
           if (mask == nullptr) {  // causal from the end: query t is key T - S + t
             const int64_t qi = T - S + t;
@@ -640,14 +667,7 @@ Status Executor::RunNode(const Node& n) {
           kernels::AttnWeightedSum(isa, sc, T, gn, vb, D, nk, D, o);
         }
       };
-      const int64_t tasks = S * KV * splits;
-      const int64_t work = T * D * 4 * group / splits;
-      constexpr int64_t kMinWork = 1 << 15;
-      if (pool_ == nullptr || threads == 1 || tasks == 1 || tasks * work < kMinWork) {
-        task(0, tasks, 0);
-      } else {
-        pool_->ParallelForThread(tasks, task, std::max<int64_t>(1, kMinWork / std::max<int64_t>(work, 1)));
-      }
+      RunAttentionTasks(pool_, S * KV * splits, T * D * 4 * group / splits, task);
       return OkStatus();
     }
 
@@ -687,8 +707,7 @@ int Executor::FindOutput(std::string_view name) const {
 
 StatusOr<std::span<const float>> Executor::OutputF32(std::string_view name) const {
   int id = FindOutput(name);
-  if (id < 0 || graph_.value(id).type != ValueType::kF32 ||
-      std::find(graph_.outputs().begin(), graph_.outputs().end(), id) == graph_.outputs().end()) {
+  if (id < 0 || graph_.value(id).type != ValueType::kF32) {  // FindOutput gives output ids only
     return NotFoundError("exec: no f32 output named '" + std::string(name) + "'");
   }
   return std::span<const float>(F32(id), static_cast<size_t>(graph_.value(id).elements()));
@@ -696,8 +715,7 @@ StatusOr<std::span<const float>> Executor::OutputF32(std::string_view name) cons
 
 StatusOr<std::span<const int32_t>> Executor::OutputI32(std::string_view name) const {
   int id = FindOutput(name);
-  if (id < 0 || graph_.value(id).type != ValueType::kI32 ||
-      std::find(graph_.outputs().begin(), graph_.outputs().end(), id) == graph_.outputs().end()) {
+  if (id < 0 || graph_.value(id).type != ValueType::kI32) {  // FindOutput gives output ids only
     return NotFoundError("exec: no i32 output named '" + std::string(name) + "'");
   }
   return std::span<const int32_t>(I32(id), static_cast<size_t>(graph_.value(id).elements()));

@@ -88,12 +88,12 @@ class Executor {
   // UseArena). Inputs must be set again afterwards; outputs of runs before it are gone, and so
   // are they whenever another user of the same memory runs.
   Status UseArena(uint8_t* base, size_t bytes);
-  // The biggest value the arena holds (value id), or -1.
-  int largest_value() const { return largest_value_; }
 
  private:
   Executor() = default;
   Status Plan();
+  void PlaceArena(uint8_t* base);  // ptr_ of the arena's values at base + offset_
+  void RebindAliases();            // ptr_ of aliases from their inputs
   int FindOutput(std::string_view name) const;  // value id of an output name, or -1
   Status CopyInput(std::string_view name, graph::ValueType type, const void* data, size_t count);
   Status RunNode(const graph::Node& node);
@@ -112,8 +112,8 @@ class Executor {
   std::unique_ptr<uint8_t[]> arena_;  // empty with external_arena
   size_t arena_bytes_ = 0;
   bool has_arena_ = false;            // ptr_ of arena values is set
-  int largest_value_ = -1;
   DumpFn dump_;
+  std::vector<int64_t> transpose_scratch_;  // kTranspose: input strides, output index
   // RoPE tables of the current run, keyed by (positions value, base).
   struct RopeCache {
     int pos_value = -1;
