@@ -44,6 +44,14 @@ std::optional<Function> ParseGraphName(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<Function> ParseFunctionName(std::string_view name) {
+  if (name.rfind("module.", 0) == 0) name.remove_prefix(7);
+  for (const Names& n : kNames) {
+    if (n.fn == name) return n.f;
+  }
+  return std::nullopt;
+}
+
 std::string Qualified(std::string_view fn) {
   if (fn.find('.') != std::string_view::npos) return std::string(fn);
   return "module." + std::string(fn);
@@ -60,17 +68,17 @@ StatusOr<Signature> GetSignature(Function f, const model::Config& c, const Signa
   const int64_t S = o.seq, C = o.chunk, KV = c.n_kv_heads, D = c.head_dim, H = c.hidden;
   Signature s;
   s.function = f;
-  auto in = [&](std::string name, std::vector<int64_t> shape, ArgType t) {
-    s.args.push_back({std::move(name), std::move(shape), t});
+  auto in = [&](std::string name, std::vector<int64_t> shape, ArgType t, int64_t layer = -1) {
+    s.args.push_back({std::move(name), std::move(shape), t, layer});
   };
-  auto out = [&](std::string name, std::vector<int64_t> shape, ArgType t) {
-    s.results.push_back({std::move(name), std::move(shape), t});
+  auto out = [&](std::string name, std::vector<int64_t> shape, ArgType t, int64_t layer = -1) {
+    s.results.push_back({std::move(name), std::move(shape), t, layer});
   };
   // Per-layer K/V results: fixed S rows (prefill) or the past extended by n rows.
   auto kv_results = [&](int64_t rows) {
     for (int64_t l = 0; l < c.n_layers; ++l) {
-      out(L(l, "k"), {1, KV, rows, D}, ArgType::kF32);
-      out(L(l, "v"), {1, KV, rows, D}, ArgType::kF32);
+      out(L(l, "k"), {1, KV, rows, D}, ArgType::kF32, l);
+      out(L(l, "v"), {1, KV, rows, D}, ArgType::kF32, l);
     }
   };
   switch (f) {
@@ -120,8 +128,8 @@ StatusOr<Signature> GetSignature(Function f, const model::Config& c, const Signa
           in("cos" + type, {n, D}, ArgType::kF32);
           in("sin" + type, {n, D}, ArgType::kF32);
         }
-        in(L(l, "k"), {1, KV, kDynamic, D}, ArgType::kF32);
-        in(L(l, "v"), {1, KV, kDynamic, D}, ArgType::kF32);
+        in(L(l, "k"), {1, KV, kDynamic, D}, ArgType::kF32, l);
+        in(L(l, "v"), {1, KV, kDynamic, D}, ArgType::kF32, l);
         if (chunked && first) in("mask" + type, {1, c.n_heads, C, kDynamic}, ArgType::kF32);
       }
       if (chunked) in("select", {1, C}, ArgType::kF32);

@@ -34,6 +34,8 @@ std::string_view FunctionName(Function f);  // "gemma_at"
 // with_past, prefill_with_past.
 std::string_view GraphName(Function f);
 std::optional<Function> ParseGraphName(std::string_view name);
+// The function named `name` (FunctionName's spelling, "module." prefix accepted), if any.
+std::optional<Function> ParseFunctionName(std::string_view name);
 // "module." + fn unless fn already contains a '.' (the IREE C API wants qualified names).
 std::string Qualified(std::string_view fn);
 
@@ -45,6 +47,7 @@ struct Arg {
   std::string name;            // "tokens", "cosSliding", "l3.k", "maskGlobal", "select", "token"
   std::vector<int64_t> shape;  // outermost-first; kDynamic for P-dependent dims
   ArgType type = ArgType::kF32;
+  int64_t layer = -1;          // the layer of a per-layer K/V ("l3.k" -> 3), else -1
 };
 
 struct Signature {

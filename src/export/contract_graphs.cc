@@ -12,19 +12,7 @@ namespace {
 
 using graph::Builder;
 using graph::ValueType;
-
-std::string Blk(int64_t l, const char* what) { return "blk." + std::to_string(l) + "." + what; }
-
-// The layer of a per-layer argument "l<N>.k" / "l<N>.v", or -1.
-int64_t LayerOf(const std::string& name) {
-  if (name.size() < 4 || name[0] != 'l' || name[name.size() - 2] != '.') return -1;
-  int64_t l = 0;
-  for (size_t i = 1; i + 2 < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-    l = l * 10 + (name[i] - '0');
-  }
-  return l;
-}
+using model::Blk;
 
 }  // namespace
 
@@ -60,7 +48,7 @@ StatusOr<graph::Graph> BuildContractFunction(const model::Config& c, const model
   std::map<std::string, int> arg;  // signature argument -> input value
   for (const Arg& a : sig.args) {
     std::vector<int64_t> shape = a.shape;
-    const int64_t layer = LayerOf(a.name);
+    const int64_t layer = a.layer;
     if (layer >= 0) {
       shape[2] = past_of(c.IsGlobal(layer));
     } else if (a.name == "maskSliding" || a.name == "maskGlobal") {
@@ -142,7 +130,7 @@ StatusOr<graph::Graph> BuildContractFunction(const model::Config& c, const model
 
   // Results in signature order: K before V per layer, the token(s) last.
   for (const Arg& r : sig.results) {
-    const int64_t layer = LayerOf(r.name);
+    const int64_t layer = r.layer;
     int id = am;
     if (layer >= 0) id = r.name.back() == 'k' ? k_out[layer] : v_out[layer];
     FG_RETURN_IF_ERROR(b.MarkOutput(id, r.name));

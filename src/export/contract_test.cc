@@ -42,6 +42,12 @@ TEST(ContractTest, NamesAndQualification) {
   EXPECT_EQ(Qualified("mod.gemma_at"), "mod.gemma_at");
   for (Function f : kAllFunctions) EXPECT_EQ(ParseGraphName(GraphName(f)), f);
   EXPECT_FALSE(ParseGraphName("all").has_value());
+  for (Function f : kAllFunctions) {
+    EXPECT_EQ(ParseFunctionName(FunctionName(f)), f);
+    EXPECT_EQ(ParseFunctionName(Qualified(FunctionName(f))), f);
+  }
+  EXPECT_FALSE(ParseFunctionName("redecode_at").has_value());
+  EXPECT_FALSE(ParseFunctionName("module.").has_value());
 }
 
 TEST(ContractTest, WithPastHas41ArgsInTraceOrder) {

@@ -6,17 +6,6 @@ namespace fg::exporter {
 
 namespace {
 
-bool IsPerLayer(const std::string& name, int64_t* layer) {
-  if (name.size() < 4 || name[0] != 'l' || name[name.size() - 2] != '.') return false;
-  int64_t l = 0;
-  for (size_t i = 1; i + 2 < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return false;
-    l = l * 10 + (name[i] - '0');
-  }
-  *layer = l;
-  return true;
-}
-
 std::string ArgLabel(size_t i, const Arg& a) {
   return "argument " + std::to_string(i) + " '" + a.name + "'";
 }
@@ -40,6 +29,8 @@ ContractSpec SpecOf(const InvokeOptions& o, const PastLengths& p) {
   spec.past_global = p.global;
   return spec;
 }
+
+SignatureOptions SignatureOptionsOf(const InvokeOptions& o) { return OptionsOf(SpecOf(o, {})); }
 
 }  // namespace
 
@@ -71,13 +62,9 @@ std::string ShapeTypeString(const std::vector<int64_t>& shape, ArgType type) {
   return s + (type == ArgType::kI32 ? "i32" : "f32");
 }
 
-StatusOr<PastLengths> CheckArguments(const model::Config& c, const InvokeOptions& o,
-                                     std::span<const HostTensor> args) {
-  SignatureOptions so;
-  so.seq = o.seq;
-  so.chunk = o.chunk;
-  so.emb_input = o.emb_input;
-  FG_ASSIGN_OR_RETURN(Signature sig, GetSignature(o.function, c, so));
+StatusOr<CheckedArguments> CheckArguments(const model::Config& c, const InvokeOptions& o,
+                                          std::span<const HostTensor> args) {
+  FG_ASSIGN_OR_RETURN(Signature sig, GetSignature(o.function, c, SignatureOptionsOf(o)));
   const std::string fn(FunctionName(o.function));
   if (args.size() != sig.args.size()) {
     return InvalidArgumentError(fn + " takes " + std::to_string(sig.args.size()) +
@@ -86,9 +73,9 @@ StatusOr<PastLengths> CheckArguments(const model::Config& c, const InvokeOptions
   // P of each layer type: the rows of its first layer's K argument.
   PastLengths past{-1, -1};
   for (size_t i = 0; i < args.size(); ++i) {
-    int64_t layer = 0;
-    if (!IsPerLayer(sig.args[i].name, &layer) || sig.args[i].name.back() != 'k') continue;
-    int64_t& p = c.IsGlobal(layer) ? past.global : past.sliding;
+    const Arg& a = sig.args[i];
+    if (a.layer < 0 || a.name.back() != 'k') continue;
+    int64_t& p = c.IsGlobal(a.layer) ? past.global : past.sliding;
     if (p < 0 && args[i].shape.size() == 4) p = args[i].shape[2];
   }
   if (past.sliding < 0) past.sliding = 0;
@@ -99,9 +86,8 @@ StatusOr<PastLengths> CheckArguments(const model::Config& c, const InvokeOptions
     const HostTensor& t = args[i];
     std::vector<int64_t> want = a.shape;
     std::string note;
-    int64_t layer = 0;
-    if (IsPerLayer(a.name, &layer)) {
-      const bool global = c.IsGlobal(layer);
+    if (a.layer >= 0) {
+      const bool global = c.IsGlobal(a.layer);
       want[2] = global ? past.global : past.sliding;
       note = " (P = " + std::to_string(want[2]) + " from the first " +
              (global ? "global" : "sliding") + " layer's K)";
@@ -137,15 +123,25 @@ StatusOr<PastLengths> CheckArguments(const model::Config& c, const InvokeOptions
       }
     }
   }
-  return past;
+  return CheckedArguments{std::move(sig), past};
 }
 
 StatusOr<std::vector<HostTensor>> HostInvoke(const model::Config& c, const model::Weights& w,
                                              const exec::WeightResolver& resolver,
                                              const InvokeOptions& o,
                                              std::span<const HostTensor> args, InvokeStats* stats) {
-  FG_ASSIGN_OR_RETURN(PastLengths past, CheckArguments(c, o, args));
-  FG_ASSIGN_OR_RETURN(graph::Graph g, BuildContractFunction(c, w, SpecOf(o, past)));
+  FG_ASSIGN_OR_RETURN(CheckedArguments checked, CheckArguments(c, o, args));
+  return HostInvokeChecked(c, w, resolver, o, args, checked, stats);
+}
+
+StatusOr<std::vector<HostTensor>> HostInvokeChecked(const model::Config& c,
+                                                    const model::Weights& w,
+                                                    const exec::WeightResolver& resolver,
+                                                    const InvokeOptions& o,
+                                                    std::span<const HostTensor> args,
+                                                    const CheckedArguments& checked,
+                                                    InvokeStats* stats) {
+  FG_ASSIGN_OR_RETURN(graph::Graph g, BuildContractFunction(c, w, SpecOf(o, checked.past)));
   if (stats != nullptr) *stats = StatsOf(g);
   const std::string fn(FunctionName(o.function));
   auto created = exec::Executor::Create(std::move(g), resolver, o.pool, o.exec);

@@ -53,19 +53,36 @@ struct InvokeStats {
 // The past lengths a function's arguments imply, after checking every argument against the
 // signature: count, dtype, shape (P of sliding and global layers read from their first K),
 // token ids inside [0, vocab). Errors name the argument ("argument 3 'l0.k': ...").
+// Returns them with the signature the arguments were checked against.
 struct PastLengths {
   int64_t sliding = 0, global = 0;
 };
-StatusOr<PastLengths> CheckArguments(const model::Config& config, const InvokeOptions& options,
-                                     std::span<const HostTensor> args);
+struct CheckedArguments {
+  Signature signature;
+  PastLengths past;
+};
+StatusOr<CheckedArguments> CheckArguments(const model::Config& config,
+                                          const InvokeOptions& options,
+                                          std::span<const HostTensor> args);
 
 // Checks, builds and runs. Results in signature order with their concrete shapes.
+// stats (when not null) gets the graph's memory plan, computed only then.
 StatusOr<std::vector<HostTensor>> HostInvoke(const model::Config& config,
                                              const model::Weights& weights,
                                              const exec::WeightResolver& resolver,
                                              const InvokeOptions& options,
                                              std::span<const HostTensor> args,
                                              InvokeStats* stats = nullptr);
+
+// HostInvoke without the checks, for arguments CheckArguments accepted as `checked` with the
+// same options (a caller that checks first, to report argument errors its own way).
+StatusOr<std::vector<HostTensor>> HostInvokeChecked(const model::Config& config,
+                                                    const model::Weights& weights,
+                                                    const exec::WeightResolver& resolver,
+                                                    const InvokeOptions& options,
+                                                    std::span<const HostTensor> args,
+                                                    const CheckedArguments& checked,
+                                                    InvokeStats* stats = nullptr);
 
 // The plan of a function's graph without weights data or running it (past: P of every layer).
 StatusOr<InvokeStats> PlanFunction(const model::Config& config, const model::Weights& weights,

@@ -17,14 +17,6 @@ namespace fg::cli {
 
 namespace {
 
-std::optional<exporter::Function> ParseFunction(std::string name) {
-  if (name.rfind("module.", 0) == 0) name = name.substr(7);
-  for (exporter::Function f : exporter::kAllFunctions) {
-    if (exporter::FunctionName(f) == name) return f;
-  }
-  return std::nullopt;
-}
-
 std::string FunctionList() {
   std::string s;
   for (exporter::Function f : exporter::kAllFunctions) {
@@ -83,7 +75,7 @@ int CmdInvoke(int argc, char** argv) {
     return ReportError("invoke", InvalidArgumentError(m), true);
   };
   if (function.empty()) return usage("missing --function NAME (one of " + FunctionList() + ")");
-  auto fn = ParseFunction(function);
+  auto fn = exporter::ParseFunctionName(function);
   if (!fn)
     return usage("unknown function '" + function + "' (expected one of " + FunctionList() + ")");
   if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
@@ -138,15 +130,10 @@ int CmdInvoke(int argc, char** argv) {
     const bool is_usage = checked.status().code() == StatusCode::kInvalidArgument;
     return ReportError("invoke", checked.status().WithContext(name), is_usage);
   }
-  exporter::SignatureOptions so;
-  so.seq = seq;
-  so.chunk = chunk;
-  so.emb_input = emb;
-  auto sig = exporter::GetSignature(*fn, c, so);
-  if (!sig.ok()) return ReportError("invoke", sig.status(), true);
-  if (!outputs.empty() && outputs.size() != sig->results.size()) {
+  const size_t n_results = checked->signature.results.size();
+  if (!outputs.empty() && outputs.size() != n_results) {
     return usage(std::to_string(outputs.size()) + " --output given, " + name + " has " +
-                 std::to_string(sig->results.size()) + " results");
+                 std::to_string(n_results) + " results");
   }
 
   ThreadPool pool(threads > 0 ? static_cast<int>(threads) : ThreadPool::DefaultThreads());
@@ -156,7 +143,9 @@ int CmdInvoke(int argc, char** argv) {
   // that fails (a 32-bit process, a memory limit) is reported the same way, never a crash.
   StatusOr<std::vector<exporter::HostTensor>> results = InternalError("not run");
   try {
-    results = exporter::HostInvoke(c, (*model)->weights(), (*model)->resolver(), o, args, &st);
+    // The arguments are checked above; the memory plan is only made for --stats.
+    results = exporter::HostInvokeChecked(c, (*model)->weights(), (*model)->resolver(), o, args,
+                                          *checked, stats ? &st : nullptr);
   } catch (const std::bad_alloc&) {
     results = ResourceExhaustedError(name + ": out of memory");
   }

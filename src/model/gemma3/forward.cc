@@ -13,9 +13,9 @@ StatusOr<int> W(Builder& b, const gguf::TensorInfo* t) {
   return b.Weight(std::string(t->name), t->shape, t->type);
 }
 
-std::string Blk(int64_t l, const char* what) { return "blk." + std::to_string(l) + "." + what; }
-
 }  // namespace
+
+std::string Blk(int64_t l, const char* what) { return "blk." + std::to_string(l) + "." + what; }
 
 std::string KCacheName(int64_t layer) { return Blk(layer, "k_cache"); }
 std::string VCacheName(int64_t layer) { return Blk(layer, "v_cache"); }

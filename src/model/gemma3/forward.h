@@ -43,6 +43,8 @@ inline int64_t LocalCacheRows(const Config& c, int64_t max_chunk, int64_t contex
   return rows < context ? rows : context;
 }
 
+// "blk.<layer>.<what>": the name of a per-layer value (llama.cpp's spelling).
+std::string Blk(int64_t layer, const char* what);
 std::string KCacheName(int64_t layer);
 std::string VCacheName(int64_t layer);
 
