@@ -10,20 +10,13 @@
 #include <optional>
 #include <sstream>
 
+#include "src/base/mapped_file.h"
+
 namespace fg::exporter {
 
 namespace {
 
 constexpr int64_t kMaxElements = int64_t{1} << 34;  // sanity bound on a parsed shape
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot open '" + path + "': " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return DataLossError("cannot read '" + path + "'");
-  return ss.str();
-}
 
 // "1x24xi32" -> shape, type.
 Status ParseShapeType(std::string_view s, std::vector<int64_t>* shape, ArgType* type) {
@@ -63,14 +56,8 @@ Status ParseShapeType(std::string_view s, std::vector<int64_t>* shape, ArgType* 
   return OkStatus();
 }
 
-int64_t Count(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 Status ParseValues(std::string_view text, HostTensor* t) {
-  const int64_t n = Count(t->shape);
+  const int64_t n = t->elements();
   std::vector<std::string> items;
   std::string cur;
   for (char ch : text) {
@@ -218,7 +205,7 @@ StatusOr<HostTensor> ParseNpy(std::string_view b, const std::string& what) {
 }
 
 StatusOr<HostTensor> ReadNpy(const std::string& path) {
-  FG_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  FG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
   return ParseNpy(bytes, "'" + path + "'");
 }
 
@@ -270,8 +257,8 @@ StatusOr<HostTensor> ParseTensorArg(std::string_view spec) {
   std::string_view rest = spec.substr(eq + 1);
   if (!rest.empty() && rest[0] == '@') {
     const std::string path(rest.substr(1));
-    FG_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-    const uint64_t want = static_cast<uint64_t>(Count(t.shape)) * 4;
+    FG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
+    const uint64_t want = static_cast<uint64_t>(t.elements()) * 4;
     if (bytes.size() != want) {
       return InvalidArgumentError("'" + path + "' has " + std::to_string(bytes.size()) +
                                   " bytes, " + std::string(spec.substr(0, eq)) + " needs " +
@@ -285,9 +272,7 @@ StatusOr<HostTensor> ParseTensorArg(std::string_view spec) {
 }
 
 std::string FormatTensor(const HostTensor& t, int64_t max_elements) {
-  std::string s;
-  for (int64_t d : t.shape) s += std::to_string(d) + "x";
-  s += t.type == ArgType::kI32 ? "i32=" : "f32=";
+  std::string s = ShapeTypeString(t.shape, t.type) + "=";
   const int64_t n = t.elements();
   char buf[48];
   auto element = [&](int64_t i) {

@@ -3,13 +3,13 @@
 // nothing half-written.
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "src/base/mapped_file.h"
 #include "src/model/gemma3/test_model.h"
 #include "tests/testing/cli_runner.h"
 
@@ -23,10 +23,9 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 std::string Read(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  auto text = ReadFileToString(path);
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  return text.ok() ? *text : std::string();
 }
 
 const std::string& Model() {

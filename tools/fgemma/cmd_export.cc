@@ -12,11 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include "src/base/mapped_file.h"
 #include "src/export/archive.h"
 #include "src/export/contract.h"
 #include "src/export/contract_graphs.h"
@@ -151,11 +151,9 @@ int CmdExport(int argc, char** argv) {
 
   nlohmann::ordered_json tool_map = exporter::DefaultToolMap();
   if (!tool_map_path.empty()) {
-    std::ifstream f(tool_map_path, std::ios::binary);
-    if (!f) return ReportError("export", NotFoundError("cannot read --tool-map '" + tool_map_path + "'"), true);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto m = exporter::ParseToolMap(ss.str());
+    auto text = ReadFileToString(tool_map_path);
+    if (!text.ok()) return ReportError("export", NotFoundError("cannot read --tool-map '" + tool_map_path + "'"), true);
+    auto m = exporter::ParseToolMap(*text);
     if (!m.ok()) return ReportError("export", m.status().WithContext("'" + tool_map_path + "'"), true);
     tool_map = *m;
   }
@@ -172,15 +170,18 @@ int CmdExport(int argc, char** argv) {
   auto weights = model::BindWeights(**file, *config);
   if (!weights.ok()) return ReportError("export", weights.status().WithContext("'" + model_path + "'"));
 
-  // Graphs with the past length dynamic.
-  std::vector<graph::Graph> graphs;
-  for (exporter::Function f : functions) {
+  // The spec of each exported function, with the past length dynamic.
+  auto spec_of = [&](exporter::Function f) {
     exporter::ContractSpec spec;
     spec.function = f;
     spec.seq = seq;
     spec.chunk = chunk;
     spec.emb_input = emb_input;
-    auto g = exporter::BuildContractFunction(*config, *weights, spec);
+    return spec;
+  };
+  std::vector<graph::Graph> graphs;
+  for (exporter::Function f : functions) {
+    auto g = exporter::BuildContractFunction(*config, *weights, spec_of(f));
     if (!g.ok()) {
       return ReportError("export", g.status().WithContext(std::string(exporter::FunctionName(f))));
     }
@@ -190,11 +191,7 @@ int CmdExport(int argc, char** argv) {
   if (stats) {
     // The host plan of each function at a past of W - 1 rows (sliding) / W rows (global).
     for (exporter::Function f : functions) {
-      exporter::ContractSpec spec;
-      spec.function = f;
-      spec.seq = seq;
-      spec.chunk = chunk;
-      spec.emb_input = emb_input;
+      exporter::ContractSpec spec = spec_of(f);
       spec.past = config->sliding_window - 1;
       spec.past_global = config->sliding_window;
       auto st = exporter::PlanFunction(*config, *weights, spec);
