@@ -9,25 +9,14 @@
 
 #include "src/base/status_matchers.h"
 #include "src/kernels/ops.h"
+#include "tests/testing/configs.h"
 
 namespace fg::exporter {
 namespace {
 
 using ::testing::ElementsAre;
 
-model::Config Gemma270m() {
-  model::Config c;
-  c.n_layers = 18;
-  c.hidden = 640;
-  c.n_heads = 4;
-  c.n_kv_heads = 1;
-  c.head_dim = 256;
-  c.ffn = 2048;
-  c.vocab = 262144;
-  c.context_length = 32768;
-  c.sliding_window = 512;
-  return c;
-}
+model::Config Gemma270m() { return fg::testing::Gemma270mConfig(); }
 
 std::vector<std::string> ArgNames(const std::vector<Arg>& v) {
   std::vector<std::string> n;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "src/base/status_matchers.h"
+#include "tests/testing/configs.h"
 
 namespace fg::exporter {
 namespace {
@@ -17,20 +18,7 @@ using ::fg::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-model::Config Gemma270m() {
-  model::Config c;
-  c.n_layers = 18;
-  c.hidden = 640;
-  c.n_heads = 4;
-  c.n_kv_heads = 1;
-  c.head_dim = 256;
-  c.ffn = 2048;
-  c.vocab = 262144;
-  c.context_length = 32768;
-  c.sliding_window = 512;
-  c.embed_scale = 25.298221f;
-  return c;
-}
+model::Config Gemma270m() { return fg::testing::Gemma270mConfig(); }
 
 TEST(ManifestTest, V1KeysInV1OrderThenAdditions) {
   ManifestSpec s;

@@ -75,9 +75,7 @@ TEST(CliInvokeTest, PrintsResultsAsIreeRunModule) {
   EXPECT_THAT(r.out, StartsWith("EXEC @gemma_at\nresult[0]: hal.buffer_view\n1xi32="));
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3);
   // gemma (all positions) agrees at position 8; module.-qualified names and commas work.
-  std::string commas = Join(padded);
-  std::replace(commas.begin(), commas.end(), ' ', ',');
-  auto all = RunFgemma("invoke -m " + Model() + " --function module.gemma --input=1x12xi32=" + commas, false);
+  auto all = RunFgemma("invoke -m " + Model() + " --function module.gemma --input=1x12xi32=" + Commas(padded), false);
   ASSERT_EQ(all.rc, 0) << all.out;
   EXPECT_THAT(all.out, HasSubstr("result[0]: hal.buffer_view\n12xi32="));
   const std::string line = all.out.substr(all.out.find("12xi32=") + 7);

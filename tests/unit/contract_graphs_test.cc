@@ -13,27 +13,14 @@
 
 #include "src/base/status_matchers.h"
 #include "src/export/host_invoke.h"
+#include "tests/testing/configs.h"
 
 namespace fg::exporter {
 namespace {
 
 using graph::ValueType;
 
-model::Config Gemma270m() {
-  model::Config c;
-  c.n_layers = 18;
-  c.hidden = 640;
-  c.n_heads = 4;
-  c.n_kv_heads = 1;
-  c.head_dim = 256;
-  c.ffn = 2048;
-  c.vocab = 262144;
-  c.context_length = 32768;
-  c.sliding_window = 512;
-  c.query_scale = 1.0f / 16.0f;
-  c.embed_scale = 25.3f;
-  return c;
-}
+model::Config Gemma270m() { return fg::testing::Gemma270mConfig(); }
 
 model::Config Tiny() {
   model::Config c;
@@ -239,7 +226,8 @@ TEST(ContractGraphsTest, RefusesNegativePast) {
   ContractSpec spec;
   spec.function = Function::kWithPast;
   spec.past = -3;
-  EXPECT_FALSE(BuildContractFunction(Tiny(), fw.w, spec).ok());
+  EXPECT_THAT(BuildContractFunction(Tiny(), fw.w, spec).status(),
+              fg::testing::StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("negative")));
 }
 
 }  // namespace

@@ -14,28 +14,16 @@
 #include "src/base/status_matchers.h"
 #include "src/exec/executor.h"
 #include "src/graph/graph.h"
+#include "tests/testing/exec_inputs.h"
 
 namespace fg {
 namespace {
 
+using ::fg::testing::NoWeights;
+using ::fg::testing::Random;
 using ::fg::testing::StatusIs;
 using graph::Builder;
 using graph::ValueType;
-
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>((seed >> 8) / double(1 << 24) * 2 - 1);
-  }
-  return v;
-}
-
-exec::WeightResolver NoWeights() {
-  return [](std::string_view name) -> StatusOr<exec::WeightData> {
-    return NotFoundError("no weight " + std::string(name));
-  };
-}
 
 // y = concat(transpose(x), x) along axis 0 ([n, n] -> [2n, n]): several
 // intermediate values, so the arena holds more than the input.

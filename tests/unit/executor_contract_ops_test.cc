@@ -15,31 +15,19 @@
 #include "src/export/contract.h"
 #include "src/graph/graph.h"
 #include "src/kernels/ops.h"
+#include "tests/testing/exec_inputs.h"
 #include "tests/testing/metrics.h"
 
 namespace fg {
 namespace {
 
 using ::fg::testing::Nmse;
+using ::fg::testing::NoWeights;
+using ::fg::testing::Random;
 using ::fg::testing::StatusIs;
 using ::testing::HasSubstr;
 using graph::Builder;
 using graph::ValueType;
-
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>((seed >> 8) / double(1 << 24) * 2 - 1);
-  }
-  return v;
-}
-
-exec::WeightResolver NoWeights() {
-  return [](std::string_view name) -> StatusOr<exec::WeightData> {
-    return NotFoundError("no weight " + std::string(name));
-  };
-}
 
 // Runs `g` with the given f32 inputs (by name) in reference or fast mode; returns output 0.
 std::vector<float> RunF32(graph::Graph g, const std::vector<std::pair<std::string, std::vector<float>>>& in,
@@ -67,7 +55,7 @@ TEST(ContractOpsTest, TransposeBothPaths) {
     graph::Graph g = b.Finish();
     const std::vector<int64_t> shape = g.value(t).shape;
     std::vector<float> want;
-    const int64_t dims[3] = {2, 3, 4}, strides[3] = {12, 4, 1};
+    const int64_t strides[3] = {12, 4, 1};
     for (int64_t i = 0; i < shape[0]; ++i)
       for (int64_t j = 0; j < shape[1]; ++j)
         for (int64_t k = 0; k < shape[2]; ++k) {
@@ -77,7 +65,6 @@ TEST(ContractOpsTest, TransposeBothPaths) {
           idx[perm[2]] = k;
           want.push_back(x[idx[0] * strides[0] + idx[1] * strides[1] + idx[2] * strides[2]]);
         }
-    (void)dims;
     EXPECT_EQ(RunF32(g, {{"x", x}}, false), want);
   }
 }
@@ -134,8 +121,6 @@ TEST(ContractOpsTest, RopeTableEqualsRopeAtPositions) {
     // The existing rope op (positions 7..11) computes the same rotation.
     Builder b2;
     FG_ASSERT_OK_AND_ASSIGN(int in2, b2.Input("x", {S, H, D}, ValueType::kF32));
-    FG_ASSERT_OK_AND_ASSIGN(int io, b2.Iota("iota", S));
-    (void)io;
     FG_ASSERT_OK_AND_ASSIGN(int pos, b2.Input("pos", {S}, ValueType::kI32));
     FG_ASSERT_OK_AND_ASSIGN(int r2, b2.Rope("r", in2, pos, base));
     FG_ASSERT_OK(b2.MarkOutput(r2));
@@ -256,7 +241,6 @@ TEST(ContractOpsTest, ShapeRulesRefuseBadOperands) {
   FG_ASSERT_OK_AND_ASSIGN(int x, b.Input("x", {2, 3, 4}, ValueType::kF32));
   FG_ASSERT_OK_AND_ASSIGN(int y, b.Input("y", {2, 5, 4}, ValueType::kF32));
   FG_ASSERT_OK_AND_ASSIGN(int dyn, b.Input("dyn", {1, 2, graph::kDynamic, 4}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int q, b.Input("q", {3, 4, 4}, ValueType::kF32));
   EXPECT_THAT(b.Transpose("t", x, {0, 0, 1}).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("not a permutation")));
   EXPECT_THAT(b.Concat("c", x, y, 2).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("differ outside axis 2")));
   EXPECT_THAT(b.Concat("c", x, y, 3).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("axis in range")));
@@ -277,7 +261,6 @@ TEST(ContractOpsTest, ShapeRulesRefuseBadOperands) {
   EXPECT_THAT(a.Dot("d", s, qq).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("[M,K] x [K,N]")));
   FG_ASSERT_OK_AND_ASSIGN(int cs, a.Input("cs", {3, 5}, ValueType::kF32));
   EXPECT_THAT(a.RopeTable("r", qq, cs, cs).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("cos/sin must be f32 [3, 4]")));
-  (void)q;
 }
 
 TEST(ContractOpsTest, ExecutorRefusesDynamicGraphs) {
