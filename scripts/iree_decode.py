@@ -4,8 +4,9 @@
 This is CONTRACT.md's "What a consumer does": prefill the prompt with gemma_prefill_at
 (select[n-1] = 1; or chunk by chunk with gemma_prefill_with_past), keep each layer's K/V (first
 n rows), then loop gemma_with_past with the RoPE rows of the position, sliding layers given only
-their last W-1 cache rows, global layers the whole cache. Nothing about the model is hard-coded:
-names, argument orders, sizes, RoPE bases and stop tokens come from the manifest.
+their last W-1 cache rows, global layers the whole cache. Function names, sizes, RoPE bases and
+stop tokens come from the manifest; the argument lists are built here by CONTRACT.md's
+argument-order rule (not read from the manifest's withPastArgs / prefillWithPastArgs).
 
 Usage:
   iree_decode.py --export DIR --ids 2,818,5279 [--steps 16] [--chunked] [--vmfb-dir DIR]
