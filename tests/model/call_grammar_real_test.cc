@@ -64,7 +64,12 @@ class CallGrammarReal : public ::testing::Test {
     catalog_ = new ToolCatalog(*std::move(catalog));
   }
   void SetUp() override {
-    if (tok_ == nullptr) GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs the real vocabulary";
+    const char* path = std::getenv("FGEMMA_MODEL");
+    if (path == nullptr || !std::filesystem::exists(path)) {
+      GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs the real vocabulary";
+    }
+    // The model is there, so a null here means an ASSERT in SetUpTestSuite failed: a failure.
+    ASSERT_TRUE(tok_ != nullptr && catalog_ != nullptr) << "suite setup failed (see above)";
   }
   static Tokenizer* tok_;
   static ToolCatalog* catalog_;
