@@ -49,12 +49,13 @@ class ContractIreeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string why;
-    auto* e = new Env;
+    // Owned here until every step succeeded: a failed ASSERT below returns early, leaving env
+    // null and skip_reason_ empty, which SetUp reports as a failure (not a skip).
+    auto e = std::make_unique<Env>();
     e->compiler = fg::testing::IreeTool("iree-compile", &why);
     e->runner = fg::testing::IreeTool("iree-run-module", &why);
     if (e->compiler.empty() || e->runner.empty()) {
       skip_reason_ = why;
-      delete e;
       return;
     }
     // Per process: ctest runs each case in its own process, in parallel with -j.
@@ -74,7 +75,7 @@ class ContractIreeTest : public ::testing::Test {
     auto m2 = runtime::Model::Load(path2);
     FG_ASSERT_OK(m2.status());
     e->model_kv2 = std::move(*m2);
-    env = e;
+    env = e.release();
   }
   static void TearDownTestSuite() {
     if (env != nullptr) std::filesystem::remove_all(env->dir);
@@ -82,7 +83,10 @@ class ContractIreeTest : public ::testing::Test {
     env = nullptr;
   }
   void SetUp() override {
-    if (env == nullptr) GTEST_SKIP() << skip_reason_;
+    if (env == nullptr) {
+      ASSERT_FALSE(skip_reason_.empty()) << "suite setup failed (see the failure above)";
+      GTEST_SKIP() << skip_reason_;
+    }
   }
   static std::string skip_reason_;
 };
@@ -106,8 +110,7 @@ std::vector<exporter::HostTensor> MakeArgs(const model::Config& c, Function f, b
   const int64_t n = f == Function::kWithPast ? 1 : (f == Function::kPrefillWithPast ? kChunk : kSeq);
   for (const exporter::Arg& a : sig->args) {
     std::vector<int64_t> shape = a.shape;
-    const bool global_kv = a.name.size() > 1 && a.name[0] == 'l' &&
-                           c.IsGlobal(std::stoll(a.name.substr(1, a.name.find('.') - 1)));
+    const bool global_kv = a.layer >= 0 && c.IsGlobal(a.layer);
     for (int64_t& d : shape) {
       if (d == exporter::kDynamic) {
         if (a.name == "maskGlobal") d = past_global + n;
@@ -201,13 +204,9 @@ void Agree(const Compiled& cf, Function f, bool emb, const std::vector<exporter:
   o.emb_input = emb;
   auto host = exporter::HostInvoke(model->config(), model->weights(), model->resolver(), o, args);
   FG_ASSERT_OK(host.status());
-  std::vector<fg::testing::HostTensor> in, out;
-  for (const auto& a : args) {
-    in.push_back(a.type == ArgType::kI32 ? fg::testing::I32Tensor(a.shape, a.i32)
-                                         : fg::testing::F32Tensor(a.shape, a.f32));
-  }
+  std::vector<exporter::HostTensor> out;
   const std::string err = fg::testing::IreeRun(env->runner, cf.vmfb, kv2 ? env->irpa_kv2 : env->irpa,
-                                               std::string(exporter::FunctionName(f)), in,
+                                               std::string(exporter::FunctionName(f)), args,
                                                cf.n_results, env->dir, &out);
   ASSERT_EQ(err, "");
   ASSERT_EQ(out.size(), host->size());
@@ -215,10 +214,11 @@ void Agree(const Compiled& cf, Function f, bool emb, const std::vector<exporter:
   for (size_t i = 0; i < out.size(); ++i) {
     const exporter::HostTensor& h = (*host)[i];
     ASSERT_EQ(out[i].shape, h.shape) << what << " result " << i;
+    ASSERT_EQ(out[i].type, h.type) << what << " result " << i;
     if (h.type == ArgType::kI32) {
-      EXPECT_EQ(out[i].i, h.i32) << what << " result " << i << " (tokens)";
+      EXPECT_EQ(out[i].i32, h.i32) << what << " result " << i << " (tokens)";
     } else {
-      const double e = fg::testing::Nmse(out[i].f, h.f32);
+      const double e = fg::testing::Nmse(out[i].f32, h.f32);
       worst = std::max(worst, e);
       EXPECT_LE(e, 1e-5) << what << " result " << i;
     }

@@ -112,21 +112,21 @@ TEST_P(StablehloForwardTest, MatchesExecutor) {
   FG_ASSERT_OK(w.WriteFile(irpa));
   const std::string err = fg::testing::IreeCompile(compiler, mlir, vmfb);
   ASSERT_EQ(err, "");
-  std::vector<fg::testing::HostTensor> in = {fg::testing::I32Tensor({S}, tokens),
-                                             fg::testing::I32Tensor({S}, pos),
-                                             fg::testing::I32Tensor({2}, rows)};
+  std::vector<exporter::HostTensor> in = {exporter::HostTensor::I32({S}, tokens),
+                                          exporter::HostTensor::I32({S}, pos),
+                                          exporter::HostTensor::I32({2}, rows)};
   for (size_t i = 0; i < states.size(); ++i) {
-    in.push_back(fg::testing::F32Tensor(g->value(g->states()[i]).shape, states[i]));
+    in.push_back(exporter::HostTensor::F32(g->value(g->states()[i]).shape, states[i]));
   }
-  std::vector<fg::testing::HostTensor> out;
+  std::vector<exporter::HostTensor> out;
   const std::string rerr = fg::testing::IreeRun(runner, vmfb, irpa, "forward", in, 2, dir, &out);
   ASSERT_EQ(rerr, "");
-  ASSERT_EQ(out[0].f.size(), logits->size());
-  const double nmse = fg::testing::Nmse(out[0].f, *logits);
+  ASSERT_EQ(out[0].f32.size(), logits->size());
+  const double nmse = fg::testing::Nmse(out[0].f32, *logits);
   EXPECT_LE(nmse, 1e-5);
   std::printf("forward %s: logits NMSE %.3g\n", tag.c_str(), nmse);
-  ASSERT_EQ(out[1].i.size(), am->size());
-  for (size_t i = 0; i < am->size(); ++i) EXPECT_EQ(out[1].i[i], (*am)[i]) << "row " << i;
+  ASSERT_EQ(out[1].i32.size(), am->size());
+  for (size_t i = 0; i < am->size(); ++i) EXPECT_EQ(out[1].i32[i], (*am)[i]) << "row " << i;
   std::filesystem::remove_all(dir);
 }
 

@@ -17,9 +17,12 @@
 #include "src/runtime/model.h"
 #include "src/runtime/sampler.h"
 #include "src/runtime/session.h"
+#include "tests/testing/contract_inputs.h"
 
 namespace fg::exporter {
 namespace {
+
+using ::fg::testing::OneHot;
 
 constexpr double kTieMargin = 0.05;
 
@@ -27,12 +30,6 @@ constexpr double kTieMargin = 0.05;
 // with BOS, as `fgemma tokenize` gives it on this model.
 const std::vector<int32_t> kPrompt = {2,    105,    2364, 107, 3689, 563, 506, 5279,
                                       529,  7001, 236881, 106, 107,  105, 4368, 107};
-
-HostTensor OneHot(int64_t n, int64_t at) {
-  std::vector<float> v(n, 0.0f);
-  v[at] = 1.0f;
-  return HostTensor::F32({1, n}, v);
-}
 
 TEST(ContractRealTest, PrefillAtAndWithPastFollowTheSession) {
   const char* path = std::getenv("FGEMMA_MODEL");

@@ -1,5 +1,5 @@
-// Test helper: inputs for executor tests (deterministic random values, a resolver without
-// weights), shared so the executor tests draw the same numbers the same way.
+// Test helper: inputs for executor tests (deterministic random values and prompts, a resolver
+// without weights), shared so the tests draw the same numbers the same way.
 #ifndef FGEMMA_TESTS_TESTING_EXEC_INPUTS_H_
 #define FGEMMA_TESTS_TESTING_EXEC_INPUTS_H_
 
@@ -21,6 +21,17 @@ inline std::vector<float> Random(size_t n, uint32_t seed) {
     x = static_cast<float>((seed >> 8) / double(1 << 24) * 2 - 1);
   }
   return v;
+}
+
+// A prompt of n token ids: BOS (2), then ids in [7, vocab) from a linear congruential generator.
+inline std::vector<int32_t> Prompt(int n, int64_t vocab, uint32_t seed = 7) {
+  std::vector<int32_t> t = {2};
+  uint32_t x = seed;
+  while (static_cast<int>(t.size()) < n) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(static_cast<int32_t>(7 + (x >> 8) % (vocab - 7)));
+  }
+  return t;
 }
 
 // A resolver for graphs without weights: any lookup is NotFound.

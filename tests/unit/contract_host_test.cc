@@ -24,24 +24,18 @@
 #include "src/runtime/model.h"
 #include "src/runtime/sampler.h"
 #include "src/runtime/session.h"
+#include "tests/testing/contract_inputs.h"
+#include "tests/testing/exec_inputs.h"
 #include "tests/testing/metrics.h"
 
 namespace fg::exporter {
 namespace {
 
+using ::fg::testing::OneHot;
+using ::fg::testing::Prompt;
 using ::fg::testing::Nmse;
 using ::fg::testing::StatusIs;
 using ::testing::HasSubstr;
-
-std::vector<int32_t> Prompt(int n, int64_t vocab, uint32_t seed = 7) {
-  std::vector<int32_t> t = {2};
-  uint32_t x = seed;
-  while (static_cast<int>(t.size()) < n) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>(7 + (x >> 8) % (vocab - 7)));
-  }
-  return t;
-}
 
 // 7 layers (5 global, 6 sliding after it), window 6, and a second variant with 2 KV heads so
 // the [S,KV,D] -> [1,KV,S,D] transpose is not a plain copy.
@@ -78,12 +72,6 @@ struct Host {
     return HostInvoke(m.config(), m.weights(), m.resolver(), o, args);
   }
 };
-
-HostTensor OneHot(int64_t n, int64_t at) {
-  std::vector<float> v(n, 0.0f);
-  v[at] = 1.0f;
-  return HostTensor::F32({1, n}, v);
-}
 
 // A per-layer cache kept by the test in the contract layout [KV, rows, D] (as rows grow).
 struct Cache {

@@ -17,26 +17,18 @@
 #include "src/runtime/model.h"
 #include "src/runtime/sampler.h"
 #include "src/runtime/session.h"
+#include "tests/testing/exec_inputs.h"
 #include "tests/testing/metrics.h"
 
 namespace fg {
 namespace {
 
+using ::fg::testing::Prompt;
 using ::fg::testing::StatusIs;
 using ::testing::HasSubstr;
 using tensor::DType;
 
 using ::fg::testing::Nmse;
-
-std::vector<int32_t> Prompt(int n, int64_t vocab, uint32_t seed = 7) {
-  std::vector<int32_t> t = {2};
-  uint32_t x = seed;
-  while (static_cast<int>(t.size()) < n) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>(7 + (x >> 8) % (vocab - 7)));
-  }
-  return t;
-}
 
 struct Fixture {
   std::string path;
