@@ -76,6 +76,12 @@ struct FunctionCallerOptions {
   // until max_tokens). -1: on (24 tokens) for a base Gemma 3 vocabulary (ids 46..52 were
   // <unused..>), off for FunctionGemma; 0: off.
   int string_guard = -1;
+  // Reuse, beyond the catalog prefix, the longest common token prefix of this request's prompt
+  // and what the session holds from the previous call (the same request again, or one that
+  // starts the same way, prefills only the tokens after the shared part). The shared tokens'
+  // K/V rows were computed in another chunk split, so near a tie the answer can differ from a
+  // fresh caller's by float rounding; false keeps every call equal to a fresh caller's.
+  bool reuse_request_prefix = true;
   // Warnings (a corrupt or stale cache file being rebuilt, ...). Null: written to stderr.
   std::function<void(const std::string&)> on_warning;
 };
@@ -88,6 +94,7 @@ struct FunctionCall {
 
 struct CallStats {
   std::string prefix_source;  // "memory", "disk" or "prefill": where the catalog prefix came from
+  int64_t reused_tokens = 0;  // request tokens reused from the previous call (after the prefix)
   double prefix_ms = 0;       // restoring or prefilling the catalog prefix
   double prefill_ms = 0;      // the rest of the prompt (the request)
   double decode_ms = 0;

@@ -433,6 +433,72 @@ TEST(FunctionCaller, UnconstrainedIsDeterministicAndReusesThePrefix) {
   EXPECT_EQ(fresh->tokens, b->tokens);
 }
 
+// Tokens `request`'s prompt shares with `previous`'s after the catalog prefix (at most all but
+// the last prompt token): what a caller with reuse_request_prefix skips.
+int64_t SharedAfterPrefix(const FunctionCaller& c, const char* previous, const char* request) {
+  auto a = c.PromptTokens(previous);
+  auto b = c.PromptTokens(request);
+  EXPECT_TRUE(a.ok() && b.ok());
+  size_t k = static_cast<size_t>(c.prefix_tokens());
+  while (k + 1 < b->size() && k < a->size() && (*a)[k] == (*b)[k]) ++k;
+  return static_cast<int64_t>(k) - c.prefix_tokens();
+}
+
+TEST(FunctionCaller, ReusesTheLongestCommonPrefixOfThePreviousRequest) {
+  FunctionCallerOptions o = Options("call");
+  auto c = NewCaller(o);
+  ASSERT_NE(c, nullptr);
+  auto first = c->Call("turn the light on in the kitchen");
+  FG_ASSERT_OK(first.status());
+  EXPECT_EQ(first->stats.reused_tokens, 0);
+  // The same request again: every prompt token but the last one is reused.
+  auto again = c->Call("turn the light on in the kitchen");
+  FG_ASSERT_OK(again.status());
+  EXPECT_EQ(again->stats.prefix_source, "memory");
+  EXPECT_EQ(again->stats.reused_tokens,
+            again->stats.prompt_tokens - again->stats.prefix_tokens - 1);
+  // One that starts the same way: just the shared tokens.
+  const int64_t shared =
+      SharedAfterPrefix(*c, "turn the light on in the kitchen", "turn the light on in the hall");
+  ASSERT_GT(shared, 0);
+  auto other = c->Call("turn the light on in the hall");
+  FG_ASSERT_OK(other.status());
+  EXPECT_EQ(other->stats.reused_tokens, shared);
+  // Nothing in common: back to the catalog prefix.
+  auto unrelated = c->Call("set a timer");
+  FG_ASSERT_OK(unrelated.status());
+  EXPECT_EQ(unrelated->stats.reused_tokens, 0);
+  EXPECT_EQ(unrelated->stats.prefix_source, "memory");
+
+  // Each answer is the one a fresh caller gives (same bits here; the contract only promises
+  // that up to float rounding at near-ties).
+  o.reuse_request_prefix = false;
+  auto fresh = NewCaller(o);
+  ASSERT_NE(fresh, nullptr);
+  auto f_again = fresh->Call("turn the light on in the kitchen");
+  FG_ASSERT_OK(f_again.status());
+  EXPECT_EQ(f_again->tokens, again->tokens);
+  auto f_other = fresh->Call("turn the light on in the hall");
+  FG_ASSERT_OK(f_other.status());
+  EXPECT_EQ(f_other->stats.reused_tokens, 0);  // reuse off: prefilled in full
+  EXPECT_EQ(f_other->tokens, other->tokens);
+}
+
+TEST(FunctionCaller, ReuseOutlivesARefusedRequest) {
+  auto c = NewCaller(Options("call"));
+  ASSERT_NE(c, nullptr);
+  FG_ASSERT_OK(c->Call("turn the light on").status());
+  std::string huge;
+  for (int i = 0; i < 400; ++i) huge += "light ";
+  EXPECT_FALSE(c->Call(huge).ok());  // over the context: refused before touching the session
+  auto next = c->Call("turn the light on");
+  FG_ASSERT_OK(next.status());
+  EXPECT_GT(next->stats.reused_tokens, 0);
+  auto fresh = NewCaller(Options("call"))->Call("turn the light on");
+  FG_ASSERT_OK(fresh.status());
+  EXPECT_EQ(next->tokens, fresh->tokens);
+}
+
 TEST(FunctionCaller, BadRequestsAndOptions) {
   auto c = NewCaller(Options("off"));
   ASSERT_NE(c, nullptr);

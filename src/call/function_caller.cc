@@ -140,6 +140,9 @@ struct FunctionCaller::Impl {
 
   std::vector<int32_t> prefix;   // <bos> + catalog prefix tokens
   std::vector<int32_t> suffix;   // call::kRequestSuffix's tokens (after every request)
+  // The tokens whose K/V rows the session holds (positions 0..held.size()-1), for reusing the
+  // longest common prefix with the next prompt; valid only while held.size() == position().
+  std::vector<int32_t> held;
   // The session pins the position right after `prefix` (Session::Pin): every call rewinds to
   // it (Truncate) instead of restoring a copy of the caches.
   call::PrefixGeometry geometry;
@@ -164,6 +167,7 @@ struct FunctionCaller::Impl {
   bool IsStop(int32_t t) const { return std::find(stops.begin(), stops.end(), t) != stops.end(); }
 
   Status EnsurePrefix(CallStats* stats);
+  int64_t ReuseRequest(std::span<const int32_t> rest);
   Status Parse(CallResult* r) const;
 };
 
@@ -338,9 +342,28 @@ Status FunctionCaller::Impl::EnsurePrefix(CallStats* stats) {
     }
   }
   session->Pin();
+  held = prefix;
   stats->prefix_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return OkStatus();
+}
+
+// Reuses what the previous call left in the session: the longest common prefix of `rest` and
+// the tokens that followed the catalog prefix last time, at most all of `rest` but its last
+// token (appended for logits). Rewinds the session straight to the end of that shared part,
+// which keeps the pin on the prefix; 0 (and nothing changed) when nothing is shared or the
+// sliding-window rings have moved on too far to rewind there.
+int64_t FunctionCaller::Impl::ReuseRequest(std::span<const int32_t> rest) {
+  const size_t n = prefix.size();
+  if (!opt.reuse_request_prefix || session->pinned() != static_cast<int64_t>(n) ||
+      session->position() != static_cast<int64_t>(held.size())) {
+    return 0;
+  }
+  size_t k = 0;
+  while (k + 1 < rest.size() && n + k < held.size() && held[n + k] == rest[k]) ++k;
+  if (k == 0 || !session->Truncate(static_cast<int64_t>(n + k)).ok()) return 0;
+  held.resize(n + k);
+  return static_cast<int64_t>(k);
 }
 
 Status FunctionCaller::Impl::Parse(CallResult* r) const {
@@ -383,19 +406,30 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   CallStats& st = r.stats;
   st.prefix_tokens = static_cast<int64_t>(m.prefix.size());
   st.prompt_tokens = prompt_len;
-  FG_RETURN_IF_ERROR(m.EnsurePrefix(&st));
+  const auto t_prefix = std::chrono::steady_clock::now();
+  st.reused_tokens = m.ReuseRequest(rest);
+  if (st.reused_tokens > 0) {
+    st.prefix_source = "memory";
+    st.prefix_ms = ms_since(t_prefix);
+  } else {
+    FG_RETURN_IF_ERROR(m.EnsurePrefix(&st));
+  }
 
   const int64_t vocab = m.model->config().vocab;
   const int64_t max_new = std::min<int64_t>(m.opt.max_tokens, context - prompt_len);
   runtime::Sampler sampler(m.sampling);
   text::CallGrammar::State state;
   if (m.grammar) state = m.grammar->Start();
-  std::vector<int32_t> pending = rest;
+  std::vector<int32_t> pending(rest.begin() + st.reused_tokens, rest.end());
   std::vector<float> cand;
   bool first = true;
   auto t_decode = std::chrono::steady_clock::now();
   auto append = [&](const runtime::LogitsRequest& req) -> Status {
-    FG_RETURN_IF_ERROR(m.session->Append(pending, req));
+    if (Status s = m.session->Append(pending, req); !s.ok()) {
+      m.held.clear();  // the session stopped somewhere inside `pending`: nothing to reuse
+      return s;
+    }
+    m.held.insert(m.held.end(), pending.begin(), pending.end());
     pending.clear();
     if (first) {
       // The first Append holds the request and the tokens the grammar forced before the first

@@ -23,6 +23,7 @@ namespace {
 using ::fg::testing::RunFgemma;
 using ::fg::testing::TempPath;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Enums, booleans and an argument-less tool: the grammar bounds every output, so even a random
 // model finishes its call.
@@ -203,6 +204,33 @@ TEST_F(CliCall, ReplAnswersEachLineFromTheCachedPrefix) {
   EXPECT_THAT(stats, HasSubstr("(prefill,"));
   EXPECT_THAT(stats, HasSubstr("(memory,"));
   EXPECT_EQ(stats.find("(prefill,"), stats.rfind("(prefill,"));
+  // The last request repeats the first one, but "stop the music" came in between: nothing
+  // after the catalog is shared with the previous call.
+  EXPECT_THAT(stats, Not(HasSubstr("tokens + 1")));
+}
+
+TEST_F(CliCall, ReplReusesTheTokensARequestSharesWithThePreviousOne) {
+  const std::string in = Write("cli_call_reuse.txt", "turn the light on\nturn the light on\n");
+  auto reuse = RunFgemma(Args("--constrain off -n 10 --repl --stats < " + in));
+  ASSERT_EQ(reuse.rc, 0) << reuse.out;
+  auto full = RunFgemma(Args("--constrain off -n 10 --repl --stats --no-reuse < " + in));
+  ASSERT_EQ(full.rc, 0) << full.out;
+  // "+ N reused" on the second request's stats line: N > 0 with reuse, 0 without.
+  auto reused = [](const std::string& out) {
+    std::vector<int> n;
+    for (size_t at = out.find(" reused)"); at != std::string::npos;
+         at = out.find(" reused)", at + 1)) {
+      const size_t plus = out.rfind("+ ", at);
+      n.push_back(std::stoi(out.substr(plus + 2, at - plus - 2)));
+    }
+    return n;
+  };
+  const std::vector<int> with = reused(reuse.out), without = reused(full.out);
+  ASSERT_EQ(with.size(), 2u) << reuse.out;
+  ASSERT_EQ(without.size(), 2u) << full.out;
+  EXPECT_EQ(with[0], 0);
+  EXPECT_GT(with[1], 0);
+  EXPECT_EQ(without[1], 0);
 }
 
 TEST_F(CliCall, CacheDirIsReusedAndCorruptionNeverChangesTheAnswer) {

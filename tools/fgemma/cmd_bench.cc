@@ -85,6 +85,9 @@ Status TimeToCall(const std::shared_ptr<const CallModel>& model, const std::stri
   FG_ASSIGN_OR_RETURN(const std::string catalog, ReadFileToString(catalog_path));
   FunctionCallerOptions opt;
   opt.threads = static_cast<int>(threads);
+  // Warm means the catalog prefix is cached and the request is prefilled again (what the
+  // llama.cpp replay does), not the same request answered from the previous call's tokens.
+  opt.reuse_request_prefix = false;
   std::vector<double> cold, warm;
   CallResult last;
   std::unique_ptr<FunctionCaller> kept;  // the last repetition's caller, for PromptTokens
@@ -175,8 +178,9 @@ int CmdBench(int argc, char** argv) {
   p.AddNote("ppN: time to process N prompt tokens from an empty context. tgN: time to generate N "
             "tokens one at a time from an empty context (as llama-bench measures them). ttc_cold: a new "
             "FunctionCaller for the catalog (grammar, catalog prefix prefill) and one call, "
-            "greedy, constrained; ttc_warm: the same caller called again (the session rewinds "
-            "to its pinned catalog prefix); both in ms, median over repetitions. The JSON rows of ttc carry the "
+            "greedy, constrained; ttc_warm: the same caller called again with the same request, "
+            "which it prefills again (the session rewinds to its pinned catalog prefix; reuse of "
+            "the previous request's tokens is off here); both in ms, median over repetitions. The JSON rows of ttc carry the "
             "prompt and output token ids (bench/compare.sh replays them in llama.cpp) and the "
             "process's peak RSS so far; run with -p '' -n '' to measure a call's RSS alone.");
   if (auto rc = p.Parse(argc, argv)) return *rc;

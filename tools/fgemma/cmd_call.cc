@@ -33,12 +33,13 @@ void PrintStats(const CallResult& r, double cpu_ms) {
   const double skipped =
       s.head_rows_total > 0 ? 100.0 * s.head_rows_skipped / s.head_rows_total : 0.0;
   std::fprintf(stderr,
-               "prefix %.1f ms (%s, %lld tokens) | prefill %.1f ms (%lld tokens) | decode %.1f ms "
+               "prefix %.1f ms (%s, %lld tokens + %lld reused) | prefill %.1f ms (%lld tokens) | decode %.1f ms "
                "(%lld tokens: %lld forced, %lld sparse, %lld full; LM-head rows skipped %.1f%%; "
                "%lld strings guarded) | "
                "total %.1f ms (cpu %.1f ms) | stop: %s | peak RSS %.1f MiB\n",
                s.prefix_ms, s.prefix_source.c_str(), static_cast<long long>(s.prefix_tokens),
-               s.prefill_ms, static_cast<long long>(s.prompt_tokens - s.prefix_tokens), s.decode_ms,
+               static_cast<long long>(s.reused_tokens), s.prefill_ms,
+               static_cast<long long>(s.prompt_tokens - s.prefix_tokens - s.reused_tokens), s.decode_ms,
                static_cast<long long>(s.generated_tokens), static_cast<long long>(s.forced_steps),
                static_cast<long long>(s.sparse_steps), static_cast<long long>(s.full_steps),
                skipped, static_cast<long long>(s.guarded_strings), s.total_ms, cpu_ms,
@@ -52,7 +53,7 @@ int CmdCall(int argc, char** argv) {
                                       tool_map_path;
   int64_t context = 0, threads = 0, top_k = 64, seed = 0, max_calls = 1, max_tokens = 256;
   double temp = 0.0, top_p = 0.95;
-  bool repl = false, stats = false, full_head = false, show_text = false;
+  bool repl = false, stats = false, full_head = false, show_text = false, no_reuse = false;
   std::vector<std::string> pos;
   FlagParser p("call",
                "Turn a natural-language request into a function call of a tool catalog, printed "
@@ -90,6 +91,10 @@ int CmdCall(int argc, char** argv) {
             "The plain decoder, for comparisons: one token per step and the whole LM head every "
             "step, even where the grammar allows one or a few tokens (forced tokens are then not "
             "batched, which can change near-tie choices by float rounding)");
+  p.AddBool("--no-reuse", &no_reuse,
+            "With --repl: prefill each request in full after the catalog prompt instead of "
+            "reusing the tokens it starts with in common with the previous request (every "
+            "answer then equals a fresh run's bit for bit)");
   p.AddBool("--text", &show_text,
             "Also print the raw model output (special tokens as text) to stderr");
   p.SetPositionals(&pos, "\"REQUEST\"", 0, 1);
@@ -142,6 +147,7 @@ int CmdCall(int argc, char** argv) {
   o.threads = static_cast<int>(threads);
   o.cache_dir = cache_dir;
   o.fast_head = !full_head;
+  o.reuse_request_prefix = !no_reuse;
   // What is left to check (the sampling parameters), with FunctionCaller::Create's messages.
   if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());
 
