@@ -129,5 +129,46 @@ TEST(CallReal, ConstrainedOutputsAlwaysParseAndValidate) {
   EXPECT_EQ(invalid, 0);
 }
 
+// Issue 5's "unconstrained greedy output equals the constrained output whenever it was already
+// valid". The base model never writes a valid call unconstrained (the check above never fires),
+// but with --constrain auto its free text is a valid answer, so there the grammar (masking every
+// step, the fast head, the guards) must leave the greedy output exactly as it was.
+TEST(CallReal, AutoGrammarLeavesValidUnconstrainedOutputUnchanged) {
+  const char* path = std::getenv("FGEMMA_MODEL");
+  if (path == nullptr || !std::filesystem::exists(path)) {
+    GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs the real Gemma 3 270M GGUF";
+  }
+  FG_ASSERT_OK_AND_ASSIGN(std::shared_ptr<const CallModel> model, CallModel::Load(path));
+  FG_ASSERT_OK_AND_ASSIGN(std::string req_text, ReadFileToString(Example("call_requests.json")));
+  const nlohmann::json reqs = nlohmann::json::parse(req_text);
+  int valid = 0, compared = 0;
+  for (const char* name : kCatalogs) {
+    FG_ASSERT_OK_AND_ASSIGN(std::string json, ReadFileToString(Example(std::string(name) + ".json")));
+    FunctionCallerOptions o;
+    o.max_tokens = 16;
+    o.constrain = "off";
+    FG_ASSERT_OK_AND_ASSIGN(auto free, FunctionCaller::Create(model, json, o));
+    o.constrain = "auto";
+    FG_ASSERT_OK_AND_ASSIGN(auto fast, FunctionCaller::Create(model, json, o));
+    o.fast_head = false;
+    FG_ASSERT_OK_AND_ASSIGN(auto plain, FunctionCaller::Create(model, json, o));
+    const auto& list = reqs[name];
+    for (size_t i = 0; i < list.size() && i < 3; ++i) {
+      const std::string request = list[i]["request"].get<std::string>();
+      FG_ASSERT_OK_AND_ASSIGN(CallResult u, free->Call(request));
+      ++compared;
+      if (!u.validity.ok()) continue;
+      ++valid;
+      FG_ASSERT_OK_AND_ASSIGN(CallResult f, fast->Call(request));
+      FG_ASSERT_OK_AND_ASSIGN(CallResult p, plain->Call(request));
+      EXPECT_EQ(f.tokens, u.tokens) << name << " / " << request << "\n" << u.text << "\n" << f.text;
+      EXPECT_EQ(p.tokens, u.tokens) << name << " / " << request << "\n" << u.text << "\n" << p.text;
+    }
+  }
+  std::printf("[ call_real ] auto grammar: %d of %d unconstrained outputs valid, each compared\n",
+              valid, compared);
+  ASSERT_GT(valid, 0) << "no valid unconstrained output: the check above compared nothing";
+}
+
 }  // namespace
 }  // namespace fg
