@@ -247,6 +247,15 @@ TEST(SamplerTest, SeededSamplingIsDeterministicAndRespectsTopK) {
   EXPECT_EQ(greedy.Sample(logits), 1);
   std::vector<float> tie = {1.0f, 3.0f, 3.0f};
   EXPECT_EQ(greedy.Sample(tie), 1);  // ties go to the lowest id
+  // A vocabulary-sized row (the SIMD path): the lowest index of the maximum, wherever the tied
+  // copies fall among the lanes, and NaNs (even at index 0) are skipped.
+  std::vector<float> big = fg::testing::Random(262144, 5);
+  big[100003] = 7.0f;
+  big[200001] = 7.0f;
+  EXPECT_EQ(greedy.Sample(big), 100003);
+  big[0] = std::nanf("");
+  big[77] = 7.0f;
+  EXPECT_EQ(greedy.Sample(big), 77);
   p.top_p = 0.0;
   EXPECT_FALSE(runtime::ValidateSampling(p).ok());
   p.top_p = 0.5;
