@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build venv model run test test-unit test-asan bench fuzz fuzz-text clean \
+.PHONY: all deps build venv model run test test-unit test-asan bench plot fuzz fuzz-text clean \
 	cross cross-deps cross-aarch64 cross-armv7 cross-i686 test-i686
 
 all: build
@@ -24,7 +24,7 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 venv: deps
-	@scripts/setup_venv.sh $(VENV)
+	@scripts/setup_venv.sh $(VENV) scripts/requirements-bench.txt
 
 model: venv
 	@mkdir -p $(BUILD) && scripts/model_path.sh $(VENV) > $(BUILD)/model_path.txt
@@ -57,6 +57,11 @@ test-asan: deps model
 
 bench: build
 	@for b in $(BUILD)/*_benchmark; do echo "== $$b"; $$b --benchmark_min_time=0.2; done
+
+# docs/benchmarks.png from bench/compare.sh results files (-o FILE -l LABEL), one row each.
+PLOT_RESULTS ?= bench/results/2026-11-30-Q4_K_M.json bench/results/2026-11-30-Q8_0.json
+plot: venv
+	$(VENV)/bin/python bench/plot.py $(PLOT_RESULTS) -o docs/benchmarks.png
 
 # libFuzzer on the GGUF reader (clang + ASan/UBSan, every library instrumented); new inputs go
 # to $(BUILD_FUZZ)/corpus, crashes to $(BUILD_FUZZ)/crash-*.
