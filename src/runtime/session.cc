@@ -57,8 +57,8 @@ int64_t Session::CacheRows(int64_t layer) const {
   return model_.config().IsGlobal(layer) ? options_.context : local_rows_;
 }
 
-StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, bool lm_head) {
-  const std::pair<int64_t, bool> key(n_tokens, lm_head);
+StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, int64_t head_rows) {
+  const std::pair<int64_t, int64_t> key(n_tokens, head_rows);
   auto it = executors_.find(key);
   if (it != executors_.end()) return it->second.get();
   // Keep a handful of graphs: full chunks, 1 token (decode) and recent remainders.
@@ -72,8 +72,8 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, bool lm_head) {
   }
   model::ForwardSpec spec;
   spec.n_tokens = n_tokens;
-  spec.n_logit_rows = 1;
-  spec.lm_head = lm_head;
+  spec.n_logit_rows = std::max<int64_t>(1, head_rows);
+  spec.lm_head = head_rows > 0;
   spec.global_cache_rows = options_.context;
   spec.local_cache_rows = local_rows_;
   FG_ASSIGN_OR_RETURN(graph::Graph g, model::BuildForward(model_.config(), model_.weights(), spec));
@@ -123,6 +123,15 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
                              " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
   }
+  if (request.kind == LogitsRequest::Kind::kFull) {
+    const int64_t size = static_cast<int64_t>(tokens.size());
+    const int64_t last_chunk = size - (size - 1) / options_.max_chunk * options_.max_chunk;
+    if (request.count < 1 || request.count > last_chunk) {
+      return InvalidArgumentError("session: logits of the last " + std::to_string(request.count) +
+                                  " tokens asked, but the last chunk of this Append has " +
+                                  std::to_string(last_chunk));
+    }
+  }
   if (request.kind == LogitsRequest::Kind::kRows) {
     for (int32_t r : request.rows) {
       if (r < 0 || r >= vocab) {
@@ -141,14 +150,19 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
     const bool last = done + n == tokens.size();
     // Only the last chunk's last token can need logits; nobody reads the others'.
     const bool lm_head = last && request.kind == LogitsRequest::Kind::kFull;
-    FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n, lm_head));
+    const int64_t head_rows = lm_head ? request.count : 0;
+    FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n, head_rows));
     pos_buf_.resize(n);
     for (int64_t i = 0; i < n; ++i) pos_buf_[i] = static_cast<int32_t>(position_ + i);
-    const int32_t last_row = static_cast<int32_t>(n - 1);
+    // The rows whose final hidden state goes on: the last one, or the last `count`.
+    logit_rows_.clear();
+    for (int64_t i = n - std::max<int64_t>(1, head_rows); i < n; ++i) {
+      logit_rows_.push_back(static_cast<int32_t>(i));
+    }
     if (pin_ >= 0) SavePinnedRows(position_, n);
     FG_RETURN_IF_ERROR(e->SetInput("tokens", tokens.subspan(done, n)));
     FG_RETURN_IF_ERROR(e->SetInput("pos", std::span<const int32_t>(pos_buf_)));
-    FG_RETURN_IF_ERROR(e->SetInput("logit_rows", std::span<const int32_t>(&last_row, 1)));
+    FG_RETURN_IF_ERROR(e->SetInput("logit_rows", std::span<const int32_t>(logit_rows_)));
     FG_RETURN_IF_ERROR(e->Run());
     position_ += n;
     done += n;

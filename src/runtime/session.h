@@ -48,10 +48,13 @@ struct LogitsRequest {
   // kRows: vocabulary ids in [0, vocab); any order, duplicates allowed (ascending runs are
   // fastest). Only read during Append.
   std::span<const int32_t> rows;
+  // kFull: the full logits of the last `count` tokens (1 <= count <= the tokens appended, all
+  // in the Append's last chunk): checking several drafted tokens in one run.
+  int64_t count = 1;
 
-  static LogitsRequest Full() { return {}; }
-  static LogitsRequest None() { return {Kind::kNone, {}}; }
-  static LogitsRequest Rows(std::span<const int32_t> ids) { return {Kind::kRows, ids}; }
+  static LogitsRequest Full(int64_t count = 1) { return {Kind::kFull, {}, count}; }
+  static LogitsRequest None() { return {Kind::kNone, {}, 1}; }
+  static LogitsRequest Rows(std::span<const int32_t> ids) { return {Kind::kRows, ids, 1}; }
 };
 
 // LM-head work of a session's Appends so far (stats).
@@ -78,7 +81,8 @@ class Session {
   // Same, computing for the last token only what `request` asks for. Row ids out of range are
   // an OutOfRange error (checked before anything runs).
   Status Append(std::span<const int32_t> tokens, const LogitsRequest& request);
-  // Logits of the last appended token ([vocab]) after a kFull Append; empty before the first
+  // Logits of the last appended token ([vocab]) after a kFull Append ([count, vocab], the
+  // last `count` tokens in order, after a kFull Append with count > 1); empty before the first
   // Append and after kNone/kRows ones. A view into the session (no copy per token): valid until
   // the next Append, Restore, Truncate or Reset.
   std::span<const float> logits() const { return logits_; }
@@ -135,7 +139,7 @@ class Session {
   void Unpin();
   // The graph for `n_tokens` new tokens, with the LM head (one logit row) or without it (the
   // final-norm hidden state of the last token).
-  StatusOr<exec::Executor*> ExecutorFor(int64_t n_tokens, bool lm_head);
+  StatusOr<exec::Executor*> ExecutorFor(int64_t n_tokens, int64_t head_rows);
   int64_t CacheRows(int64_t layer) const;
   // row_logits_ = the head rows `rows` times hidden_.
   Status RowLogits(std::span<const int32_t> rows);
@@ -160,10 +164,11 @@ class Session {
   std::unique_ptr<uint8_t[]> arena_;
   uint8_t* arena_base_ = nullptr;  // arena_ aligned to 64 bytes
   size_t arena_capacity_ = 0;
-  // By (chunk length, lm_head).
-  std::map<std::pair<int64_t, bool>, std::unique_ptr<exec::Executor>> executors_;
+  // Keyed by (tokens, rows of full logits: 0 = no LM head).
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<exec::Executor>> executors_;
   exec::DumpFn dump_;
   std::vector<int32_t> pos_buf_;
+  std::vector<int32_t> logit_rows_;
 };
 
 }  // namespace fg::runtime

@@ -132,6 +132,58 @@ TEST_P(SessionLogits, NoneThenFullEqualsAlwaysFull) {
   EXPECT_EQ(mixed->position(), always->position());
 }
 
+// Full(k): the logits of the last k tokens of one Append (checking drafted tokens in one run).
+// Each row matches an Append that ended there, up to the rounding of the other chunk shape
+// (quantized matmuls over several rows use other kernels than over one); bit for bit with f32
+// weights and with the reference kernels, which compute each row alone.
+TEST_P(SessionLogits, LastRowsMatchAppendsEndingThere) {
+  const Case& c = GetParam();
+  auto m = MakeModel(c.preset, c.type);
+  ASSERT_NE(m, nullptr);
+  const int64_t vocab = m->config().vocab;
+  ThreadPool pool(2);
+  std::vector<int32_t> toks = Tokens(21, vocab, 13);
+  const std::span<const int32_t> head(toks.data(), 16), tail(toks.data() + 16, 5);
+  auto multi = NewSession(*m, &pool, 8, c.reference);
+  FG_ASSERT_OK(multi->Append(head, LogitsRequest::None()));
+  FG_ASSERT_OK(multi->Append(tail, LogitsRequest::Full(4)));
+  ASSERT_EQ(multi->logits().size(), static_cast<size_t>(4 * vocab));
+  EXPECT_EQ(multi->position(), 21);
+  EXPECT_EQ(multi->head_stats().full, 1);
+  for (int64_t j = 0; j < 4; ++j) {
+    // Row j is the logits after tail[0 .. 1 + j].
+    auto one = NewSession(*m, &pool, 8, c.reference);
+    FG_ASSERT_OK(one->Append(head, LogitsRequest::None()));
+    const size_t n = static_cast<size_t>(2 + j);
+    FG_ASSERT_OK(one->Append(tail.subspan(0, n), LogitsRequest::Full()));
+    const std::span<const float> got = multi->logits().subspan(j * vocab, vocab);
+    const std::span<const float> want = one->logits();
+    double err = 0, ref = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      err += (got[v] - want[v]) * double(got[v] - want[v]);
+      ref += want[v] * double(want[v]);
+    }
+    if (c.reference || c.type == DType::kF32) {
+      EXPECT_EQ(err, 0.0) << "row " << j;
+    } else {
+      EXPECT_LE(err / ref, 1e-9) << "row " << j;
+    }
+    EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(),
+              std::max_element(want.begin(), want.end()) - want.begin())
+        << "row " << j;
+  }
+  // count must fit the Append's last chunk.
+  auto bad = NewSession(*m, &pool, 8, c.reference);
+  EXPECT_THAT(bad->Append(tail, LogitsRequest::Full(6)),
+              StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("last 6 tokens")));
+  EXPECT_THAT(bad->Append(tail, LogitsRequest::Full(0)),
+              StatusIs(StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(bad->Append(head, LogitsRequest::Full(9)),  // 16 tokens: two chunks of 8
+              StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("has 8")));
+  EXPECT_EQ(bad->position(), 0);
+  FG_ASSERT_OK(bad->Append(head, LogitsRequest::Full(8)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, SessionLogits,
                          ::testing::Values(Case{"tiny", DType::kF32, false},
                                            Case{"tiny", DType::kQ8_0, false},
