@@ -82,6 +82,12 @@ struct FunctionCallerOptions {
   // K/V rows were computed in another chunk split, so near a tie the answer can differ from a
   // fresh caller's by float rounding; false keeps every call equal to a fresh caller's.
   bool reuse_request_prefix = true;
+  // With fast_head, where a step needs the whole LM head: draft up to this many tokens by
+  // looking the last tokens up in the prompt and output so far, and check them all in one
+  // Append (the drafts the model agrees with cost no step of their own). Drafted rows are
+  // computed as one batch, which rounds differently from one row at a time (see fast_head), so a
+  // near-tie choice can differ from a run without drafts. 0: off; at most 16.
+  int draft_tokens = 0;
   // Warnings (a corrupt or stale cache file being rebuilt, ...). Null: written to stderr.
   std::function<void(const std::string&)> on_warning;
 };
@@ -107,6 +113,9 @@ struct CallStats {
   int64_t forced_steps = 0;  // tokens the grammar forced: no head at all
   int64_t sparse_steps = 0;
   int64_t full_steps = 0;
+  int64_t drafted_steps = 0;      // steps decided from the logits of a drafted position
+  int64_t drafted_tokens = 0;     // tokens drafted (prompt lookup) and checked
+  int64_t accepted_tokens = 0;    // drafted tokens the model chose: no step of their own
   int64_t head_rows_skipped = 0;  // vocabulary rows not computed, over all steps
   int64_t head_rows_total = 0;    // steps x vocabulary
   int64_t guarded_strings = 0;    // strings the string guard closed

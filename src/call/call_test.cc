@@ -499,6 +499,64 @@ TEST(FunctionCaller, ReuseOutlivesARefusedRequest) {
   EXPECT_EQ(next->tokens, fresh->tokens);
 }
 
+// Drafted tokens (prompt lookup, checked in one Append) change how many steps run, never what
+// is chosen: the tiny model's weights are f32, whose kernels give the same bits in a batch as
+// one row at a time, so the outputs with and without drafts are identical here. Its vocabulary
+// is large enough (4096) for free strings to need the whole head, where drafts are made, and
+// its strings repeat (random weights loop), so drafts are taken.
+TEST(FunctionCaller, DraftsAreCheckedAndNeverChangeTheAnswer) {
+  static const std::shared_ptr<const CallModel> model = [] {
+    auto spec = gguf::SyntheticPreset("tiny");
+    EXPECT_TRUE(spec.ok());
+    spec->context = 2048;
+    spec->vocab = 4096;
+    const std::string p = ::testing::TempDir() + "/call_tiny_4k.gguf";
+    Status w = gguf::WriteSyntheticGemma3(*spec, p);
+    EXPECT_TRUE(w.ok()) << w.ToString();
+    auto m = CallModel::Load(p);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return m.ok() ? *m : nullptr;
+  }();
+  ASSERT_NE(model, nullptr);
+  FunctionCallerOptions with = Options("call");
+  with.draft_tokens = 6;
+  with.max_tokens = 64;
+  with.string_guard = 0;  // strings run on: room for drafts
+  FunctionCallerOptions without = with;
+  without.draft_tokens = 0;
+  auto a_or = FunctionCaller::Create(model, kCatalog, with);
+  auto b_or = FunctionCaller::Create(model, kCatalog, without);
+  FG_ASSERT_OK(a_or.status());
+  FG_ASSERT_OK(b_or.status());
+  FunctionCaller* a = a_or->get();
+  FunctionCaller* b = b_or->get();
+  int64_t drafted = 0, accepted = 0, steps_with = 0, steps_without = 0;
+  for (const char* req : {"turn the light on in the kitchen", "weather in Paris", "timer",
+                          "turn the light on in the kitchen", "set a timer for ten minutes"}) {
+    auto x = a->Call(req);
+    auto y = b->Call(req);
+    FG_ASSERT_OK(x.status());
+    FG_ASSERT_OK(y.status());
+    EXPECT_EQ(x->tokens, y->tokens) << req;
+    EXPECT_EQ(y->stats.drafted_tokens, 0);
+    EXPECT_LE(x->stats.accepted_tokens, x->stats.drafted_tokens);
+    drafted += x->stats.drafted_tokens;
+    accepted += x->stats.accepted_tokens;
+    steps_with += x->stats.full_steps + x->stats.sparse_steps;
+    steps_without += y->stats.full_steps + y->stats.sparse_steps;
+    // Every generated token was decided by exactly one kind of step, or taken from a draft.
+    EXPECT_EQ(x->stats.forced_steps + x->stats.sparse_steps + x->stats.full_steps +
+                  x->stats.drafted_steps,
+              x->stats.generated_tokens + (x->stop_reason.rfind("stop token", 0) == 0 ? 1 : 0))
+        << req;
+  }
+  EXPECT_GT(accepted, 0) << "no draft was taken: the test checked nothing";
+  EXPECT_LT(steps_with, steps_without);
+  std::printf("drafts: %lld drafted, %lld taken; head steps %lld with, %lld without\n",
+              static_cast<long long>(drafted), static_cast<long long>(accepted),
+              static_cast<long long>(steps_with), static_cast<long long>(steps_without));
+}
+
 TEST(FunctionCaller, BadRequestsAndOptions) {
   auto c = NewCaller(Options("off"));
   ASSERT_NE(c, nullptr);
@@ -521,6 +579,12 @@ TEST(FunctionCaller, BadRequestsAndOptions) {
   EXPECT_FALSE(FunctionCaller::Create(TinyModel(), "not json", o).ok());
   o.max_calls = 0;
   EXPECT_FALSE(FunctionCaller::Create(TinyModel(), kCatalog, o).ok());
+  o = Options("off");
+  for (int bad : {-1, 17}) {
+    o.draft_tokens = bad;
+    EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("draft_tokens")));
+  }
   o = Options("off");
   o.dialect = "compact";  // no tool map; and the synthetic vocabulary has no <tool_N>
   EXPECT_FALSE(FunctionCaller::Create(TinyModel(), kCatalog, o).ok());

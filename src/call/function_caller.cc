@@ -31,6 +31,9 @@ namespace fg {
 // scattered row costs about what a consecutive one does; past a few thousand rows the full,
 // consecutive head is as fast).
 inline constexpr size_t kSparseHeadMaxRows = 1024;
+// Drafted tokens per check at most: each costs a row of full logits (vocab floats) in the
+// session's activation memory, and the check must fit one prefill chunk.
+inline constexpr int kMaxDraftTokens = 16;
 
 struct CallModel::Impl {
   std::string path;
@@ -168,6 +171,8 @@ struct FunctionCaller::Impl {
 
   Status EnsurePrefix(CallStats* stats);
   int64_t ReuseRequest(std::span<const int32_t> rest);
+  std::vector<int32_t> Draft(std::span<const int32_t> pending, const text::CallGrammar::State& state,
+                             int64_t room) const;
   Status Parse(CallResult* r) const;
 };
 
@@ -193,6 +198,10 @@ Status ValidateOptions(const FunctionCallerOptions& options) {
   FG_RETURN_IF_ERROR(text::ParseDialect(options.dialect).status());
   FG_RETURN_IF_ERROR(text::ParseConstrainMode(options.constrain).status());
   if (options.max_calls < 1) return InvalidArgumentError("max_calls must be >= 1");
+  if (options.draft_tokens < 0 || options.draft_tokens > kMaxDraftTokens) {
+    return InvalidArgumentError("draft_tokens must be in [0, " + std::to_string(kMaxDraftTokens) +
+                                "]");
+  }
   if (options.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
   if (options.threads < 0) return InvalidArgumentError("threads must be >= 0");
   return runtime::ValidateSampling(SamplingOf(options));
@@ -388,6 +397,40 @@ Status FunctionCaller::Impl::Parse(CallResult* r) const {
   return OkStatus();
 }
 
+// Prompt-lookup drafting: the tokens that followed the latest earlier occurrence of the last
+// three (else two) tokens of everything so far (the session's tokens, then `pending`), cut to
+// what the grammar accepts from `state` and to `room` tokens, stopping before a stop token. A
+// call copies its string values from the request ("buy milk"), and a base model repeats
+// itself; either way the next tokens were often already seen.
+std::vector<int32_t> FunctionCaller::Impl::Draft(std::span<const int32_t> pending,
+                                                 const text::CallGrammar::State& state,
+                                                 int64_t room) const {
+  std::vector<int32_t> out;
+  const int64_t want = std::min<int64_t>(opt.draft_tokens, room);
+  if (want <= 0) return out;
+  const int64_t n_held = static_cast<int64_t>(held.size());
+  const int64_t n = n_held + static_cast<int64_t>(pending.size());
+  auto at = [&](int64_t i) { return i < n_held ? held[i] : pending[i - n_held]; };
+  int64_t from = -1;
+  for (int64_t len : {3, 2}) {
+    if (n < len + 1) continue;
+    for (int64_t i = n - len - 1; i >= 0 && from < 0; --i) {
+      bool same = true;
+      for (int64_t k = 0; k < len && same; ++k) same = at(i + k) == at(n - len + k);
+      if (same) from = i + len;
+    }
+    if (from >= 0) break;
+  }
+  if (from < 0) return out;
+  text::CallGrammar::State s = state;
+  for (int64_t i = from; i < n && static_cast<int64_t>(out.size()) < want; ++i) {
+    const int32_t t = at(i);
+    if (IsStop(t) || (grammar->Done(s)) || !grammar->Advance(&s, t).ok()) break;
+    out.push_back(t);
+  }
+  return out;
+}
+
 StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   Impl& m = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
@@ -443,6 +486,16 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   int calls_done = 0;
   int string_tokens = 0;
   int digit_run = 0;  // digit tokens generated in a row (string guard)
+  // Speculative run: where the whole head is needed, drafted tokens (Impl::Draft) go into the
+  // session with the pending ones in one Append that returns the logits of every drafted
+  // position; the following decisions read those rows while they keep choosing the drafted
+  // tokens, and the first other choice drops the rest of the draft (Session::Truncate). The
+  // decisions are the ones a step-by-step run makes from the same logits, so only the batch's
+  // float rounding (as for forced tokens) can tell the two apart.
+  std::vector<int32_t> draft;
+  std::span<const float> draft_logits;  // [draft.size() + 1, vocab]
+  size_t draft_row = 0;
+  bool in_draft = false;
   r.stop_reason = "max tokens";
   while (static_cast<int64_t>(r.tokens.size()) < max_new) {
     int32_t tok = -1;
@@ -461,17 +514,42 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
         tok = allowed[0];
       } else {
         cand.resize(allowed.size());
-        if (m.opt.fast_head && allowed.size() <= kSparseHeadMaxRows) {
+        std::span<const float> lg;  // full logits, when this step has them
+        if (in_draft) {
+          lg = draft_logits.subspan(draft_row * static_cast<size_t>(vocab),
+                                    static_cast<size_t>(vocab));
+          ++st.drafted_steps;
+        } else if (m.opt.fast_head && allowed.size() <= kSparseHeadMaxRows) {
           FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Rows(allowed)));
           std::span<const float> rl = m.session->row_logits();
           std::copy(rl.begin(), rl.end(), cand.begin());
           ++st.sparse_steps;
           st.head_rows_skipped += vocab - static_cast<int64_t>(allowed.size());
         } else {
-          FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
-          std::span<const float> lg = m.session->logits();
-          for (size_t j = 0; j < allowed.size(); ++j) cand[j] = lg[allowed[j]];
+          if (m.opt.fast_head && !first) {
+            const int64_t room = std::min<int64_t>(
+                max_new - static_cast<int64_t>(r.tokens.size()) - 1,
+                context - m.session->position() - static_cast<int64_t>(pending.size()));
+            draft = m.Draft(pending, state, room);
+          } else {
+            draft.clear();
+          }
+          if (!draft.empty()) {
+            pending.insert(pending.end(), draft.begin(), draft.end());
+            FG_RETURN_IF_ERROR(append(
+                runtime::LogitsRequest::Full(static_cast<int64_t>(draft.size()) + 1)));
+            draft_logits = m.session->logits();
+            draft_row = 0;
+            in_draft = true;
+            st.drafted_tokens += static_cast<int64_t>(draft.size());
+          } else {
+            FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
+          }
+          lg = m.session->logits().first(static_cast<size_t>(vocab));
           ++st.full_steps;
+        }
+        if (!lg.empty()) {
+          for (size_t j = 0; j < allowed.size(); ++j) cand[j] = lg[allowed[j]];
         }
         st.head_rows_total += vocab;
         // The string guard (for models that never learned <escape>: a base Gemma 3 writes the
@@ -528,7 +606,21 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
     digit_run = m.digits != nullptr && (*m.digits)[tok] ? digit_run + 1 : 0;
     if (m.grammar) FG_RETURN_IF_ERROR(m.grammar->Advance(&state, tok));
     r.tokens.push_back(tok);
-    pending.push_back(tok);
+    if (in_draft && draft_row < draft.size() && tok == draft[draft_row]) {
+      ++draft_row;  // the drafted token was right: it is in the session already
+      ++st.accepted_tokens;
+    } else {
+      if (in_draft) {
+        // Drop the drafted tokens after the last one chosen (none when all were).
+        const int64_t extra = static_cast<int64_t>(draft.size() - draft_row);
+        if (extra > 0) {
+          FG_RETURN_IF_ERROR(m.session->Truncate(m.session->position() - extra));
+          m.held.resize(static_cast<size_t>(m.session->position()));
+        }
+        in_draft = false;
+      }
+      pending.push_back(tok);
+    }
     if (!m.grammar && tok == m.end_call && ++calls_done >= m.opt.max_calls) {
       r.stop_reason = "max calls";
       break;

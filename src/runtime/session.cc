@@ -61,8 +61,10 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, int64_t head_ro
   const std::pair<int64_t, int64_t> key(n_tokens, head_rows);
   auto it = executors_.find(key);
   if (it != executors_.end()) return it->second.get();
-  // Keep a handful of graphs: full chunks, 1 token (decode) and recent remainders.
-  if (executors_.size() >= 8) {
+  // Keep a few dozen graphs (each is a plan over the shared arena: kilobytes): full chunks,
+  // 1 token (decode), and the short shapes of forced runs and drafted tokens, which repeat from
+  // call to call; building one costs milliseconds.
+  if (executors_.size() >= 32) {
     for (auto e = executors_.begin(); e != executors_.end(); ++e) {
       if (e->first.first != 1 && e->first.first != options_.max_chunk) {
         executors_.erase(e);

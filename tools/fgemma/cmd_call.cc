@@ -32,18 +32,18 @@ void PrintStats(const CallResult& r, double cpu_ms) {
   const CallStats& s = r.stats;
   const double skipped =
       s.head_rows_total > 0 ? 100.0 * s.head_rows_skipped / s.head_rows_total : 0.0;
+  auto ll = [](int64_t v) { return static_cast<long long>(v); };
   std::fprintf(stderr,
-               "prefix %.1f ms (%s, %lld tokens + %lld reused) | prefill %.1f ms (%lld tokens) | decode %.1f ms "
-               "(%lld tokens: %lld forced, %lld sparse, %lld full; LM-head rows skipped %.1f%%; "
-               "%lld strings guarded) | "
-               "total %.1f ms (cpu %.1f ms) | stop: %s | peak RSS %.1f MiB\n",
-               s.prefix_ms, s.prefix_source.c_str(), static_cast<long long>(s.prefix_tokens),
-               static_cast<long long>(s.reused_tokens), s.prefill_ms,
-               static_cast<long long>(s.prompt_tokens - s.prefix_tokens - s.reused_tokens), s.decode_ms,
-               static_cast<long long>(s.generated_tokens), static_cast<long long>(s.forced_steps),
-               static_cast<long long>(s.sparse_steps), static_cast<long long>(s.full_steps),
-               skipped, static_cast<long long>(s.guarded_strings), s.total_ms, cpu_ms,
-               r.stop_reason.c_str(), PeakRssKiB() / 1024.0);
+               "prefix %.1f ms (%s, %lld tokens + %lld reused) | prefill %.1f ms (%lld tokens) | "
+               "decode %.1f ms (%lld tokens: %lld forced, %lld sparse, %lld full, %lld from "
+               "drafts (%lld of %lld drafted tokens taken); LM-head rows skipped %.1f%%; %lld "
+               "strings guarded) | total %.1f ms (cpu %.1f ms) | stop: %s | peak RSS %.1f MiB\n",
+               s.prefix_ms, s.prefix_source.c_str(), ll(s.prefix_tokens), ll(s.reused_tokens),
+               s.prefill_ms, ll(s.prompt_tokens - s.prefix_tokens - s.reused_tokens), s.decode_ms,
+               ll(s.generated_tokens), ll(s.forced_steps), ll(s.sparse_steps), ll(s.full_steps),
+               ll(s.drafted_steps), ll(s.accepted_tokens), ll(s.drafted_tokens), skipped,
+               ll(s.guarded_strings), s.total_ms, cpu_ms, r.stop_reason.c_str(),
+               PeakRssKiB() / 1024.0);
 }
 
 }  // namespace
@@ -51,7 +51,8 @@ void PrintStats(const CallResult& r, double cpu_ms) {
 int CmdCall(int argc, char** argv) {
   std::string model_path, tools_path, dialect = "official", constrain = "call", cache_dir,
                                       tool_map_path;
-  int64_t context = 0, threads = 0, top_k = 64, seed = 0, max_calls = 1, max_tokens = 256;
+  int64_t context = 0, threads = 0, top_k = 64, seed = 0, max_calls = 1, max_tokens = 256,
+          draft = FunctionCallerOptions{}.draft_tokens;
   double temp = 0.0, top_p = 0.95;
   bool repl = false, stats = false, full_head = false, show_text = false, no_reuse = false;
   std::vector<std::string> pos;
@@ -79,6 +80,10 @@ int CmdCall(int argc, char** argv) {
   p.AddInt("--max-calls", &max_calls, "N",
            "Calls before the output stops (default 1); with N > 1 the JSON is an array");
   p.AddInt("-n,--max-tokens", &max_tokens, "N", "Generated tokens at most (default 256)");
+  p.AddInt("--draft", &draft, "N",
+           "Where a step needs the whole LM head, draft up to N tokens by looking the last "
+           "tokens up in the prompt and output, and check them in one run (default 0 = off; at "
+           "most 16)");
   p.AddString("--cache-dir", &cache_dir, "DIR",
               "Keep the prefilled catalog prompt in DIR (created if missing) for later runs");
   p.AddBool("--repl", &repl,
@@ -126,6 +131,7 @@ int CmdCall(int argc, char** argv) {
   if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
   if (max_calls < 1 || max_calls > 64) return usage("--max-calls must be in [1, 64]");
   if (max_tokens < 1) return usage("-n must be >= 1");
+  if (draft < 0 || draft > 16) return usage("--draft must be in [0, 16]");
   if (seed < 0) return usage("--seed must be >= 0");
   if (dialect == "compact" && tool_map_path.empty()) {
     return usage("--dialect compact needs --tool-map FILE");
@@ -143,6 +149,7 @@ int CmdCall(int argc, char** argv) {
   o.seed = static_cast<uint64_t>(seed);
   o.max_calls = static_cast<int>(max_calls);
   o.max_tokens = max_tokens;
+  o.draft_tokens = static_cast<int>(draft);
   o.context = context;
   o.threads = static_cast<int>(threads);
   o.cache_dir = cache_dir;
