@@ -155,7 +155,7 @@ inline int32_t PickToken(const Tokenizer& tok, const std::vector<char>& closing,
   if (r < 2) {
     std::vector<int32_t> pick;
     for (int32_t id : allowed) {
-      const std::string& text = tok.text(id);
+      const std::string_view text = tok.text(id);
       const bool control = tok.IsControl(id) || text == "<end>" || text.starts_with("<tool_");
       if (r == 0 && control) pick.push_back(id);
       if (r == 1 && !control && closing[id] != 0) pick.push_back(id);

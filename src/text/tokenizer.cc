@@ -1,6 +1,7 @@
 #include "src/text/tokenizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <queue>
 #include <string>
@@ -257,14 +258,31 @@ Status Tokenizer::Init() {
   index_.assign(slots, -1);
   index_mask_ = slots - 1;
   attrs_.resize(n);
+  // The texts packed in one buffer: a std::string per token would take 32 bytes plus the heap
+  // block of a long text, 8.8 MB on a 262k vocabulary, against 3 MB here.
+  size_t bytes = 0;
+  for (const std::string& t : v.tokens) bytes += t.size();
+  texts_.reserve(bytes);
+  text_off_.resize(n + 1);
   for (size_t i = 0; i < n; ++i) {
-    if (v.tokens[i].empty()) v.tokens[i] = "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp
+    text_off_[i] = static_cast<uint32_t>(texts_.size());
+    if (v.tokens[i].empty()) {
+      texts_ += "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp
+    } else {
+      texts_ += v.tokens[i];
+    }
     attrs_[i] = static_cast<uint8_t>(AttrFromType(v.types[i]));
+    if (texts_.size() > UINT32_MAX) {
+      return InvalidArgumentError("tokenizer: the token texts exceed 4 GiB");
+    }
   }
+  text_off_[n] = static_cast<uint32_t>(texts_.size());
+  std::vector<std::string>().swap(v.tokens);
   for (size_t i = 0; i < n; ++i) {
-    size_t slot = TextHash(v.tokens[i]) & index_mask_;
+    const int32_t id = static_cast<int32_t>(i);
+    size_t slot = TextHash(text(id)) & index_mask_;
     for (; index_[slot] >= 0; slot = (slot + 1) & index_mask_) {
-      if (v.tokens[index_[slot]] == v.tokens[i]) {
+      if (text(index_[slot]) == text(id)) {
         return InvalidArgumentError("tokenizer: duplicate token text in the vocabulary: ids " +
                                     std::to_string(index_[slot]) + " and " + std::to_string(i));
       }
@@ -275,7 +293,8 @@ Status Tokenizer::Init() {
     if (auto id = Find(text)) attrs_[*id] |= kAttrControl;
   }
   for (size_t i = 0; i < n; ++i) {
-    if ((attrs_[i] & kAttrControl) && v.tokens[i].find("unused") != std::string::npos) {
+    if ((attrs_[i] & kAttrControl) &&
+        text(static_cast<int32_t>(i)).find("unused") != std::string_view::npos) {
       attrs_[i] |= kAttrUnused;
     }
   }
@@ -315,14 +334,14 @@ Status Tokenizer::Init() {
     }
   }
   std::sort(specials.begin(), specials.end(),
-            [&](int32_t a, int32_t b) { return v.tokens[a].size() > v.tokens[b].size(); });
+            [&](int32_t a, int32_t b) { return text(a).size() > text(b).size(); });
   trie_.assign(1, TrieNode{});
   for (size_t r = 0; r < specials.size(); ++r) {
     const int32_t id = specials[r];
-    const std::string& text = v.tokens[id];
-    starts_special_[static_cast<uint8_t>(text[0])] = true;
+    const std::string_view t = text(id);
+    starts_special_[static_cast<uint8_t>(t[0])] = true;
     int32_t node = 0;
-    for (char ch : text) {
+    for (char ch : t) {
       const uint8_t c = static_cast<uint8_t>(ch);
       auto& next = trie_[node].next;
       auto it = std::lower_bound(next.begin(), next.end(), std::make_pair(c, INT32_MIN));
@@ -344,7 +363,7 @@ Status Tokenizer::Init() {
 int32_t Tokenizer::Lookup(std::string_view text) const {
   for (size_t slot = TextHash(text) & index_mask_;; slot = (slot + 1) & index_mask_) {
     const int32_t id = index_[slot];
-    if (id < 0 || vocab_.tokens[id] == text) return id;
+    if (id < 0 || this->text(id) == text) return id;
   }
 }
 
@@ -506,8 +525,8 @@ std::string Tokenizer::TokenToPiece(int32_t id, bool special) const {
   if (id < 0 || id >= size()) return {};
   const uint32_t a = attrs_[id];
   if (!special && (a & (kAttrUnknown | kAttrControl))) return {};
-  const std::string& text = vocab_.tokens[id];
-  if (a & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return text;
+  const std::string_view text = this->text(id);
+  if (a & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return std::string(text);
   if (a & kAttrNormal) {
     std::string out;
     out.reserve(text.size());

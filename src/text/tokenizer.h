@@ -105,10 +105,14 @@ class Tokenizer {
   // The id of a token text, if any.
   std::optional<int32_t> Find(std::string_view text) const;
 
-  int32_t size() const { return static_cast<int32_t>(vocab_.tokens.size()); }
+  int32_t size() const { return static_cast<int32_t>(text_off_.size()) - 1; }
+  // The vocabulary as given to Create, except `tokens`, which is empty: use text().
   const Vocab& vocab() const { return vocab_; }
   uint32_t attr(int32_t id) const { return attrs_[id]; }
-  const std::string& text(int32_t id) const { return vocab_.tokens[id]; }
+  // A token's text as stored (an empty one reads "[EMPTY_<id>]", as in llama.cpp).
+  std::string_view text(int32_t id) const {
+    return std::string_view(texts_).substr(text_off_[id], text_off_[id + 1] - text_off_[id]);
+  }
   bool IsControl(int32_t id) const {
     return id >= 0 && id < size() && (attrs_[id] & (kAttrControl | kAttrUnknown)) != 0;
   }
@@ -126,7 +130,9 @@ class Tokenizer {
   void EncodeFragment(std::string_view fragment, bool add_prefix, std::vector<int32_t>* out) const;
 
   Vocab vocab_;
-  std::vector<uint8_t> attrs_;  // TokenAttr bits (all below 1 << 8)
+  std::string texts_;               // all token texts, packed
+  std::vector<uint32_t> text_off_;  // token i is texts_[text_off_[i], text_off_[i + 1])
+  std::vector<uint8_t> attrs_;      // TokenAttr bits (all below 1 << 8)
   // Text -> id: open addressing with linear probing over token ids (-1: empty slot), a power
   // of two at least twice the vocabulary (4 bytes a slot, no allocation per token).
   int32_t Lookup(std::string_view text) const;

@@ -382,6 +382,25 @@ TEST(TokenizerCreateTest, ByteFallbackWithoutByteTokensUsesUnk) {
   EXPECT_THAT((*t)->Encode("ab", false, true), ElementsAre(4, 3));
 }
 
+// The texts are packed after Create: every id keeps its own text, Find inverts text(), and an
+// empty text is named "[EMPTY_<id>]" as in llama.cpp.
+TEST(TokenizerCreateTest, TextsSurviveThePacking) {
+  Vocab v = MakeVocab({{"a", -1}, {"", -2}, {"\xE2\x96\x81" "b", -3}, {"<table>", 0, UD}});
+  const size_t n = v.tokens.size();
+  const std::vector<std::string> texts = v.tokens;
+  auto t = Tokenizer::Create(v);
+  ASSERT_THAT(t, testing::IsOk());
+  ASSERT_EQ((*t)->size(), static_cast<int32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t id = static_cast<int32_t>(i);
+    const std::string want = texts[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : texts[i];
+    EXPECT_EQ((*t)->text(id), want) << id;
+    EXPECT_EQ((*t)->Find(want), id) << want;
+  }
+  EXPECT_EQ((*t)->TokenToPiece(static_cast<int32_t>(n) - 2), " b");
+  EXPECT_EQ((*t)->TokenToPiece(static_cast<int32_t>(n) - 1), "<table>");
+}
+
 // ---- LoadVocab from an in-memory GGUF ----
 
 gguf::Writer TokenizerGguf() {
