@@ -93,13 +93,16 @@ fuzz-text:
 	cd $(BUILD_FUZZ) && ./text_call_grammar_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=512 \
 	  -print_final_stats=1 corpus/text_call_grammar
 
-# Cross builds of the portable libraries and their unit tests: aarch64 and armv7 (NEON) run
-# under qemu user-mode emulation, i686 (-m32) natively. Extra packages: scripts/install_cross_deps.sh.
-# `make -k cross` keeps going to the other targets when one fails.
+# Cross builds of every module, the CLI and the tests, running the CROSS_LABELS tests: aarch64 and
+# armv7 (NEON) under qemu user-mode emulation (the toolchain's CMAKE_CROSSCOMPILING_EMULATOR, which
+# ctest prepends), i686 (-m32) natively. Tests that need the real model get it from
+# $(BUILD)/model_path.txt when `make model` has written it, and skip with a reason otherwise.
+# Extra packages: scripts/install_cross_deps.sh. `make -k cross` keeps going to the other targets
+# when one fails.
 BUILD_AARCH64 ?= build-aarch64
 BUILD_ARMV7 ?= build-armv7
 BUILD_I686 ?= build-i686
-CROSS_TESTS ?= fg_base_test fg_tensor_test fg_kernels_test
+CROSS_LABELS ?= unit
 CROSS_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=Release -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
 
 cross: cross-aarch64 cross-armv7 cross-i686
@@ -107,23 +110,22 @@ cross: cross-aarch64 cross-armv7 cross-i686
 cross-deps:
 	@scripts/install_cross_deps.sh
 
-# $(call cross_run,build dir,toolchain,runner prefix)
+# $(call cross_run,build dir,toolchain)
 define cross_run
 	cmake -S . -B $(1) $(CROSS_FLAGS) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/$(2).cmake
-	cmake --build $(1) -j $(JOBS) --target $(CROSS_TESTS)
-	@failed=""; for t in $(CROSS_TESTS); do echo "== $(2): $$t"; \
-	  $(3) $(1)/$$t --gtest_brief=1 || failed="$$failed $$t"; done; \
-	  if [ -n "$$failed" ]; then echo "== $(2): FAILED:$$failed"; exit 1; fi
+	cmake --build $(1) -j $(JOBS)
+	cd $(1) && FGEMMA_MODEL=$$(cat $(abspath $(BUILD))/model_path.txt 2>/dev/null) \
+	  ctest --output-on-failure -j $(JOBS) -L '$(CROSS_LABELS)'
 endef
 
 cross-aarch64: cross-deps
-	$(call cross_run,$(BUILD_AARCH64),aarch64-linux-gnu,qemu-aarch64 -L /usr/aarch64-linux-gnu)
+	$(call cross_run,$(BUILD_AARCH64),aarch64-linux-gnu)
 
 cross-armv7: cross-deps
-	$(call cross_run,$(BUILD_ARMV7),armv7-linux-gnueabihf,qemu-arm -L /usr/arm-linux-gnueabihf)
+	$(call cross_run,$(BUILD_ARMV7),armv7-linux-gnueabihf)
 
 cross-i686: cross-deps
-	$(call cross_run,$(BUILD_I686),i686-linux-gnu,)
+	$(call cross_run,$(BUILD_I686),i686-linux-gnu)
 
 # The whole project as a 32-bit x86 process (-m32): every library, the CLI and the unit and e2e
 # tests (the footprint target: fgemma must fit a 32-bit address space).
