@@ -106,7 +106,8 @@ class Tokenizer {
   std::optional<int32_t> Find(std::string_view text) const;
 
   int32_t size() const { return static_cast<int32_t>(text_off_.size()) - 1; }
-  // The vocabulary as given to Create, except `tokens`, which is empty: use text().
+  // The vocabulary as given to Create, except `tokens` and `types`, which are emptied once read
+  // (use text() and attr()).
   const Vocab& vocab() const { return vocab_; }
   uint32_t attr(int32_t id) const { return attrs_[id]; }
   // A token's text as stored (an empty one reads "[EMPTY_<id>]", as in llama.cpp).
