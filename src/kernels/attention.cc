@@ -19,15 +19,16 @@ void AttnScores(const float* q, int64_t G, int64_t D, const float* k, int64_t k_
   }
 }
 
+// f32 steps key by key, in key order (as the SIMD versions): the executor calls this once per
+// stretch of the cache (ring segments, the chunk's own keys), and where those stretches split
+// depends on the chunk length, so a wider accumulator rounded at each call's end would make a
+// token's result depend on how the prompt was chunked.
 void AttnWeightedSum(const float* p, int64_t ldp, int64_t G, const float* v, int64_t v_stride,
                      int64_t n, int64_t D, float* o) {
   for (int64_t g = 0; g < G; ++g) {
-    for (int64_t d = 0; d < D; ++d) {
-      double acc = o[g * D + d];
-      for (int64_t j = 0; j < n; ++j) {
-        acc += static_cast<double>(p[g * ldp + j]) * v[j * v_stride + d];
-      }
-      o[g * D + d] = static_cast<float>(acc);
+    for (int64_t j = 0; j < n; ++j) {
+      const float w = p[g * ldp + j];
+      for (int64_t d = 0; d < D; ++d) o[g * D + d] += w * v[j * v_stride + d];
     }
   }
 }

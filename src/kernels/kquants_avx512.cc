@@ -11,6 +11,9 @@
 // vpdpbusd would fuse the u8 x s8 step instead, but the sub-block scale then needs a vpmulld
 // per vector, which costs more than it saves (Q4_K: vpdpbusd + vpmulld 20.4 us, this 17.7 us). Q6_K's offset 32 is folded in through the bsums.
 // The Q8_K quantizer does use zmm (16 floats = one bsum group).
+// The f32 steps are the packed panels' (panel.h): per super-block the exact s32 sum(s), then
+// f32 fmas in block order, so vec_dot, the 2 x 2 tiles and the panels give the same bits for
+// the same rows and a matmul's result for a token does not depend on how many tokens it has.
 // ref: ggml-cpu/arch/x86/quants.c ggml_vec_dot_q4_K_q8_K for the approach; the code is fgemma's.
 //
 // Nothing here is an inline function shared with scalar files (see kquants_avx2.cc).
@@ -48,15 +51,26 @@ inline __m128i UnpackK4(const uint8_t* q) {
   return _mm_or_si128(lo, hi);
 }
 
-inline float HsumPs128(__m128 s) {
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// The s32 sum of the eight (four) lanes: integer adds, exact in any order.
+inline int32_t HsumEpi32(__m128i v) {
+  v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 1, 1)));
+  return _mm_cvtsi128_si32(v);
 }
-
-inline float HsumPs(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  return HsumPs128(s);
+inline int32_t HsumEpi32(__m256i v) {
+  return HsumEpi32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+// Lane i: the sum of the s32 lanes of v[i] (four vectors reduced together).
+inline __m128i Hsum4Epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+inline __m128i Hsum4Epi32(__m128i v0, __m128i v1, __m128i v2, __m128i v3) {
+  return _mm_hadd_epi32(_mm_hadd_epi32(v0, v1), _mm_hadd_epi32(v2, v3));
+}
+// fma(a, b, c) in f32, one rounding (the scalar step of the panels' arithmetic).
+inline float Fma(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
 // vpshufb index that broadcasts i16 element i of each 128-bit lane.
@@ -72,16 +86,34 @@ inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
   const auto* y = static_cast<const BlockQ8K*>(a);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m1 = _mm256_set1_epi8(1);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_m = _mm_setzero_ps();
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const float d = y[b].d * F16(x[b].d);
-    const float dmin = y[b].d * F16(x[b].dmin);
+  const int64_t nb = n / kQK_K;
+  float acc = 0;
+  // The panels' arithmetic (panel.h): exact block sums, then two f32 fmas per block in block
+  // order. Four blocks' sums are reduced together.
+  __m256i mains[4];
+  __m128i mins[4];
+  auto flush = [&](int64_t b0, int count) {
+    int32_t mv[4], nv[4];
+    if (count == 4) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(mv), Hsum4Epi32(mains[0], mains[1], mains[2], mains[3]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(nv), Hsum4Epi32(mins[0], mins[1], mins[2], mins[3]));
+    } else {
+      for (int k = 0; k < count; ++k) {
+        mv[k] = HsumEpi32(mains[k]);
+        nv[k] = HsumEpi32(mins[k]);
+      }
+    }
+    for (int k = 0; k < count; ++k) {
+      const int64_t b = b0 + k;
+      acc = Fma(static_cast<float>(mv[k]), F16(x[b].d) * y[b].d, acc);
+      acc = Fma(static_cast<float>(nv[k]), -F16(x[b].dmin) * y[b].d, acc);
+    }
+  };
+  for (int64_t b = 0; b < nb; ++b) {
     const __m256i scales_mins = _mm256_cvtepu8_epi16(UnpackK4(x[b].scales));
     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums));
     const __m128i bs_pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
     const __m128i mins_dot = _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs);
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins_dot), acc_m);
 
     const __m128i sc = _mm256_castsi256_si128(scales_mins);
     const __m256i scales = _mm256_set_m128i(sc, sc);
@@ -105,10 +137,12 @@ inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
       sumi_lo = _mm256_dpwssd_epi32(sumi_lo, _mm256_maddubs_epi16(q_lo, a_lo), s_lo);
       sumi_hi = _mm256_dpwssd_epi32(sumi_hi, _mm256_maddubs_epi16(q_hi, a_hi), s_hi);
     }
-    const __m256i sumi = _mm256_add_epi32(sumi_lo, sumi_hi);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    mains[b % 4] = _mm256_add_epi32(sumi_lo, sumi_hi);
+    mins[b % 4] = mins_dot;
+    if (b % 4 == 3) flush(b - 3, 4);
   }
-  *out = HsumPs(acc) - HsumPs128(acc_m);
+  if (nb % 4 != 0) flush(nb - nb % 4, static_cast<int>(nb % 4));
+  *out = acc;
 }
 
 void VecDotQ4K(int64_t n, const void* w, const void* a, float* out) {
@@ -123,9 +157,21 @@ void VecDotQ6K(int64_t n, const void* w, const void* a, float* out) {
   const auto* y = static_cast<const BlockQ8K*>(a);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const float d = y[b].d * F16(x[b].d);
+  const int64_t nb = n / kQK_K;
+  float acc = 0;
+  __m256i sums[4];  // four blocks' sums, reduced together (see VecDotQ45K)
+  auto flush = [&](int64_t b0, int count) {
+    int32_t v[4];
+    if (count == 4) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(v), Hsum4Epi32(sums[0], sums[1], sums[2], sums[3]));
+    } else {
+      for (int k = 0; k < count; ++k) v[k] = HsumEpi32(sums[k]);
+    }
+    for (int k = 0; k < count; ++k) {
+      acc = Fma(static_cast<float>(v[k]), F16(x[b0 + k].d) * y[b0 + k].d, acc);
+    }
+  };
+  for (int64_t b = 0; b < nb; ++b) {
     const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums));
     const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, bs), 5);
@@ -155,10 +201,11 @@ void VecDotQ6K(int64_t n, const void* w, const void* a, float* out) {
         }
       }
     }
-    const __m256i sumi = _mm256_sub_epi32(_mm256_add_epi32(sumi0, sumi1), offset);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    sums[b % 4] = _mm256_sub_epi32(_mm256_add_epi32(sumi0, sumi1), offset);
+    if (b % 4 == 3) flush(b - 3, 4);
   }
-  *out = HsumPs(acc);
+  if (nb % 4 != 0) flush(nb - nb % 4, static_cast<int>(nb % 4));
+  *out = acc;
 }
 
 // 2 weight rows x 2 activation rows (batched matmul): each (row, token) pair runs exactly the
@@ -172,29 +219,20 @@ void TileQ45K(int64_t n, const void* w0, const void* w1, const void* a0, const v
   const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m1 = _mm256_set1_epi8(1);
-  __m256 acc[2][2];
-  __m128 acc_m[2][2];
-  for (int r = 0; r < 2; ++r) {
-    for (int t = 0; t < 2; ++t) {
-      acc[r][t] = _mm256_setzero_ps();
-      acc_m[r][t] = _mm_setzero_ps();
-    }
-  }
+  float acc[2][2] = {};
   for (int64_t b = 0; b < n / kQK_K; ++b) {
+    int32_t mins[2][2];
     __m256i scales[2], hbits[2];
     __m128i bs_pairs[2];
     for (int t = 0; t < 2; ++t) {
       const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].bsums));
       bs_pairs[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
     }
-    float d[2][2];
     for (int r = 0; r < 2; ++r) {
       const __m256i scales_mins = _mm256_cvtepu8_epi16(UnpackK4(x[r][b].scales));
       for (int t = 0; t < 2; ++t) {
-        d[r][t] = y[t][b].d * F16(x[r][b].d);
-        const float dmin = y[t][b].d * F16(x[r][b].dmin);
-        const __m128i mins_dot = _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs[t]);
-        acc_m[r][t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins_dot), acc_m[r][t]);
+        mins[r][t] = HsumEpi32(
+            _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs[t]));
       }
       const __m128i sc = _mm256_castsi256_si128(scales_mins);
       scales[r] = _mm256_set_m128i(sc, sc);
@@ -227,15 +265,21 @@ void TileQ45K(int64_t n, const void* w0, const void* w1, const void* a0, const v
         }
       }
     }
+    int32_t mains[4];  // (r, t) in lane r + 2 t
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(mains),
+                     Hsum4Epi32(_mm256_add_epi32(sumi_lo[0][0], sumi_hi[0][0]),
+                                _mm256_add_epi32(sumi_lo[1][0], sumi_hi[1][0]),
+                                _mm256_add_epi32(sumi_lo[0][1], sumi_hi[0][1]),
+                                _mm256_add_epi32(sumi_lo[1][1], sumi_hi[1][1])));
     for (int r = 0; r < 2; ++r) {
       for (int t = 0; t < 2; ++t) {
-        const __m256i sumi = _mm256_add_epi32(sumi_lo[r][t], sumi_hi[r][t]);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d[r][t]), _mm256_cvtepi32_ps(sumi), acc[r][t]);
+        acc[r][t] = Fma(static_cast<float>(mains[r + 2 * t]), F16(x[r][b].d) * y[t][b].d, acc[r][t]);
+        acc[r][t] = Fma(static_cast<float>(mins[r][t]), -F16(x[r][b].dmin) * y[t][b].d, acc[r][t]);
       }
     }
   }
   for (int r = 0; r < 2; ++r) {
-    for (int t = 0; t < 2; ++t) out[r + 2 * t] = HsumPs(acc[r][t]) - HsumPs128(acc_m[r][t]);
+    for (int t = 0; t < 2; ++t) out[r + 2 * t] = acc[r][t];
   }
 }
 
@@ -245,10 +289,7 @@ void TileQ6K(int64_t n, const void* w0, const void* w1, const void* a0, const vo
   const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  __m256 acc[2][2];
-  for (int r = 0; r < 2; ++r) {
-    for (int t = 0; t < 2; ++t) acc[r][t] = _mm256_setzero_ps();
-  }
+  float acc[2][2] = {};
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     __m256i scales16[2], offset[2][2], sumi0[2][2], sumi1[2][2];
     for (int r = 0; r < 2; ++r) {
@@ -288,16 +329,20 @@ void TileQ6K(int64_t n, const void* w0, const void* w1, const void* a0, const vo
         }
       }
     }
+    int32_t sums[4];  // (r, t) in lane r + 2 t
+    auto sum = [&](int r, int t) {
+      return _mm256_sub_epi32(_mm256_add_epi32(sumi0[r][t], sumi1[r][t]), offset[r][t]);
+    };
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(sums),
+                     Hsum4Epi32(sum(0, 0), sum(1, 0), sum(0, 1), sum(1, 1)));
     for (int r = 0; r < 2; ++r) {
       for (int t = 0; t < 2; ++t) {
-        const float d = y[t][b].d * F16(x[r][b].d);
-        const __m256i sumi = _mm256_sub_epi32(_mm256_add_epi32(sumi0[r][t], sumi1[r][t]), offset[r][t]);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r][t]);
+        acc[r][t] = Fma(static_cast<float>(sums[r + 2 * t]), F16(x[r][b].d) * y[t][b].d, acc[r][t]);
       }
     }
   }
   for (int r = 0; r < 2; ++r) {
-    for (int t = 0; t < 2; ++t) out[r + 2 * t] = HsumPs(acc[r][t]);
+    for (int t = 0; t < 2; ++t) out[r + 2 * t] = acc[r][t];
   }
 }
 

@@ -242,6 +242,34 @@ TEST(MatMul, ThreadedEqualsSingleThreadedBitForBit) {
   }
 }
 
+// A token's row of the result does not depend on how many tokens the matmul has (1, a 2 x 2
+// tile, a panel): decoding one token at a time and appending them in one batch give the same
+// bits, on every ISA and type (the panels' and tiles' arithmetic equals vec_dot's).
+TEST(MatMul, EachTokensRowDoesNotDependOnTheBatch) {
+  ThreadPool pool(2);
+  for (DType t : tensor::kSupportedWeightTypes) {
+    if (!Unavailable(t).empty()) continue;
+    const int64_t cols = ColsFor(t).back();
+    for (int64_t rows : {37, 301}) {
+      const Matrix mat = MakeMatrix(t, rows, cols, static_cast<uint32_t>(rows + 7));
+      const int64_t m_max = 19;
+      const std::vector<float> x = Random(m_max * cols, static_cast<uint32_t>(rows + 11));
+      for (Isa isa : AvailableIsas()) {
+        std::vector<float> one(static_cast<size_t>(m_max * rows));
+        for (int64_t i = 0; i < m_max; ++i) {
+          MatMulIsa(isa, mat.w, x.data() + i * cols, 1, one.data() + i * rows, rows, &pool);
+        }
+        for (int64_t m : {2, 3, 4, 7, 8, 9, 16, 19}) {
+          std::vector<float> y(static_cast<size_t>(m * rows));
+          MatMulIsa(isa, mat.w, x.data(), m, y.data(), rows, &pool);
+          EXPECT_EQ(std::memcmp(y.data(), one.data(), y.size() * sizeof(float)), 0)
+              << Name(t) << " " << IsaName(isa) << " rows=" << rows << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMul, MatVecRowsEqualsSelectedRowsOfMatMul) {
   ThreadPool pool(2);
   const Isa saved = ActiveIsa();

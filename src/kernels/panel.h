@@ -12,10 +12,13 @@
 // Arithmetic (what the scalar twin PanelDotScalar computes, bit for bit): per block j
 //   isum_j = sum_k w_jk * a_jk             exact in int32 (the integer weight, e.g. q - 16)
 //   acc    = fma(float(isum_j), d_w,j * d_a,j, acc)   in block order, acc starting at 0
-// with d_w,j * d_a,j one f32 product of the f32 scales. This differs from vec_dot's order
-// (which scales partial sums), so a panel output is not bit-identical to vec_dot; it depends
-// only on the weight row and the activation row, never on m, the split or the lane, so batched
-// results still do not depend on threads or on where rows fall into panels.
+// with d_w,j * d_a,j one f32 product of the f32 scales. The AVX-512 vec_dot, its 4-row form and
+// the 2 x 2 tiles of the same types use exactly this arithmetic too (quant_basic_avx512.cc,
+// kquants_avx512.cc), so a token's result depends only on its weight and activation rows: never
+// on m (one token, a tile, a panel), the thread split or the lane. Decoding one token at a time
+// and appending many in one Append give the same bits (tested: MatMul
+// EachTokensRowDoesNotDependOnTheBatch, SessionTest ChunkedPrefillEqualsOneShotBitForBit), which
+// is what lets the call path batch forced and drafted tokens without changing an answer.
 #ifndef FGEMMA_KERNELS_PANEL_H_
 #define FGEMMA_KERNELS_PANEL_H_
 

@@ -25,13 +25,6 @@ inline float F16(uint16_t h) { return _cvtsh_ss(h); }
 using tensor::Bf16ToFp32;
 using tensor::Fp32ToFp16;
 
-inline float Hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 inline __m256i Load32(const int8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
@@ -201,28 +194,36 @@ struct Iq4nlTraits {
   }
 };
 
-// An R x T tile of dot products: out[r + R t] = x_r . y_t over nb blocks. Every output sees
-// the same operations in the same order whatever R and T are, so the 1 x 1 instance (vec_dot)
-// and the 2 x 2 one (the matmul tile) agree bit for bit. Each weight block is expanded once for
-// all T activation rows, each activation block (its load, scale and offset correction) once
-// for all R weight rows. One block per 256-bit register and four accumulators per output: on
-// Zen 4 (512-bit ops run as two 256-bit halves) this beat packing two blocks into a 512-bit
-// register by ~12% (the inserts cost more than they saved).
+// Sums of the eight s32 lanes of each of four vectors: lane i of the result is the sum of v[i]
+// (integer adds: exact in any order).
+FG_INLINE __m128i Hsum4Epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+FG_INLINE int32_t Hsum1Epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 1, 1, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// An R x T tile of dot products: out[r + R t] = x_r . y_t over nb blocks, with the arithmetic
+// of the packed panels (panel.h): per block the exact s32 sum isum of the 32 products, then
+// acc = fma(float(isum), d_x * d_y, acc) in block order from 0 (plus sum m * s for the types
+// with a min). So vec_dot, this tile and a panel give the same bits for the same rows, and a
+// token's result does not depend on how many tokens a matmul has: decoding one token at a time
+// and appending many in one batch agree exactly. R * T is 1 or 4: the four sums of a block are
+// reduced together and their f32 steps run in the lanes of one 128-bit vector (per lane the
+// same IEEE fma as a scalar one). For R > 1 the next rows are prefetched (see below).
 template <class Tr, int R, int T>
 FG_INLINE void DotTile(int64_t nb, const typename Tr::BX* const* x,
                        const typename Tr::BY* const* y, float* out) {
-  __m256 acc[R][T][4];
-  float summs[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      for (auto& k : acc[r][t]) k = _mm256_setzero_ps();
-      summs[r][t] = 0;
-    }
-  }
+  static_assert(R * T == 1 || R * T == 4, "tiles of 1 or 4 dot products");
+  constexpr int N = R * T;
   const __m256i zero = _mm256_setzero_si256();
-  auto one = [&](int64_t j, int k) {
+  // The block's s32 sums, in lane r + R t; and the activation side's offset correction.
+  auto block_sums = [&](int64_t j, __m256i* sumi) {
     __m256i u[R], a[T], start[T];
-    __m256 dx[R], dy[T];
     for (int r = 0; r < R; ++r) {
       if constexpr (R > 1) {
         // R interleaved short streams (rows of a few hundred bytes) do not train the hardware
@@ -235,11 +236,9 @@ FG_INLINE void DotTile(int64_t nb, const typename Tr::BX* const* x,
         _mm_prefetch(reinterpret_cast<const char*>(x[r] + j + 2 * R * nb), _MM_HINT_T1);
       }
       u[r] = Tr::Weights(x[r][j]);
-      dx[r] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(x[r][j].d)));
     }
     for (int t = 0; t < T; ++t) {
       a[t] = Load32(y[t][j].qs);
-      dy[t] = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(y[t][j].d)));
       start[t] = zero;
       if constexpr (Tr::kOffset != 0) {
         start[t] = _mm256_sub_epi32(
@@ -247,26 +246,63 @@ FG_INLINE void DotTile(int64_t nb, const typename Tr::BX* const* x,
       }
     }
     for (int t = 0; t < T; ++t) {
-      for (int r = 0; r < R; ++r) {
-        if constexpr (Tr::kMin) summs[r][t] += F16(x[r][j].m) * F16(y[t][j].s);
-        const __m256i sumi = _mm256_dpbusd_epi32(start[t], u[r], a[t]);
-        acc[r][t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dx[r], dy[t]),
-                                       acc[r][t][k]);
-      }
+      for (int r = 0; r < R; ++r) sumi[r + R * t] = _mm256_dpbusd_epi32(start[t], u[r], a[t]);
     }
   };
-  int64_t i = 0;
-  for (; i + 4 <= nb; i += 4) {
-    for (int k = 0; k < 4; ++k) one(i + k, k);
-  }
-  for (; i < nb; ++i) one(i, 0);
-  for (int t = 0; t < T; ++t) {
-    for (int r = 0; r < R; ++r) {
-      const __m256* c = acc[r][t];
-      out[r + R * t] =
-          Hsum256(_mm256_add_ps(_mm256_add_ps(c[0], c[1]), _mm256_add_ps(c[2], c[3]))) +
-          summs[r][t];
+  float summs[N] = {};
+  if constexpr (Tr::kMin) {
+    for (int64_t j = 0; j < nb; ++j) {
+      for (int t = 0; t < T; ++t) {
+        for (int r = 0; r < R; ++r) summs[r + R * t] += F16(x[r][j].m) * F16(y[t][j].s);
+      }
     }
+  }
+  if constexpr (N == 4) {
+    // Four outputs per block: their sums reduced together, their f32 steps in four lanes.
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t j = 0; j < nb; ++j) {
+      __m256i sumi[4];
+      block_sums(j, sumi);
+      // d_x of lane i's row and d_y of its token, widened from f16 four at a time (exact).
+      const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
+          static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[1 % R][j].d),
+          static_cast<int16_t>(x[2 % R][j].d), static_cast<int16_t>(x[3 % R][j].d), 0, 0, 0, 0));
+      const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
+          static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[1 / R][j].d),
+          static_cast<int16_t>(y[2 / R][j].d), static_cast<int16_t>(y[3 / R][j].d), 0, 0, 0, 0));
+      const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
+      acc = _mm_fmadd_ps(isum, _mm_mul_ps(dx, dy), acc);
+    }
+    float lanes[4];
+    _mm_storeu_ps(lanes, acc);
+    for (int i = 0; i < 4; ++i) out[i] = lanes[i] + summs[i];
+  } else {
+    // One output: four blocks' sums are reduced together, then their fmas run in block order.
+    __m128 acc = _mm_setzero_ps();  // lane 0
+    int64_t j = 0;
+    for (; j + 4 <= nb; j += 4) {
+      __m256i sumi[4];
+      for (int k = 0; k < 4; ++k) block_sums(j + k, &sumi[k]);
+      const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
+      const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
+          static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[0][j + 1].d),
+          static_cast<int16_t>(x[0][j + 2].d), static_cast<int16_t>(x[0][j + 3].d), 0, 0, 0, 0));
+      const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
+          static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[0][j + 1].d),
+          static_cast<int16_t>(y[0][j + 2].d), static_cast<int16_t>(y[0][j + 3].d), 0, 0, 0, 0));
+      const __m128 scale = _mm_mul_ps(dx, dy);
+      acc = _mm_fmadd_ss(isum, scale, acc);
+      acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 1), _mm_shuffle_ps(scale, scale, 1), acc);
+      acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 2), _mm_shuffle_ps(scale, scale, 2), acc);
+      acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 3), _mm_shuffle_ps(scale, scale, 3), acc);
+    }
+    for (; j < nb; ++j) {
+      __m256i sumi;
+      block_sums(j, &sumi);
+      acc = _mm_fmadd_ss(_mm_set_ss(static_cast<float>(Hsum1Epi32(sumi))),
+                         _mm_set_ss(F16(x[0][j].d) * F16(y[0][j].d)), acc);
+    }
+    out[0] = _mm_cvtss_f32(acc) + summs[0];
   }
 }
 

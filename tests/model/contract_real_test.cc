@@ -24,7 +24,14 @@ namespace {
 
 using ::fg::testing::OneHot;
 
-constexpr double kTieMargin = 0.05;
+// The contract graphs and the session's graph compute the same function with other f32 steps
+// (RoPE from tables, explicit masks, a one-hot select). With 8-bit activations such rounding
+// differences are amplified: one activation that lands on the other side of a quantization step
+// moves a value by 1/127 of its block's range. Measured on this model: two chunkings of the same
+// prompt through the session with the earlier (batch-dependent) kernels differed by up to 1.2
+// in a logit (NMSE 7e-4 .. 3.5e-3). A divergence is therefore only accepted where the session's
+// own margin is below that.
+constexpr double kTieMargin = 1.5;
 
 // "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"
 // with BOS, as `fgemma tokenize` gives it on this model.
