@@ -66,9 +66,9 @@ struct FunctionCallerOptions {
   // Official dialect: text before the first declaration ("" = FunctionGemma's default).
   std::string developer_message;
   // false: the plain decoder, for measuring the shortcuts: one token per Append and the whole
-  // LM head at every step, even when the grammar allows one or a few tokens. The sparse rows
-  // are exact, but appending a run of forced tokens as one chunk rounds the quantized matmuls
-  // differently from one at a time, so the output can differ where the model is near a tie.
+  // LM head at every step, even when the grammar allows one or a few tokens. The output is the
+  // same: the sparse rows are the full head's values, and every kernel gives a token the same
+  // bits whether it is appended alone or in a batch (src/kernels/panel.h).
   bool fast_head = true;
   // Official dialect with a grammar: close a free string value (<escape>) when the model writes
   // structure (',', '{', '}', newline) inside it or after this many tokens. For models that never
@@ -78,16 +78,18 @@ struct FunctionCallerOptions {
   int string_guard = -1;
   // Reuse, beyond the catalog prefix, the longest common token prefix of this request's prompt
   // and what the session holds from the previous call (the same request again, or one that
-  // starts the same way, prefills only the tokens after the shared part). The shared tokens'
-  // K/V rows were computed in another chunk split, so near a tie the answer can differ from a
-  // fresh caller's by float rounding; false keeps every call equal to a fresh caller's.
+  // starts the same way, prefills only the tokens after the shared part). The answer is the one
+  // a fresh caller gives (the chunk split does not change any bit). false: every request is
+  // prefilled in full after the catalog (what "warm" means in fgemma bench).
   bool reuse_request_prefix = true;
   // With fast_head, where a step needs the whole LM head: draft up to this many tokens by
   // looking the last tokens up in the prompt and output so far, and check them all in one
-  // Append (the drafts the model agrees with cost no step of their own). Drafted rows are
-  // computed as one batch, which rounds differently from one row at a time (see fast_head), so a
-  // near-tie choice can differ from a run without drafts. 0: off; at most 16.
-  int draft_tokens = 0;
+  // Append (the drafts the model agrees with cost no step of their own). The answer is the one
+  // without drafts (see fast_head). Each drafted token costs a row of logits (vocab floats, 1 MiB
+  // for Gemma 3) in the activation memory: with 2 the check fits the memory a 128-token prefill
+  // chunk already uses (peak RSS of a 283-token call on the 270M: 301.0 MiB without, 301.8 with
+  // 2, 304.9 with 3, 308.1 with 6). 0: off; at most 16.
+  int draft_tokens = 2;
   // Warnings (a corrupt or stale cache file being rebuilt, ...). Null: written to stderr.
   std::function<void(const std::string&)> on_warning;
 };

@@ -137,7 +137,9 @@ Status TimeToCall(const std::shared_ptr<const CallModel>& model, const std::stri
                           {"prompt_tokens", st.prompt_tokens},
                           {"generated_tokens", st.generated_tokens},
                           {"forced_steps", st.forced_steps}, {"sparse_steps", st.sparse_steps},
-                          {"full_steps", st.full_steps}, {"prompt_ids", prompt},
+                          {"full_steps", st.full_steps}, {"drafted_steps", st.drafted_steps},
+                          {"drafted_tokens", st.drafted_tokens},
+                          {"accepted_tokens", st.accepted_tokens}, {"prompt_ids", prompt},
                           {"output_ids", last.tokens}, {"valid", last.validity.ok()},
                           {"output", last.ToJson(1)}, {"peak_rss_mib", PeakRssKiB() / 1024.0}});
     } else {

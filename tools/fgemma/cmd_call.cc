@@ -82,8 +82,8 @@ int CmdCall(int argc, char** argv) {
   p.AddInt("-n,--max-tokens", &max_tokens, "N", "Generated tokens at most (default 256)");
   p.AddInt("--draft", &draft, "N",
            "Where a step needs the whole LM head, draft up to N tokens by looking the last "
-           "tokens up in the prompt and output, and check them in one run (default 0 = off; at "
-           "most 16)");
+           "tokens up in the prompt and output, and check them in one run (default 2; 0 = off; at "
+           "most 16; the output is the same; each drafted token costs a row of logits in memory)");
   p.AddString("--cache-dir", &cache_dir, "DIR",
               "Keep the prefilled catalog prompt in DIR (created if missing) for later runs");
   p.AddBool("--repl", &repl,
@@ -94,12 +94,12 @@ int CmdCall(int argc, char** argv) {
             "peak RSS to stderr");
   p.AddBool("--full-head", &full_head,
             "The plain decoder, for comparisons: one token per step and the whole LM head every "
-            "step, even where the grammar allows one or a few tokens (forced tokens are then not "
-            "batched, which can change near-tie choices by float rounding)");
+            "step, even where the grammar allows one or a few tokens, no drafts (the output is the "
+            "same)");
   p.AddBool("--no-reuse", &no_reuse,
             "With --repl: prefill each request in full after the catalog prompt instead of "
-            "reusing the tokens it starts with in common with the previous request (every "
-            "answer then equals a fresh run's bit for bit)");
+            "reusing the tokens it starts with in common with the previous request (for "
+            "measuring: the answers are the same)");
   p.AddBool("--text", &show_text,
             "Also print the raw model output (special tokens as text) to stderr");
   p.SetPositionals(&pos, "\"REQUEST\"", 0, 1);
