@@ -1,7 +1,6 @@
 // The benchmark chart pipeline: bench/summarize.py (compare.sh's tables and its -o results
 // file) and bench/plot.py (results files -> PNG). Runs them with FGEMMA_VENV's Python, which
 // `make venv` gives matplotlib (scripts/requirements-bench.txt); skips without FGEMMA_VENV.
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -23,27 +22,11 @@
 namespace fg {
 namespace {
 
+using fg::testing::RunCommand;
 using fg::testing::TempPath;
+using Proc = fg::testing::CliResult;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct Proc {
-  int rc = -1;
-  std::string out;
-};
-
-// Runs `cmd` through the shell; stderr is joined to stdout or dropped.
-Proc Shell(const std::string& cmd, bool with_stderr = true) {
-  Proc r;
-  FILE* p = ::popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -92,11 +75,11 @@ class BenchPlotTest : public ::testing::Test {
   }
 
   Proc Plot(const std::string& args) {
-    return Shell(python_ + " " FG_SOURCE_DIR "/bench/plot.py " + args);
+    return RunCommand(python_ + " " FG_SOURCE_DIR "/bench/plot.py " + args);
   }
   // stdout only: the tables.
   Proc Summarize(const std::string& args) {
-    return Shell(python_ + " " FG_SOURCE_DIR "/bench/summarize.py " + args, false);
+    return RunCommand(python_ + " " FG_SOURCE_DIR "/bench/summarize.py " + args, false);
   }
 
   std::string python_;

@@ -35,12 +35,40 @@ std::string Example(const std::string& name) {
   return std::string(FG_SOURCE_DIR) + "/examples/" + name;
 }
 
-TEST(CallReal, ConstrainedOutputsAlwaysParseAndValidate) {
-  const char* path = std::getenv("FGEMMA_MODEL");
-  if (path == nullptr || !std::filesystem::exists(path)) {
-    GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs the real Gemma 3 270M GGUF";
+// The real model, loaded once for all the tests of this file; the tests skip without it.
+class CallReal : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* path = std::getenv("FGEMMA_MODEL");
+    if (path == nullptr || !std::filesystem::exists(path)) return;
+    auto m = CallModel::Load(path);
+    if (!m.ok()) {
+      load_error_ = new std::string(m.status().ToString());
+      return;
+    }
+    shared_ = new std::shared_ptr<const CallModel>(*m);
   }
-  FG_ASSERT_OK_AND_ASSIGN(std::shared_ptr<const CallModel> model, CallModel::Load(path));
+  static void TearDownTestSuite() {
+    delete shared_;
+    shared_ = nullptr;
+    delete load_error_;
+    load_error_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_EQ(load_error_, nullptr) << *load_error_;  // a model that does not load fails
+    if (shared_ == nullptr) {
+      GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs the real Gemma 3 270M GGUF";
+    }
+    model = *shared_;
+  }
+  std::shared_ptr<const CallModel> model;
+  static std::shared_ptr<const CallModel>* shared_;
+  static std::string* load_error_;
+};
+std::shared_ptr<const CallModel>* CallReal::shared_ = nullptr;
+std::string* CallReal::load_error_ = nullptr;
+
+TEST_F(CallReal, ConstrainedOutputsAlwaysParseAndValidate) {
   FG_ASSERT_OK_AND_ASSIGN(std::string req_text, ReadFileToString(Example("call_requests.json")));
   const nlohmann::json reqs = nlohmann::json::parse(req_text);
   std::vector<std::string> all_requests;
@@ -133,12 +161,7 @@ TEST(CallReal, ConstrainedOutputsAlwaysParseAndValidate) {
 // so checking drafts in one Append decides exactly what step-by-step decoding decides: the
 // tokens are identical with and without drafts, and drafts that were taken saved whole-head
 // steps (the base model repeats itself inside free strings).
-TEST(CallReal, DraftsSaveStepsAndNeverChangeTheAnswer) {
-  const char* path = std::getenv("FGEMMA_MODEL");
-  if (path == nullptr || !std::filesystem::exists(path)) {
-    GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs the real Gemma 3 270M GGUF";
-  }
-  FG_ASSERT_OK_AND_ASSIGN(std::shared_ptr<const CallModel> model, CallModel::Load(path));
+TEST_F(CallReal, DraftsSaveStepsAndNeverChangeTheAnswer) {
   FG_ASSERT_OK_AND_ASSIGN(std::string json, ReadFileToString(Example("home_15.json")));
   FG_ASSERT_OK_AND_ASSIGN(std::string req_text, ReadFileToString(Example("call_requests.json")));
   const nlohmann::json reqs = nlohmann::json::parse(req_text)["home_15"];
@@ -171,12 +194,7 @@ TEST(CallReal, DraftsSaveStepsAndNeverChangeTheAnswer) {
 // valid". The base model never writes a valid call unconstrained (the check above never fires),
 // but with --constrain auto its free text is a valid answer, so there the grammar (masking every
 // step, the fast head, the guards) must leave the greedy output exactly as it was.
-TEST(CallReal, AutoGrammarLeavesValidUnconstrainedOutputUnchanged) {
-  const char* path = std::getenv("FGEMMA_MODEL");
-  if (path == nullptr || !std::filesystem::exists(path)) {
-    GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs the real Gemma 3 270M GGUF";
-  }
-  FG_ASSERT_OK_AND_ASSIGN(std::shared_ptr<const CallModel> model, CallModel::Load(path));
+TEST_F(CallReal, AutoGrammarLeavesValidUnconstrainedOutputUnchanged) {
   FG_ASSERT_OK_AND_ASSIGN(std::string req_text, ReadFileToString(Example("call_requests.json")));
   const nlohmann::json reqs = nlohmann::json::parse(req_text);
   int valid = 0, compared = 0;

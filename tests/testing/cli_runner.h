@@ -17,11 +17,10 @@ struct CliResult {
   std::string out;  // stdout, and stderr unless with_stderr is false
 };
 
-inline CliResult RunFgemma(const std::string& args, bool with_stderr = true) {
+// Runs `cmd` through the shell; stderr is joined to stdout, or dropped.
+inline CliResult RunCommand(const std::string& cmd, bool with_stderr = true) {
   CliResult r;
-  std::string cmd =
-      std::string(FG_CLI_PATH) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = ::popen(cmd.c_str(), "r");
+  FILE* p = ::popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
   if (p == nullptr) return r;
   char buf[65536];
   size_t n;
@@ -29,6 +28,10 @@ inline CliResult RunFgemma(const std::string& args, bool with_stderr = true) {
   int st = ::pclose(p);
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+inline CliResult RunFgemma(const std::string& args, bool with_stderr = true) {
+  return RunCommand(std::string(FG_CLI_PATH) + " " + args, with_stderr);
 }
 
 // A path in the test's temporary folder.
