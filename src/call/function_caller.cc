@@ -425,7 +425,9 @@ std::vector<int32_t> FunctionCaller::Impl::Draft(std::span<const int32_t> pendin
   text::CallGrammar::State s = state;
   for (int64_t i = from; i < n && static_cast<int64_t>(out.size()) < want; ++i) {
     const int32_t t = at(i);
-    if (IsStop(t) || (grammar->Done(s)) || !grammar->Advance(&s, t).ok()) break;
+    if (IsStop(t) || (grammar != nullptr && (grammar->Done(s) || !grammar->Advance(&s, t).ok()))) {
+      break;
+    }
     out.push_back(t);
   }
   return out;
@@ -490,8 +492,8 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   // session with the pending ones in one Append that returns the logits of every drafted
   // position; the following decisions read those rows while they keep choosing the drafted
   // tokens, and the first other choice drops the rest of the draft (Session::Truncate). The
-  // decisions are the ones a step-by-step run makes from the same logits, so only the batch's
-  // float rounding (as for forced tokens) can tell the two apart.
+  // kernels give a token the same bits alone or in a batch (src/kernels/panel.h), so every
+  // decision is the one a step-by-step run makes: drafts change the cost, never the output.
   std::vector<int32_t> draft;
   std::span<const float> draft_logits;  // [draft.size() + 1, vocab]
   size_t draft_row = 0;
