@@ -41,6 +41,11 @@ constexpr double kAllowanceMiB = 64.0;  // issue 6: everything besides the mappe
 
 TEST(Footprint, CallPeakRssNearTheModelFile) {
   const std::string model = ModelPath();
+#if defined(__SANITIZE_ADDRESS__)
+  // The fgemma this build runs carries ASan's shadow memory and redzones (the 39-byte request
+  // peaked at 364 MiB under ASan against 293 without): its RSS is not the product's.
+  GTEST_SKIP() << "built with AddressSanitizer: peak RSS is measured on the normal build";
+#endif
   struct stat st;
   if (model.empty() || ::stat(model.c_str(), &st) != 0) {
     GTEST_SKIP() << "FGEMMA_MODEL unset or missing: needs the real Gemma 3 270M GGUF";
