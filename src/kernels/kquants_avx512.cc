@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "src/kernels/avx512_util.h"
 #include "src/kernels/kquant_blocks.h"
 #include "src/kernels/kquants_internal.h"
 #include "src/kernels/quant_basic_internal.h"
@@ -32,7 +33,10 @@
 namespace fg::kernels::internal {
 namespace {
 
-inline float F16(uint16_t h) { return _cvtsh_ss(h); }
+using avx512::F16;
+using avx512::Fma;
+using avx512::Hsum4Epi32;
+using avx512::HsumEpi32;
 
 // Q4_K/Q5_K packed scales -> bytes 0-7 the 6-bit scales, bytes 8-15 the mins, on 32-bit lanes
 // u0..u2 of the 12 bytes (the same mapping as UnpackScalesMinsK4):
@@ -51,27 +55,6 @@ inline __m128i UnpackK4(const uint8_t* q) {
   return _mm_or_si128(lo, hi);
 }
 
-// The s32 sum of the eight (four) lanes: integer adds, exact in any order.
-inline int32_t HsumEpi32(__m128i v) {
-  v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 1, 1)));
-  return _mm_cvtsi128_si32(v);
-}
-inline int32_t HsumEpi32(__m256i v) {
-  return HsumEpi32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
-}
-// Lane i: the sum of the s32 lanes of v[i] (four vectors reduced together).
-inline __m128i Hsum4Epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
-  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-}
-inline __m128i Hsum4Epi32(__m128i v0, __m128i v1, __m128i v2, __m128i v3) {
-  return _mm_hadd_epi32(_mm_hadd_epi32(v0, v1), _mm_hadd_epi32(v2, v3));
-}
-// fma(a, b, c) in f32, one rounding (the scalar step of the panels' arithmetic).
-inline float Fma(float a, float b, float c) {
-  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
-}
 
 // vpshufb index that broadcasts i16 element i of each 128-bit lane.
 inline __m256i BroadcastI16Index(int i) {

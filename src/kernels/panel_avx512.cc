@@ -18,6 +18,7 @@
 
 #include <cstring>
 
+#include "src/kernels/avx512_util.h"
 #include "src/kernels/blocks.h"
 #include "src/kernels/kquant_blocks.h"
 #include "src/kernels/kquants_internal.h"
@@ -28,18 +29,10 @@ namespace {
 
 using tensor::DType;
 
-#define FG_INLINE __attribute__((always_inline)) inline
-
 constexpr size_t kBlockBytes = 8 * 64 + 64;  // weights + scales of one block of 16 rows
 
-inline __m256i Load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// 16 packed bytes -> 32 bytes in element order (low nibbles = elements 0..15 first).
-FG_INLINE __m256i Nibbles(const uint8_t* qs) {
-  const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i shifted = _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0));
-  return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
-}
+using avx512::Load32;
+using avx512::Nibbles;
 
 // Per type: the block, its unsigned expansion u = w + kOffset (32 bytes, element order).
 struct Q8_0P {

@@ -11,6 +11,7 @@
 // ref: ggml/src/ggml-cpu/arch/x86/quants.c (the AVX512/VNNI paths).
 #include <immintrin.h>
 
+#include "src/kernels/avx512_util.h"
 #include "src/kernels/blocks.h"
 #include "src/kernels/quant_basic_internal.h"
 #include "src/kernels/registry.h"
@@ -19,23 +20,14 @@
 namespace fg::kernels::internal {
 namespace {
 
-// Hardware f16 -> f32 (F16C); exact, like tensor::Fp16ToFp32, without its branches.
-inline float F16(uint16_t h) { return _cvtsh_ss(h); }
+using avx512::F16;
+using avx512::Hsum4Epi32;
+using avx512::HsumEpi32;
+using avx512::Load32;
+using avx512::Nibbles;
 
 using tensor::Bf16ToFp32;
 using tensor::Fp32ToFp16;
-
-inline __m256i Load32(const int8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-// 16 packed bytes -> 32 bytes in element order (low nibbles = elements 0..15 first).
-inline __m256i Nibbles(const uint8_t* qs) {
-  // The 16 bytes in both lanes (one broadcast load), the high lane shifted right by 4.
-  const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i shifted = _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0));
-  return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
-}
 
 inline __mmask32 QhMask(const uint8_t qh[4]) { return LoadQh(qh); }
 
@@ -121,8 +113,6 @@ void QuantQ8_1(const float* src, void* dst, int64_t n) {
 
 // ---------------------------------------------------------------- block dots
 
-#define FG_INLINE __attribute__((always_inline)) inline
-
 // Per type: the weight and activation blocks, how a weight block expands to 32 unsigned bytes
 // u in element order, the offset c with w = u - c (0: the weights are u), and whether the
 // type carries a min (Q4_1/Q5_1: the block-sum trick of the scalar twin, sum m * s).
@@ -193,19 +183,6 @@ struct Iq4nlTraits {
                                Nibbles(b.qs));
   }
 };
-
-// Sums of the eight s32 lanes of each of four vectors: lane i of the result is the sum of v[i]
-// (integer adds: exact in any order).
-FG_INLINE __m128i Hsum4Epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
-  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-}
-FG_INLINE int32_t Hsum1Epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 1, 1, 1)));
-  return _mm_cvtsi128_si32(s);
-}
 
 // An R x T tile of dot products: out[r + R t] = x_r . y_t over nb blocks, with the arithmetic
 // of the packed panels (panel.h): per block the exact s32 sum isum of the 32 products, then
@@ -299,7 +276,7 @@ FG_INLINE void DotTile(int64_t nb, const typename Tr::BX* const* x,
     for (; j < nb; ++j) {
       __m256i sumi;
       block_sums(j, &sumi);
-      acc = _mm_fmadd_ss(_mm_set_ss(static_cast<float>(Hsum1Epi32(sumi))),
+      acc = _mm_fmadd_ss(_mm_set_ss(static_cast<float>(HsumEpi32(sumi))),
                          _mm_set_ss(F16(x[0][j].d) * F16(y[0][j].d)), acc);
     }
     out[0] = _mm_cvtss_f32(acc) + summs[0];
