@@ -32,6 +32,20 @@ def spread(samples):
             "samples": samples}
 
 
+def compared(a, b, ratio_suffix):
+    """fgemma's and llama.cpp's spreads (llama.cpp's None without samples) and the three table
+    cells: both medians ± sd and the ratio of the medians."""
+    sa, sb = spread(a), spread(b) if b else None
+    if sb is None:
+        return sa, None, [f"{sa['median']:.1f} ± {sa['sd']:.1f}", "-", "-"]
+    return sa, sb, [f"{sa['median']:.1f} ± {sa['sd']:.1f}", f"{sb['median']:.1f} ± {sb['sd']:.1f}",
+                    f"{sa['median'] / sb['median']:.2f}{ratio_suffix}"]
+
+
+def table_row(cells):
+    print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
 def load(out, rounds, prefix):
     acc = {}
     for k in range(1, rounds + 1):
@@ -90,15 +104,10 @@ def main():
     print("| test | threads | fgemma tok/s (median ± sd) | llama.cpp tok/s (median ± sd) | ratio |")
     print("|---|---|---|---|---|")
     for key in sorted(fg, key=lambda k: (k[1], k[0][:2], int(k[0][2:]))):
-        a, b = fg[key], ll.get(key, [])
-        ma = statistics.median(a); sa = statistics.stdev(a) if len(a) > 1 else 0
+        a, b, cols = compared(fg[key], ll.get(key, []), "x")
         results["speed"].append({"test": key[0], "threads": key[1], "unit": "tok/s",
-                                 "fgemma": spread(a), "llama_cpp": spread(b) if b else None})
-        if b:
-            mb = statistics.median(b); sb = statistics.stdev(b) if len(b) > 1 else 0
-            print(f"| {key[0]} | {key[1]} | {ma:.1f} ± {sa:.1f} | {mb:.1f} ± {sb:.1f} | {ma/mb:.2f}x |")
-        else:
-            print(f"| {key[0]} | {key[1]} | {ma:.1f} ± {sa:.1f} | - | - |")
+                                 "fgemma": a, "llama_cpp": b})
+        table_row([key[0], key[1]] + cols)
     if os.path.exists(f"{out}/fgttc_1.json"):
         fg, fi = load_ttc(out, rounds, "fgttc")
         ll, _ = load_ttc(out, rounds, "llttc")
@@ -106,20 +115,15 @@ def main():
         print("| catalog | test | threads | prompt+generated tokens | fgemma ms (median ± sd) | llama.cpp ms (median ± sd) | fgemma / llama.cpp time | peak RSS fgemma MiB |")
         print("|---|---|---|---|---|---|---|---|")
         for key in sorted(fg):
-            a, b = fg[key], ll.get(key, [])
             r = fi[key]
-            ma = statistics.median(a); sa = statistics.stdev(a) if len(a) > 1 else 0
-            toks = f"{r['prompt_tokens']}+{r['generated_tokens']}"
+            a, b, cols = compared(fg[key], ll.get(key, []), "")
             results["ttc"].append({"catalog": key[0], "test": key[1], "threads": key[2],
                                    "prompt_tokens": r["prompt_tokens"],
                                    "generated_tokens": r["generated_tokens"],
                                    "peak_rss_fgemma_mib": r["peak_rss_mib"], "unit": "ms",
-                                   "fgemma": spread(a), "llama_cpp": spread(b) if b else None})
-            if b:
-                mb = statistics.median(b); sb = statistics.stdev(b) if len(b) > 1 else 0
-                print(f"| {key[0]} | {key[1]} | {key[2]} | {toks} | {ma:.1f} ± {sa:.1f} | {mb:.1f} ± {sb:.1f} | {ma/mb:.2f} | {r['peak_rss_mib']:.1f} |")
-            else:
-                print(f"| {key[0]} | {key[1]} | {key[2]} | {toks} | {ma:.1f} ± {sa:.1f} | - | - | {r['peak_rss_mib']:.1f} |")
+                                   "fgemma": a, "llama_cpp": b})
+            table_row([key[0], key[1], key[2], f"{r['prompt_tokens']}+{r['generated_tokens']}"]
+                      + cols + [f"{r['peak_rss_mib']:.1f}"])
 
     if args.json:
         if not results["label"]:
