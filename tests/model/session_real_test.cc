@@ -1,14 +1,19 @@
 // The session on the real Gemma 3 270M Q4_K_M against llama.cpp's goldens
 // (scripts/gen_goldens_session.py), 10 prompts of 6 to 1187 tokens (past the window):
 // - final-position top-1 identical wherever llama.cpp's own margin is clear;
-// - final-position logits NMSE <= kMaxNmse (see there). Not 1e-3: llama.cpp is itself about 1.2e-3 away
-//   from an exact f32 evaluation of the same weights (its GELU reads an f16 table and it
-//   quantizes activations to 8 bits), and fgemma's fast kernels (8-bit activations too, but
-//   rounded independently) are about 1e-3 away on the other side; the test prints all three
-//   distances so a regression shows;
+// - final-position logits NMSE no larger than twice what llama.cpp itself keeps from the same
+//   goldens when only its arithmetic changes (scripts/llama_self_spread.py ->
+//   tests/data/llama_self_spread.json: its AVX2 build, token-by-token prefill, flash attention,
+//   f16 KV cache). Not the 1e-3 issue 3 first asked for: with 8-bit activations a last-bit
+//   difference can move an activation across a quantization step, and the engine amplifies it
+//   to the noise floor of the quantization; llama.cpp's own AVX2 build is 6.8e-3 from its
+//   AVX-512 goldens on story600. Twice: two independent roundings of that size add in NMSE;
 // - 32-step greedy continuations identical until the first step where the two engines
 //   disagree, and there the disagreement must be a near-tie in fgemma's own logits (the token
-//   llama.cpp chose within kTieMargin of fgemma's best). A real bug moves logits by far more.
+//   llama.cpp chose within kTieMargin of fgemma's best). llama.cpp's AVX2 build keeps all 32
+//   steps on 3 of the 10 prompts; the test prints both counts. A real bug moves logits by far
+//   more: with the global layers' RoPE base set to the sliding one the NMSE read 4.1e-2 (chat)
+//   and 2.0e-2 (story600).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -37,24 +42,39 @@ using ::fg::testing::Nmse;
 // different orders and llama.cpp's GELU reads an f16 table. Below this logit margin a
 // different choice is not a bug; the comparison of that prompt stops there.
 constexpr double kTieMargin = 1.0;
-// Measured on story600 (1187 tokens): 2.65e-3 with the AVX-512 2x2 tiles, 5.5e-3 with the
-// same code on the AVX2 path, 6.0e-3 with the AVX-512 packed panels (whose outputs differ from
-// the tiles' by 1e-14..3e-12 NMSE per matmul: summation order only), while the exact-float
-// reference kernels are 3.3e-3 from the panels. The distance to llama.cpp is the sum of two
-// independent 8-bit activation roundings amplified over 18 layers and 1187 positions, so it
-// moves by 2x with any change of summation order; 1e-2 holds every ISA measured. It still
-// catches a plausible bug: with the global layers' RoPE base set to the sliding one the test
-// read 4.1e-2 (chat) and 2.0e-2 (story600).
-constexpr double kMaxNmse = 1e-2;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
   return p ? p : "";
 }
 
-nlohmann::json LoadGoldens() {
-  std::ifstream in(std::string(FG_SOURCE_DIR) + "/tests/data/session_goldens.json");
+nlohmann::json LoadJson(const std::string& name) {
+  std::ifstream in(std::string(FG_SOURCE_DIR) + "/tests/data/" + name);
   return nlohmann::json::parse(in);
+}
+
+// What llama.cpp keeps from its own goldens on one prompt: the largest final-logits NMSE over
+// its builds and configurations (printed one by one), and per configuration whether all the
+// greedy steps were equal.
+struct LlamaSpread {
+  double max_nmse = 0;
+  std::string worst;
+};
+
+LlamaSpread SpreadOf(const nlohmann::json& spread, const std::string& prompt) {
+  LlamaSpread out;
+  for (const auto& [build, b] : spread["builds"].items()) {
+    for (const auto& [config, c] : b["configs"].items()) {
+      const auto& p = c["prompts"][prompt];
+      if (!p.contains("nmse_vs_stored")) continue;
+      const double n = p["nmse_vs_stored"].get<double>();
+      if (n > out.max_nmse) {
+        out.max_nmse = n;
+        out.worst = build + "/" + config;
+      }
+    }
+  }
+  return out;
 }
 
 std::vector<float> LoadF16(const std::string& path, size_t n) {
@@ -87,7 +107,8 @@ class SessionRealTest : public ::testing::Test {
 runtime::Model* SessionRealTest::model_ = nullptr;
 
 TEST_F(SessionRealTest, MatchesLlamaCppGoldens) {
-  nlohmann::json g = LoadGoldens();
+  const nlohmann::json g = LoadJson("session_goldens.json");
+  const nlohmann::json spread = LoadJson("llama_self_spread.json");
   ThreadPool pool(2);
   int identical_prompts = 0, compared_steps = 0;
   for (const auto& p : g["prompts"]) {
@@ -125,7 +146,11 @@ TEST_F(SessionRealTest, MatchesLlamaCppGoldens) {
                     name.c_str(), Nmse((*r)->logits(), want), Nmse((*s)->logits(), (*r)->logits()));
         o.reference = false;
       }
-      EXPECT_LE(nmse, kMaxNmse);
+      const LlamaSpread ls = SpreadOf(spread, name);
+      ASSERT_GT(ls.max_nmse, 0) << "llama_self_spread.json has no NMSE for " << name;
+      std::printf("[ %-9s ] llama.cpp against its own goldens: up to %.3g (%s)\n", name.c_str(),
+                  ls.max_nmse, ls.worst.c_str());
+      EXPECT_LE(nmse, 2 * ls.max_nmse);
     }
 
     const auto want = p["greedy"].get<std::vector<int32_t>>();
@@ -151,6 +176,14 @@ TEST_F(SessionRealTest, MatchesLlamaCppGoldens) {
   }
   std::printf("[ summary   ] %d/%zu prompts identical for all %d steps; %d steps compared\n",
               identical_prompts, g["prompts"].size(), g["steps"].get<int>(), compared_steps);
+  for (const auto& [build, b] : spread["builds"].items()) {
+    for (const auto& [config, c] : b["configs"].items()) {
+      int same = 0;
+      for (const auto& [prompt, p] : c["prompts"].items()) same += p["first_diff_vs_stored"].is_null();
+      std::printf("[ llama.cpp ] %s/%s: %d/%zu prompts identical to its goldens\n", build.c_str(),
+                  config.c_str(), same, c["prompts"].size());
+    }
+  }
 }
 
 }  // namespace
