@@ -14,11 +14,13 @@
 //   steps on 3 of the 10 prompts; the test prints both counts. A real bug moves logits by far
 //   more: with the global layers' RoPE base set to the sliding one the NMSE read 4.1e-2 (chat)
 //   and 2.0e-2 (story600).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -102,6 +104,15 @@ class SessionRealTest : public ::testing::Test {
     if (ModelPath().empty()) GTEST_SKIP() << "FGEMMA_MODEL is not set (make test sets it)";
     ASSERT_NE(model_, nullptr) << "cannot load " << ModelPath();
   }
+  // Both tests' sessions: 2048 positions, prefill in chunks of 256 (the prompts run past the
+  // 512-row window, so several chunks and the ring are exercised).
+  static runtime::SessionOptions Options(ThreadPool* pool) {
+    runtime::SessionOptions o;
+    o.context = 2048;
+    o.max_chunk = 256;
+    o.pool = pool;
+    return o;
+  }
   static runtime::Model* model_;
 };
 runtime::Model* SessionRealTest::model_ = nullptr;
@@ -115,10 +126,7 @@ TEST_F(SessionRealTest, MatchesLlamaCppGoldens) {
     const std::string name = p["name"];
     SCOPED_TRACE(name);
     std::vector<int32_t> tokens = p["tokens"].get<std::vector<int32_t>>();
-    runtime::SessionOptions o;
-    o.context = 2048;
-    o.max_chunk = 256;
-    o.pool = &pool;
+    runtime::SessionOptions o = Options(&pool);
     auto s = runtime::Session::Create(*model_, o);
     FG_ASSERT_OK(s.status());
     FG_ASSERT_OK((*s)->Append(tokens));
@@ -184,6 +192,57 @@ TEST_F(SessionRealTest, MatchesLlamaCppGoldens) {
                   config.c_str(), same, c["prompts"].size());
     }
   }
+}
+
+// Prompts of 5 to ~1200 tokens whose 32-step greedy continuation is well conditioned in
+// llama.cpp (scripts/gen_goldens_stable.py: its best token leads by >= 1.0 at every step, and
+// three other configurations of llama.cpp write the same tokens; chosen from llama.cpp's runs
+// alone). There no near-tie excuses a difference: fgemma must write the same 32 tokens.
+// Confident continuations survive small bugs (with the global RoPE base set to the sliding one
+// 1 of 18 prompts changed), so this checks the letter of issue 3's greedy criterion and gross
+// breakage; MatchesLlamaCppGoldens' NMSE bound is the sensitive check.
+TEST_F(SessionRealTest, WellConditionedGreedyEqualsLlamaCppExactly) {
+  const nlohmann::json g = LoadJson("stable_goldens.json");
+  ThreadPool pool(2);
+  int kept = 0, shortest = 1 << 30, longest = 0;
+  for (const auto& p : g["prompts"]) {
+    if (!p["kept"].get<bool>()) continue;
+    const std::string name = p["name"];
+    SCOPED_TRACE(name);
+    const auto tokens = p["tokens"].get<std::vector<int32_t>>();
+    const auto want = p["greedy"].get<std::vector<int32_t>>();
+    ++kept;
+    shortest = std::min<int>(shortest, static_cast<int>(tokens.size()));
+    longest = std::max<int>(longest, static_cast<int>(tokens.size()));
+    runtime::SessionOptions o = Options(&pool);
+    auto s = runtime::Session::Create(*model_, o);
+    FG_ASSERT_OK(s.status());
+    FG_ASSERT_OK((*s)->Append(tokens));
+    runtime::Sampler greedy({});
+    std::vector<int32_t> got;
+    double min_margin = 1e30;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const std::span<const float> lg = (*s)->logits();
+      const int32_t next = greedy.Sample(lg);
+      float second = -1e30f;
+      for (size_t v = 0; v < lg.size(); ++v) {
+        if (static_cast<int32_t>(v) != next) second = std::max(second, lg[v]);
+      }
+      const double margin = lg[next] - second;
+      min_margin = std::min(min_margin, margin);
+      got.push_back(next);
+      FG_ASSERT_OK((*s)->Append(std::span<const int32_t>(&next, 1)));
+    }
+    EXPECT_EQ(got, want);
+    std::printf("[ %-12s ] %4zu tokens: %s; smallest margin llama.cpp %.3f, fgemma %.3f\n",
+                name.c_str(), tokens.size(), got == want ? "32/32 equal" : "DIFFERS",
+                p["min_margin"].get<double>(), min_margin);
+  }
+  std::printf("[ summary      ] %d well-conditioned prompts of %d to %d tokens\n", kept, shortest,
+              longest);
+  EXPECT_GE(kept, 10);
+  EXPECT_LE(shortest, 16);
+  EXPECT_GE(longest, 1000);
 }
 
 }  // namespace

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Greedy goldens on well-conditioned prompts, from llama.cpp.
+
+A greedy continuation compares two engines token for token only where no step is a near-tie:
+at a near-tie, any change of arithmetic may pick the other token (llama.cpp's own AVX2 build
+keeps all 32 steps of the session goldens on only 3 of their 10 prompts;
+scripts/llama_self_spread.py). This script runs a list of candidate prompts of 5 to ~1200 tokens
+through llama.cpp (the golden configuration of gen_goldens_session.py) and through three other
+configurations of the same llama.cpp that change only its arithmetic (token-by-token prefill,
+flash attention, f16 KV cache), and keeps the prompts where every configuration writes the same
+32 tokens and the golden run's margin between its best and second-best logit is at least
+MIN_MARGIN at every step. The selection uses llama.cpp's runs only, never fgemma's.
+
+Writes tests/data/stable_goldens.json: every candidate with its margins and whether it was kept.
+
+Usage: python scripts/gen_goldens_stable.py MODEL.gguf  (llama-cpp-python, pinned in
+scripts/requirements-reference.txt)
+"""
+import datetime
+import importlib.util
+import json
+import os
+import sys
+
+import llama_cpp
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "tests", "data")
+_spec = importlib.util.spec_from_file_location("gen_goldens_session",
+                                               os.path.join(HERE, "gen_goldens_session.py"))
+session = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(session)
+
+STEPS = 32
+# Between correct engines a pairwise logit margin moves by up to ~0.5 at 1000+ tokens (copying
+# the paragraph: llama.cpp's margin 0.51 where fgemma's was 0.002), so 1.0 leaves room.
+MIN_MARGIN = 1.0
+BASE = dict(n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=2, type_k=0, type_v=0,
+            flash_attn=False)
+OTHERS = {"ubatch1": dict(n_batch=1, n_ubatch=1), "flash_attn": dict(flash_attn=True),
+          "kv_f16": dict(type_k=1, type_v=1)}
+
+P = session.PARAGRAPH
+
+
+def count(first, n, step=1):
+    return ", ".join(str(first + step * i) for i in range(n)) + ","
+
+
+def chat(text):
+    return f"<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n"
+
+
+# Natural text is full of near-ties; these are the kinds of text a model continues with
+# confidence (counting, tables, markup, copying a paragraph), at lengths from 5 to ~1200 tokens
+# (the sliding window is 512) and a few natural ones for comparison.
+CANDIDATES = [
+    ("count5", "1, 2, 3, 4,"),
+    ("tens", "10, 20, 30, 40,"),
+    ("letters", "a, b, c, d, e,"),
+    ("days", "Monday, Tuesday, Wednesday,"),
+    ("constitution", "We the People of the United States, in Order to form a more perfect Union,"),
+    ("times2", "2 x 1 = 2\n2 x 2 = 4\n2 x 3 = 6\n"),
+    ("lines", "Line 1\nLine 2\nLine 3\n"),
+    ("html", "<html>\n<head>\n<title>Home</title>\n</head>\n<body>\n<ul>\n<li>One</li>\n<li>Two</li>\n"),
+    ("json_list", '[{"id": 1, "name": "a"}, {"id": 2, "name": "b"}, {"id": 3, "name": "c"}, {"id": 4,'),
+    ("chat_light", chat("Turn the light on in the kitchen.")),
+    ("count30", count(1, 30)),
+    ("count60", count(1, 60)),
+    ("count100", count(1, 100)),
+    ("times7", "".join(f"7 x {i} = {7 * i}\n" for i in range(1, 41))),
+    ("count1000", count(1000, 60)),
+    ("ids", ", ".join(f'{{"id": {i}}}' for i in range(1, 81)) + ","),
+    ("count150", count(1, 150)),
+    ("count200", count(1, 200)),
+    ("count250", count(1, 250)),
+    ("copy1", P + "The lighthouse keeper climbed"),
+    ("copy2", P * 2 + "The lighthouse keeper climbed"),
+    ("copy4", P * 4 + "The lighthouse keeper climbed"),
+    ("copy6", P * 6 + "The lighthouse keeper climbed"),
+    ("copy7", P * 7 + "The lighthouse keeper climbed"),
+    ("story_cont", P * 3 + "Years later, when the light was automated,"),
+]
+
+
+def greedy(llm, toks):
+    llm.reset()
+    llm.eval(toks)
+    gen, margins = [], []
+    for _ in range(STEPS):
+        lg = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        order = np.argsort(-lg, kind="stable")
+        gen.append(int(order[0]))
+        margins.append(float(lg[order[0]] - lg[order[1]]))
+        llm.eval([gen[-1]])
+    return gen, margins
+
+
+def main():
+    model = sys.argv[1]
+    llm = llama_cpp.Llama(model_path=model, logits_all=True, verbose=False, **BASE)
+    rows = []
+    for name, text in CANDIDATES:
+        toks = llm.tokenize(text.encode(), add_bos=True, special=True)
+        gen, margins = greedy(llm, toks)
+        rows.append({"name": name, "n_tokens": len(toks), "tokens": toks, "greedy": gen,
+                     "margins": [round(m, 4) for m in margins], "min_margin": round(min(margins), 4),
+                     "others_agree": {}})
+    del llm
+    for cname, cfg in OTHERS.items():
+        llm = llama_cpp.Llama(model_path=model, logits_all=True, verbose=False, **{**BASE, **cfg})
+        for r in rows:
+            r["others_agree"][cname] = greedy(llm, r["tokens"])[0] == r["greedy"]
+        del llm
+    for r in rows:
+        r["kept"] = r["min_margin"] >= MIN_MARGIN and all(r["others_agree"].values())
+        print(f"{r['name']:13s} {r['n_tokens']:5d} tokens  min margin {r['min_margin']:7.3f}  "
+              f"others agree {r['others_agree']}  {'KEPT' if r['kept'] else ''}", file=sys.stderr)
+    out = {"generator": "scripts/gen_goldens_stable.py (llama-cpp-python %s)" % llama_cpp.__version__,
+           "model": os.path.basename(model), "steps": STEPS, "min_margin": MIN_MARGIN,
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+           "prompts": rows}
+    with open(os.path.join(DATA, "stable_goldens.json"), "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
