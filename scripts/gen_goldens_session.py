@@ -44,15 +44,17 @@ PROMPTS = [
     ("story1200", PARAGRAPH * 8 + "When his granddaughter asked about the tower, he said"),
 ]
 FULL_LOGITS = {"short", "chat", "story600"}
+# llama.cpp's configuration for the goldens (also the base of llama_self_spread.py and
+# gen_goldens_stable.py). KV cache in f32 (type 0; llama.cpp's default f16 alone moves the
+# logits by an NMSE of about 1e-3): the goldens should carry the model's error, not the cache's.
+LLAMA_CONFIG = dict(n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=2, type_k=0, type_v=0,
+                    flash_attn=False)
 STEPS = 32
 
 
 def main():
     model = sys.argv[1]
-    # KV cache in f32 (llama.cpp's default is f16, which alone moves the logits by an NMSE of
-    # about 1e-3): the goldens should carry the model's error, not the cache's.
-    llm = llama_cpp.Llama(model_path=model, n_ctx=2048, n_batch=512, logits_all=True,
-                          verbose=False, n_threads=2, type_k=0, type_v=0, flash_attn=False)
+    llm = llama_cpp.Llama(model_path=model, logits_all=True, verbose=False, **LLAMA_CONFIG)
     out = {"generator": "scripts/gen_goldens_session.py (llama-cpp-python %s)" % llama_cpp.__version__,
            "model": os.path.basename(model), "steps": STEPS, "prompts": []}
     for name, text in PROMPTS:

@@ -17,7 +17,6 @@ Usage: python scripts/gen_goldens_stable.py MODEL.gguf  (llama-cpp-python, pinne
 scripts/requirements-reference.txt)
 """
 import datetime
-import importlib.util
 import json
 import os
 import sys
@@ -27,17 +26,14 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "tests", "data")
-_spec = importlib.util.spec_from_file_location("gen_goldens_session",
-                                               os.path.join(HERE, "gen_goldens_session.py"))
-session = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(session)
+sys.path.insert(0, HERE)
+import gen_goldens_session as session  # noqa: E402  (its paragraph and llama.cpp's configuration)
 
 STEPS = 32
 # Between correct engines a pairwise logit margin moves by up to ~0.5 at 1000+ tokens (copying
 # the paragraph: llama.cpp's margin 0.51 where fgemma's was 0.002), so 1.0 leaves room.
 MIN_MARGIN = 1.0
-BASE = dict(n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=2, type_k=0, type_v=0,
-            flash_attn=False)
+BASE = session.LLAMA_CONFIG
 OTHERS = {"ubatch1": dict(n_batch=1, n_ubatch=1), "flash_attn": dict(flash_attn=True),
           "kv_f16": dict(type_k=1, type_v=1)}
 

@@ -30,7 +30,6 @@ Needs llama-cpp-python (scripts/requirements-reference.txt) and numpy.
 """
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import sys
@@ -42,14 +41,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "tests", "data")
 
-_spec = importlib.util.spec_from_file_location("gen_goldens_session",
-                                               os.path.join(HERE, "gen_goldens_session.py"))
-goldens = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(goldens)
+sys.path.insert(0, HERE)
+import gen_goldens_session as goldens  # noqa: E402  (the prompts and llama.cpp's configuration)
 
 # The golden configuration (gen_goldens_session.py) and the changes made to it.
-BASE = dict(n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=2, type_k=0, type_v=0,
-            flash_attn=False)
+BASE = goldens.LLAMA_CONFIG
 CONFIGS = {
     "golden": {},
     "ubatch64": dict(n_batch=64, n_ubatch=64),
