@@ -192,7 +192,7 @@ std::string FlagParser::Help() const {
     }
     h += left + f.help + "\n";
   }
-  h += "  -h, --help                  Show this help and exit\n";
+  h += std::string("  -h, --help").append(16, ' ') + "Show this help and exit\n";  // column 28 as above
   for (const auto& n : notes_) h += "\n" + n + "\n";
   return h;
 }
