@@ -55,7 +55,6 @@ inline __m128i UnpackK4(const uint8_t* q) {
   return _mm_or_si128(lo, hi);
 }
 
-
 // vpshufb index that broadcasts i16 element i of each 128-bit lane.
 inline __m256i BroadcastI16Index(int i) {
   return _mm256_set1_epi16(static_cast<int16_t>(((2 * i + 1) << 8) | (2 * i)));
