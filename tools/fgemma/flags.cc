@@ -178,6 +178,15 @@ std::string FlagParser::Help() const {
   std::string h = "Usage: fgemma " + command_ + " [options]";
   if (positionals_ != nullptr) h += " " + positional_usage_;
   h += "\n\n" + summary_ + "\n\nOptions:\n";
+  // One row per option: the names padded to column 28, or on a line of their own when longer.
+  auto row = [&h](std::string left, const std::string& help) {
+    if (left.size() < 28) {
+      left.resize(28, ' ');
+    } else {
+      left += "\n" + std::string(28, ' ');
+    }
+    h += left + help + "\n";
+  };
   for (const auto& f : flags_) {
     std::string left = "  ";
     for (size_t i = 0; i < f.names.size(); ++i) {
@@ -185,14 +194,9 @@ std::string FlagParser::Help() const {
       left += f.names[i];
     }
     if (f.kind != Kind::kBool) left += " " + f.value_name;
-    if (left.size() < 28) {
-      left.resize(28, ' ');
-    } else {
-      left += "\n" + std::string(28, ' ');
-    }
-    h += left + f.help + "\n";
+    row(std::move(left), f.help);
   }
-  h += std::string("  -h, --help").append(16, ' ') + "Show this help and exit\n";  // column 28 as above
+  row("  -h, --help", "Show this help and exit");
   for (const auto& n : notes_) h += "\n" + n + "\n";
   return h;
 }
