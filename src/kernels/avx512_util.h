@@ -47,6 +47,17 @@ static FG_INLINE __m128i Hsum4Epi32(__m128i v0, __m128i v1, __m128i v2, __m128i 
   return _mm_hadd_epi32(_mm_hadd_epi32(v0, v1), _mm_hadd_epi32(v2, v3));
 }
 
+// out[k] = the s32 sum of v[k]'s lanes for k < count (1..4); all four reduced together when
+// there are four (v is __m256i or __m128i).
+template <class V>
+static FG_INLINE void HsumsEpi32(const V v[4], int count, int32_t out[4]) {
+  if (count == 4) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), Hsum4Epi32(v[0], v[1], v[2], v[3]));
+  } else {
+    for (int k = 0; k < count; ++k) out[k] = HsumEpi32(v[k]);
+  }
+}
+
 // fma(a, b, c) in f32, one rounding (the scalar step of the panels' arithmetic, panel.h).
 static FG_INLINE float Fma(float a, float b, float c) {
   return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));

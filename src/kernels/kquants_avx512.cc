@@ -37,6 +37,7 @@ using avx512::F16;
 using avx512::Fma;
 using avx512::Hsum4Epi32;
 using avx512::HsumEpi32;
+using avx512::HsumsEpi32;
 
 // Q4_K/Q5_K packed scales -> bytes 0-7 the 6-bit scales, bytes 8-15 the mins, on 32-bit lanes
 // u0..u2 of the 12 bytes (the same mapping as UnpackScalesMinsK4):
@@ -76,15 +77,8 @@ inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
   __m128i mins[4];
   auto flush = [&](int64_t b0, int count) {
     int32_t mv[4], nv[4];
-    if (count == 4) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(mv), Hsum4Epi32(mains[0], mains[1], mains[2], mains[3]));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(nv), Hsum4Epi32(mins[0], mins[1], mins[2], mins[3]));
-    } else {
-      for (int k = 0; k < count; ++k) {
-        mv[k] = HsumEpi32(mains[k]);
-        nv[k] = HsumEpi32(mins[k]);
-      }
-    }
+    HsumsEpi32(mains, count, mv);
+    HsumsEpi32(mins, count, nv);
     for (int k = 0; k < count; ++k) {
       const int64_t b = b0 + k;
       acc = Fma(static_cast<float>(mv[k]), F16(x[b].d) * y[b].d, acc);
@@ -144,11 +138,7 @@ void VecDotQ6K(int64_t n, const void* w, const void* a, float* out) {
   __m256i sums[4];  // four blocks' sums, reduced together (see VecDotQ45K)
   auto flush = [&](int64_t b0, int count) {
     int32_t v[4];
-    if (count == 4) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(v), Hsum4Epi32(sums[0], sums[1], sums[2], sums[3]));
-    } else {
-      for (int k = 0; k < count; ++k) v[k] = HsumEpi32(sums[k]);
-    }
+    HsumsEpi32(sums, count, v);
     for (int k = 0; k < count; ++k) {
       acc = Fma(static_cast<float>(v[k]), F16(x[b0 + k].d) * y[b0 + k].d, acc);
     }
