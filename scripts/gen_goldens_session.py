@@ -49,7 +49,31 @@ FULL_LOGITS = {"short", "chat", "story600"}
 # logits by an NMSE of about 1e-3): the goldens should carry the model's error, not the cache's.
 LLAMA_CONFIG = dict(n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=2, type_k=0, type_v=0,
                     flash_attn=False)
+# Configurations that change only llama.cpp's arithmetic (its other kernels, attention and cache
+# precision), for measuring how far it is from itself (llama_self_spread.py) and for choosing
+# well-conditioned prompts (gen_goldens_stable.py).
+LLAMA_VARIANTS = {
+    "ubatch1": dict(n_batch=1, n_ubatch=1),  # token-by-token prefill: its decode kernels
+    "flash_attn": dict(flash_attn=True),
+    "kv_f16": dict(type_k=1, type_v=1),      # its default cache type
+}
 STEPS = 32
+
+
+def greedy(llm, toks, steps=STEPS):
+    """Evaluates toks from an empty cache, then decodes greedily: (the final-position logits,
+    the steps tokens, the margin of the best over the second-best logit at each step)."""
+    llm.reset()
+    llm.eval(toks)
+    final = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+    gen, margins = [], []
+    for _ in range(steps):
+        lg = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        order = np.argsort(-lg, kind="stable")
+        gen.append(int(order[0]))
+        margins.append(float(lg[order[0]] - lg[order[1]]))
+        llm.eval([gen[-1]])
+    return final, gen, margins
 
 
 def main():
@@ -59,19 +83,9 @@ def main():
            "model": os.path.basename(model), "steps": STEPS, "prompts": []}
     for name, text in PROMPTS:
         toks = llm.tokenize(text.encode(), add_bos=True, special=True)
-        llm.reset()
-        llm.eval(toks)
-        final = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        final, gen, margins = greedy(llm, toks)
         if name in FULL_LOGITS:
             final.astype("<f2").tofile(os.path.join(DATA, "session_logits_%s.f16" % name))
-        gen, margins = [], []
-        for _ in range(STEPS):
-            lg = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-            order = np.argsort(-lg, kind="stable")
-            t = int(order[0])
-            gen.append(t)
-            margins.append(float(lg[order[0]] - lg[order[1]]))
-            llm.eval([t])
         top = np.argsort(-final, kind="stable")[:2]
         out["prompts"].append({
             "name": name, "n_tokens": len(toks), "tokens": toks, "greedy": gen,

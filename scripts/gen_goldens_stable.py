@@ -29,13 +29,12 @@ DATA = os.path.join(HERE, "..", "tests", "data")
 sys.path.insert(0, HERE)
 import gen_goldens_session as session  # noqa: E402  (its paragraph and llama.cpp's configuration)
 
-STEPS = 32
+STEPS = session.STEPS
 # Between correct engines a pairwise logit margin moves by up to ~0.5 at 1000+ tokens (copying
 # the paragraph: llama.cpp's margin 0.51 where fgemma's was 0.002), so 1.0 leaves room.
 MIN_MARGIN = 1.0
 BASE = session.LLAMA_CONFIG
-OTHERS = {"ubatch1": dict(n_batch=1, n_ubatch=1), "flash_attn": dict(flash_attn=True),
-          "kv_f16": dict(type_k=1, type_v=1)}
+OTHERS = session.LLAMA_VARIANTS
 
 P = session.PARAGRAPH
 
@@ -80,26 +79,13 @@ CANDIDATES = [
 ]
 
 
-def greedy(llm, toks):
-    llm.reset()
-    llm.eval(toks)
-    gen, margins = [], []
-    for _ in range(STEPS):
-        lg = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-        order = np.argsort(-lg, kind="stable")
-        gen.append(int(order[0]))
-        margins.append(float(lg[order[0]] - lg[order[1]]))
-        llm.eval([gen[-1]])
-    return gen, margins
-
-
 def main():
     model = sys.argv[1]
     llm = llama_cpp.Llama(model_path=model, logits_all=True, verbose=False, **BASE)
     rows = []
     for name, text in CANDIDATES:
         toks = llm.tokenize(text.encode(), add_bos=True, special=True)
-        gen, margins = greedy(llm, toks)
+        _, gen, margins = session.greedy(llm, toks)
         rows.append({"name": name, "n_tokens": len(toks), "tokens": toks, "greedy": gen,
                      "margins": [round(m, 4) for m in margins], "min_margin": round(min(margins), 4),
                      "others_agree": {}})
@@ -107,7 +93,7 @@ def main():
     for cname, cfg in OTHERS.items():
         llm = llama_cpp.Llama(model_path=model, logits_all=True, verbose=False, **{**BASE, **cfg})
         for r in rows:
-            r["others_agree"][cname] = greedy(llm, r["tokens"])[0] == r["greedy"]
+            r["others_agree"][cname] = session.greedy(llm, r["tokens"])[1] == r["greedy"]
         del llm
     for r in rows:
         r["kept"] = r["min_margin"] >= MIN_MARGIN and all(r["others_agree"].values())

@@ -50,9 +50,7 @@ CONFIGS = {
     "golden": {},
     "ubatch64": dict(n_batch=64, n_ubatch=64),
     "threads1": dict(n_threads=1, n_threads_batch=1),
-    "ubatch1": dict(n_batch=1, n_ubatch=1),
-    "flash_attn": dict(flash_attn=True),
-    "kv_f16": dict(type_k=1, type_v=1),
+    **goldens.LLAMA_VARIANTS,
 }
 
 
@@ -69,14 +67,7 @@ def run(model, cfg):
     llm = llama_cpp.Llama(model_path=model, logits_all=True, verbose=False, **{**BASE, **cfg})
     out = {}
     for name, text in goldens.PROMPTS:
-        toks = llm.tokenize(text.encode(), add_bos=True, special=True)
-        llm.reset()
-        llm.eval(toks)
-        final = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-        gen = []
-        for _ in range(goldens.STEPS):
-            gen.append(int(np.argmax(np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32))))
-            llm.eval([gen[-1]])
+        final, gen, _ = goldens.greedy(llm, llm.tokenize(text.encode(), add_bos=True, special=True))
         out[name] = (final, gen)
     return out
 
