@@ -55,9 +55,8 @@ nlohmann::json LoadJson(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
-// What llama.cpp keeps from its own goldens on one prompt: the largest final-logits NMSE over
-// its builds and configurations (printed one by one), and per configuration whether all the
-// greedy steps were equal.
+// How far llama.cpp is from its own goldens on one prompt: the largest final-logits NMSE over
+// its builds and configurations (tests/data/llama_self_spread.json), and which one it was.
 struct LlamaSpread {
   double max_nmse = 0;
   std::string worst;
