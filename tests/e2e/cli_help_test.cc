@@ -1,7 +1,6 @@
 // Every fgemma command answers --help (exit 0, on stdout) with a usage line and an aligned
 // option table, and refuses an unknown flag with a usage error (exit 2) that names it.
 #include <string>
-#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
