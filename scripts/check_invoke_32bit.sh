@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The 32-bit check of CONTRACT.md: in a -m32 build, `fgemma invoke` runs gemma_prefill_at at
+# The 32-bit check of docs/contract.md: in a -m32 build, `fgemma invoke` runs gemma_prefill_at at
 # S = 1024 on the real model (about 70 MB of scratch), while the all-positions `gemma` at
 # S = 1024 (about 1 GiB of S x V logits) fails with a clear out-of-memory error, exit 1, never a
 # crash. An i686 process on a 64-bit kernel has a 4 GiB address space, so the check limits it to

@@ -2,7 +2,7 @@
 """Generates tests/data/logits_goldens.json: llama.cpp's logits for a few prompts on a GGUF.
 
 llama.cpp (through llama-cpp-python, scripts/requirements-reference.txt) is the independent
-reference of the oracle ladder (docs/DESIGN.md). For each prompt we store the token ids (from
+reference of the oracle ladder (docs/design.md). For each prompt we store the token ids (from
 llama.cpp's own tokenizer, with BOS), the top-20 (id, logit) pairs and summary statistics of
 the final position's logits, and the greedy next 8 tokens with each step's top-1/top-2 margin
 (so a test can tell a real disagreement from a near-tie). Two llama.cpp runs per prompt:

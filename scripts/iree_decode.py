@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Greedy decoding through IREE from an `fgemma export` folder and its manifest.json alone.
 
-This is CONTRACT.md's "What a consumer does": prefill the prompt with gemma_prefill_at
+This is docs/contract.md's "What a consumer does": prefill the prompt with gemma_prefill_at
 (select[n-1] = 1; or chunk by chunk with gemma_prefill_with_past), keep each layer's K/V (first
 n rows), then loop gemma_with_past with the RoPE rows of the position, sliding layers given only
 their last W-1 cache rows, global layers the whole cache. Function names, sizes, RoPE bases and
-stop tokens come from the manifest; the argument lists are built here by CONTRACT.md's
+stop tokens come from the manifest; the argument lists are built here by docs/contract.md's
 argument-order rule (not read from the manifest's withPastArgs / prefillWithPastArgs).
 
 Usage:
@@ -67,7 +67,9 @@ class Function:
 
 
 def rope_rows(pos, n, d, base):
-    """CONTRACT.md RoPE tables: cos[i] = cos[i+D/2] = cos(a), sin[i] = -sin(a), sin[i+D/2] = sin(a)."""
+    """The RoPE tables of docs/contract.md.
+
+    cos[i] = cos[i+D/2] = cos(a), sin[i] = -sin(a), sin[i+D/2] = sin(a)."""
     half = d // 2
     cos = np.zeros((n, d), np.float32)
     sin = np.zeros((n, d), np.float32)
@@ -82,7 +84,7 @@ def rope_rows(pos, n, d, base):
 
 
 def chunk_mask(pos, past, chunk, n_real, window, heads):
-    """CONTRACT.md additive mask [1, heads, C, P + C]: 0 attend, -1e30 masked."""
+    """docs/contract.md additive mask [1, heads, C, P + C]: 0 attend, -1e30 masked."""
     keys = past + chunk
     m = np.full((chunk, keys), -1e30, np.float32)
     for i in range(chunk):

@@ -80,7 +80,7 @@ StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(const std::string& gg
   auto vocab = text::LoadVocab(impl->model->file());
   if (!vocab.ok()) return vocab.status().WithContext("'" + gguf_path + "'");
   // FunctionGemma keeps its function-calling tokens at ids 46..52, which a base Gemma 3
-  // vocabulary has as <unused40>..<unused46> (MODEL.md). Name them so that base model (the one
+  // vocabulary has as <unused40>..<unused46> (docs/model.md). Name them so that base model (the one
   // `make model` installs) can be prompted and constrained the same way.
   static constexpr const char* kFunctionTokens[] = {"<start_function_declaration>",
                                                     "<end_function_declaration>",
@@ -247,7 +247,7 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     if (!any) return InvalidArgumentError("compact dialect needs a tool map (--tool-map)");
   }
 
-  // Stop tokens (MODEL.md): <eos>, <end_of_turn>, <start_function_response>.
+  // Stop tokens (docs/model.md): <eos>, <end_of_turn>, <start_function_response>.
   m.stops.push_back(m.tk->vocab().eos);
   for (const char* t : {"<end_of_turn>", "<start_function_response>"}) {
     if (auto id = m.tk->Find(t)) m.stops.push_back(*id);

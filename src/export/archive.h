@@ -1,5 +1,5 @@
 // The parameter archive of an export: every weight the exported functions read, once, keyed by
-// its GGUF tensor name (CONTRACT.md "fgemma addition"), dequantized from the GGUF blocks and
+// its GGUF tensor name (docs/contract.md "fgemma addition"), dequantized from the GGUF blocks and
 // stored as bf16 (round to nearest even), f16 or f32; 1-D norm vectors stay f32
 // (StoredWeightType).
 #ifndef FGEMMA_EXPORT_ARCHIVE_H_

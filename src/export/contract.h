@@ -1,4 +1,4 @@
-// The compiled-graph contract (shared/docs/CONTRACT.md): function names, argument and result
+// The compiled-graph contract (docs/contract.md): function names, argument and result
 // lists in their exact order, shapes and dtypes, and the host-side inputs a consumer builds
 // (RoPE tables with the sign folded in, additive chunk masks). The emitter, `fgemma invoke`
 // and manifest.json all read the signatures from here, so they cannot disagree.
@@ -62,7 +62,7 @@ struct SignatureOptions {
   bool emb_input = false;  // the embeddings-input variant: `emb` right after tokens/token
 };
 
-// The signature of `f` for a model, per CONTRACT.md's tables and argument-order rule.
+// The signature of `f` for a model, per docs/contract.md's tables and argument-order rule.
 // InvalidArgument for S or C outside [1, 65536].
 StatusOr<Signature> GetSignature(Function f, const model::Config& config,
                                  const SignatureOptions& options);

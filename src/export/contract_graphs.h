@@ -1,4 +1,4 @@
-// The six functions of the compiled-graph contract (shared/docs/CONTRACT.md) as graphs built
+// The six functions of the compiled-graph contract (docs/contract.md) as graphs built
 // from the one model definition (model::BuildLayers, src/model/gemma3/forward.h).
 //
 // A graph's inputs are GetSignature's arguments, same names, same order; its outputs are the

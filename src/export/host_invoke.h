@@ -1,4 +1,4 @@
-// Runs a contract function on the host (the oracle of CONTRACT.md): checks the arguments
+// Runs a contract function on the host (the oracle of docs/contract.md): checks the arguments
 // against the signature, builds the function's graph with the concrete past length of its K/V
 // arguments, and runs it with the CPU executor. `fgemma invoke` and the agreement tests use it.
 #ifndef FGEMMA_EXPORT_HOST_INVOKE_H_

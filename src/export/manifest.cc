@@ -45,7 +45,7 @@ const char* Key(Function f) {
 
 ordered_json DefaultToolMap() {
   // The seed's six-tool home catalog (examples/seed_home_toolmap.json; a test holds the two
-  // equal). CONTRACT.md names only "0": "set_lights"; the rest follow the catalog's order.
+  // equal). docs/contract.md names only "0": "set_lights"; the rest follow the catalog's order.
   ordered_json m = ordered_json::object();
   m["0"] = "set_lights";
   m["1"] = "set_temperature";

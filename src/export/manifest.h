@@ -1,4 +1,4 @@
-// manifest.json of an export (shared/docs/CONTRACT.md "manifest.json"): the v1 keys in v1's
+// manifest.json of an export (docs/contract.md "manifest.json"): the v1 keys in v1's
 // order, then fgemma's additions. Written with nlohmann::ordered_json (names escaped, key order
 // kept).
 #ifndef FGEMMA_EXPORT_MANIFEST_H_

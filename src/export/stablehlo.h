@@ -1,5 +1,5 @@
 // The StableHLO emitter: lowers graph::Graph functions to StableHLO MLIR text that
-// `iree-compile` accepts as is (shared/docs/CONTRACT.md).
+// `iree-compile` accepts as is (docs/contract.md).
 //
 // - Every weight is an external parameter, never a constant:
 //     util.global private @"blk.0.attn_q.weight" =

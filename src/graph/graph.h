@@ -41,7 +41,7 @@ enum class OpKind {
   kAdd,         // (a, b) -> a + b, same shape
   kSelectRows,  // (x [S,N], rows i32 [R]) -> [R,N]; rows[i] in [0,S)
   kArgmax,      // (x [R,N]) -> i32 [R]; first index of the maximum
-  // Ops of the compiled-graph contract (shared/docs/CONTRACT.md; src/export/contract_graphs.h).
+  // Ops of the compiled-graph contract (docs/contract.md; src/export/contract_graphs.h).
   kIota,        // () -> i32 [N]: 0, 1, ..., N-1 (the positions of a graph without a past)
   kScale,       // (x f32) -> x * attr f0, same shape (the sqrt(H) of an embeddings input)
   kTranspose,   // (x) -> x with dims permuted: out.shape[i] = x.shape[perm[i]]; attr perm

@@ -13,7 +13,7 @@ namespace scalar {
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   if (n <= 0) return;
-  double ss = 0.0;  // double: the twin is the accuracy oracle (MODEL.md: f32 or wider)
+  double ss = 0.0;  // double: the twin is the accuracy oracle (docs/model.md: f32 or wider)
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float scale =
       static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + static_cast<double>(eps)));

@@ -2,7 +2,7 @@
 // against the formula evaluated in double.
 //
 // Bounds: NMSE (sum (y - ref)^2 / sum ref^2) <= 1e-7 for SIMD vs scalar on every f32 path (the
-// DESIGN.md kernel bound; the observed values are far smaller), Add/Mul/Scale bit-exact,
+// docs/design.md kernel bound; the observed values are far smaller), Add/Mul/Scale bit-exact,
 // Argmax exact index. exp and gelu: per element relative error <= 3e-7 / 1e-6 vs double.
 #include "src/kernels/ops.h"
 

@@ -1,5 +1,5 @@
 // Naive Gemma 3 forward pass. Read top to bottom; every step is one loop nest.
-// ref: docs/MODEL.md, llama.cpp src/models/gemma3.cpp (graph), ggml/src/ggml-cpu/ops.cpp
+// ref: docs/model.md, llama.cpp src/models/gemma3.cpp (graph), ggml/src/ggml-cpu/ops.cpp
 // (rms_norm, rope_neox, soft_max), HF transformers models/gemma3/modeling_gemma3.py.
 #include "src/reference/reference.h"
 

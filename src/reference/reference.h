@@ -5,7 +5,7 @@
 // on local layers. Dot products, norms and softmax accumulate in double. It is the reference
 // for the kernels, the executor and the exporter, so it never gets optimized and it shares no
 // code with them beyond the GGUF reader and the scalar DequantizeRow.
-// ref: docs/MODEL.md; llama.cpp src/models/gemma3.cpp.
+// ref: docs/model.md; llama.cpp src/models/gemma3.cpp.
 #ifndef FGEMMA_REFERENCE_REFERENCE_H_
 #define FGEMMA_REFERENCE_REFERENCE_H_
 

@@ -6,7 +6,7 @@
 // most once, required keys present before the object closes, enum members, numbers, booleans,
 // <escape>-wrapped strings, arrays and nested objects typed by the schema.
 //
-//   official: <start_function_call>call:NAME{key:VALUE,...}<end_function_call>   (MODEL.md)
+//   official: <start_function_call>call:NAME{key:VALUE,...}<end_function_call>   (docs/model.md)
 //   compact:  <tool_N>(key="value", key=3)<end>           (the seed's fine-tune; toolMap names)
 //
 // Modes: kCall (the output must be one or more calls), kAuto (free text, and any call that is

@@ -165,7 +165,7 @@ json Coerce(const Schema* schema, std::string_view raw, json value, bool was_esc
   return value;
 }
 
-// One parser for both dialects (MODEL.md). `tool_map` null: the official dialect,
+// One parser for both dialects (docs/model.md). `tool_map` null: the official dialect,
 // <start_function_call>call:NAME{key:<escape>v<escape>,...}<end_function_call>. Non-null: the
 // compact one, <tool_N>(key="v",...)<end>. They differ only in the call header, the end marker,
 // the delimiters of the top-level object, keys (':' vs '=', <escape>d keys only in official),

@@ -1,4 +1,4 @@
-// Parses FunctionGemma model output into function calls (MODEL.md "FunctionGemma prompt and
+// Parses FunctionGemma model output into function calls (docs/model.md "FunctionGemma prompt and
 // output"):
 //   <start_function_call>call:NAME{key:value,...}<end_function_call>   (several may follow)
 // Values: <escape>...<escape> strings (delimiters removed, content verbatim), numbers, true,
@@ -51,7 +51,7 @@ struct ParsedOutput {
 StatusOr<ParsedOutput> ParseModelOutput(std::string_view text,
                                         const ToolCatalog* catalog = nullptr);
 
-// The compact dialect of the seed's fine-tune (MODEL.md): <tool_N>(key="value", key=3)<end>,
+// The compact dialect of the seed's fine-tune (docs/model.md): <tool_N>(key="value", key=3)<end>,
 // several calls may follow each other. tool_map[N] is the tool's name (the manifest's toolMap);
 // with a catalog it must name a catalog tool exactly, and values are typed by its schema as in
 // ParseModelOutput. Strings are double-quoted with \" and \\ as the only escapes; arguments

@@ -1,4 +1,4 @@
-// FunctionGemma prompt rendering, official dialect, byte-exact (MODEL.md "FunctionGemma prompt
+// FunctionGemma prompt rendering, official dialect, byte-exact (docs/model.md "FunctionGemma prompt
 // and output"; the golden there is a test).
 //
 // The text never contains <bos>: BOS is a token, and callers prepend its id (2) to the tokens of

@@ -30,8 +30,8 @@ const char kWeatherCatalog[] = R"([{"type":"function","function":{
   "parameters":{"type":"object","properties":{"city":{"type":"string","description":"City name"}},
                 "required":["city"]}}}])";
 
-// MODEL.md "FunctionGemma prompt and output", byte for byte (without the <bos> token and without
-// the model's answer).
+// docs/model.md "FunctionGemma prompt and output", byte for byte (without the <bos> token and
+// without the model's answer).
 TEST(FunctionPrompt, ModelMdExampleByteExact) {
   const std::string golden =
       "<start_of_turn>developer\n"
@@ -216,7 +216,7 @@ TEST(FunctionPrompt, ConversationPendingCallsEndWithResponseStart) {
 
 // The rendered prompt tokenized as fgemma will: special tokens atomic, exactly one BOS (the
 // token, not text). The vocabulary is the real Gemma 3 one with ids 46..52 renamed to the
-// FunctionGemma control tokens, which is where FunctionGemma keeps them (MODEL.md).
+// FunctionGemma control tokens, which is where FunctionGemma keeps them (docs/model.md).
 TEST(FunctionPrompt, TokenizesWithAtomicControlTokensAndOneBos) {
   const char* path = std::getenv("FGEMMA_MODEL");
   if (path == nullptr || !std::filesystem::exists(path)) {

@@ -128,7 +128,7 @@ Reference* SharedReference() {
   return ref;
 }
 
-// The real file's config and weight table (MODEL.md): sizes, bases, and the Q4_K_M type mix.
+// The real file's config and weight table (docs/model.md): sizes, bases, and the Q4_K_M type mix.
 TEST(RealModelConfigTest, ConfigAndWeights) {
   if (ModelPath() == nullptr) GTEST_SKIP() << "FGEMMA_MODEL is unset or missing";
   FG_ASSERT_OK_AND_ASSIGN(auto file, gguf::File::Open(ModelPath()));

@@ -1,4 +1,4 @@
-// The IREE round trip of the contract's functions (shared/docs/CONTRACT.md): each function,
+// The IREE round trip of the contract's functions (docs/contract.md): each function,
 // emitted by fgemma's StableHLO emitter with the past length dynamic, compiled by iree-compile
 // (llvm-cpu) and run by iree-run-module with fgemma's parameter archive, must give the tokens of
 // the host run of the same function (HostInvoke, the oracle) on the same arguments, and K/V

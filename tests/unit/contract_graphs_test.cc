@@ -1,7 +1,7 @@
 // The contract functions as graphs: inputs and outputs exactly as GetSignature lists them (names,
 // order, shapes, dtypes), for the 270M shape and a tiny model, with and without the embeddings
 // input; no S x vocab value in the one-position functions; the memory plans that make the
-// point of `_at` (CONTRACT.md: about 1 GiB of S x V scratch at S = 1024 for `gemma`).
+// point of `_at` (docs/contract.md: about 1 GiB of S x V scratch at S = 1024 for `gemma`).
 #include "src/export/contract_graphs.h"
 
 #include <deque>
@@ -192,7 +192,7 @@ TEST(ContractGraphsTest, AtFunctionsHaveNoSeqTimesVocabValue) {
   }
 }
 
-// CONTRACT.md: at S = 1024 the all-positions graph needs about 1 GiB of S x V scratch; the
+// docs/contract.md: at S = 1024 the all-positions graph needs about 1 GiB of S x V scratch; the
 // `_at` graph about V floats for its head. Planned without weights data or running anything.
 TEST(ContractGraphsTest, MemoryPlanAtSeq1024On270mShape) {
   const model::Config c = Gemma270m();

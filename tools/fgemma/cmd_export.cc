@@ -1,7 +1,7 @@
 // fgemma export -m MODEL [--graph all|redecode|...] [--seq S] [--chunk C] [--dtype bf16|f16|f32]
 //   [--emb-input] [--tool-map FILE] -o DIR [--stats] [--progress]: the contract's functions as
 // StableHLO MLIR (DIR/<function>.mlir), one IREE parameter archive (DIR/model.irpa) and
-// DIR/manifest.json (shared/docs/CONTRACT.md). Everything is written into a temporary folder
+// DIR/manifest.json (docs/contract.md). Everything is written into a temporary folder
 // beside DIR, which replaces DIR only once complete.
 #include <sys/stat.h>
 #include <unistd.h>

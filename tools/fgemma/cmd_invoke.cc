@@ -1,4 +1,4 @@
-// fgemma invoke: run one contract function (CONTRACT.md) on the host, with iree-run-module's
+// fgemma invoke: run one contract function (docs/contract.md) on the host, with iree-run-module's
 // input and output syntax, so the same command line runs the host oracle and a compiled module.
 #include <cstdio>
 #include <new>

@@ -1,6 +1,6 @@
 // Gemma 3 hyperparameters, read from GGUF metadata and validated once so every consumer
 // (graph builder, executor, reference, exporter) can trust them.
-// ref: llama.cpp src/llama-model.cpp (LLM_ARCH_GEMMA3 hparams), docs/MODEL.md.
+// ref: llama.cpp src/llama-model.cpp (LLM_ARCH_GEMMA3 hparams), docs/model.md.
 #ifndef FGEMMA_MODEL_GEMMA3_CONFIG_H_
 #define FGEMMA_MODEL_GEMMA3_CONFIG_H_
 

@@ -27,7 +27,7 @@ StatusOr<int> LmHeadValue(Builder& b, const Weights& w, int embd) {
   return embd;
 }
 
-// ref: llama.cpp src/models/gemma3.cpp (graph), MODEL.md (numerics).
+// ref: llama.cpp src/models/gemma3.cpp (graph), docs/model.md (numerics).
 StatusOr<int> BuildLayers(Builder& b, const Config& c, const Weights& w, int64_t S, int x,
                           const AttentionCore& core) {
   if (static_cast<int64_t>(w.layers.size()) != c.n_layers) {
