@@ -85,10 +85,9 @@ struct FunctionCallerOptions {
   // With fast_head, where a step needs the whole LM head: draft up to this many tokens by
   // looking the last tokens up in the prompt and output so far, and check them all in one
   // Append (the drafts the model agrees with cost no step of their own). The answer is the one
-  // without drafts (see fast_head). Each drafted token costs a row of logits (vocab floats, 1 MiB
-  // for Gemma 3) in the activation memory: with 2 the check fits the memory a 128-token prefill
-  // chunk already uses (peak RSS of a 283-token call on the 270M: 301.0 MiB without, 301.8 with
-  // 2, 304.9 with 3, 308.1 with 6). 0: off; at most 16.
+  // without drafts (see fast_head). Each drafted token costs a row of logits (vocab floats) in
+  // the activation memory; 2 fit in what a 128-token prefill chunk already uses (measurements:
+  // docs/benchmarks.md). 0: off; at most 16.
   int draft_tokens = 2;
   // Warnings (a corrupt or stale cache file being rebuilt, ...). Null: written to stderr.
   std::function<void(const std::string&)> on_warning;
