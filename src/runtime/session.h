@@ -1,23 +1,15 @@
-// A decoding session over a shared Model: prefill and decode with a preallocated KV cache.
+// A decoding session over a shared Model: appends tokens (prefill and decode) at its position
+// into preallocated KV caches, and can snapshot, restore, rewind and pin that state.
 //
-// - Tokens are appended in chunks of at most max_chunk (one graph run per chunk); only the last
-//   token of an Append gets logits (the LM head never sees the other rows).
-// - Global layers keep `context` cache rows (position p at row p); sliding layers keep a ring
-//   of window + max_chunk - 1 rows (position p at row p % rows), so their memory and attention
-//   cost do not grow with position. Appending past `context` is an OutOfRange error.
-// - Snapshot/Restore copy the whole state (caches, position, last logits).
-// - The caches are anonymous zero-filled mappings: a cache page takes memory only once a row on
-//   it is written, so a short sequence in a long context costs only the rows it uses.
-// - Pin() marks a position Truncate can always return to (a cached prompt prefix) without a
-//   snapshot: a sliding-layer ring row that a query there still reads is copied aside just
-//   before it is first overwritten, and put back by Truncate(pinned position).
-// - The session's graphs (one per chunk length and head kind) never run at the same time, so
-//   they share one activation arena, as large as the largest of them needs.
-// - What the last token of an Append gets is chosen per call (LogitsRequest): the full logits,
-//   none (the LM head is skipped: a grammar forces the next token), or only the logits of a few
-//   vocabulary rows (a grammar allows few tokens): the final-norm hidden state times just those
-//   rows of the (tied) output matrix, the same bits the full head gives for them. Chunks that
-//   are not the last one of an Append never compute the head.
+// - An Append runs one graph per chunk of at most max_chunk tokens; only its last token gets
+//   what the LogitsRequest asks for (full logits, a few vocabulary rows, or no LM head).
+// - Positions are limited by `context` (OutOfRange past it). Sliding layers keep a ring of
+//   window + max_chunk - 1 rows, so Truncate can rewind only about max_chunk tokens once the
+//   ring has wrapped, except to the pinned position.
+// - Not thread-safe: one thread at a time per session; sessions may share one Model.
+//
+// Cache layout, the head kinds, snapshots and pinning explained: docs/architecture.md
+// "The session".
 #ifndef FGEMMA_RUNTIME_SESSION_H_
 #define FGEMMA_RUNTIME_SESSION_H_
 
@@ -117,7 +109,7 @@ class Session {
   // about max_chunk tokens once the ring has wrapped); the session is then unchanged. Logits are
   // cleared: append at least one token before reading them.
   Status Truncate(int64_t position);
-  // Makes Truncate(position()) succeed from any later position (see the header comment): costs
+  // Makes Truncate(position()) succeed from any later position (docs/architecture.md): costs
   // nothing while fewer than about max_chunk tokens follow the pinned position, at most the
   // window's rows of every sliding layer after that. Replaces an earlier pin; Restore, Reset and
   // Truncate below the pinned position drop it.
