@@ -1,7 +1,7 @@
 // Tool catalogs for FunctionGemma function calling: parsed from JSON, validated, and modelled as
 // the subset of JSON Schema the FunctionGemma declaration format can express.
 //
-// Accepted shapes (see docs/model.md "FunctionGemma prompt and output" and issue 5):
+// Accepted shapes (the declaration format: docs/model.md "FunctionGemma prompt and output"):
 //   * OpenAI-style: [{"type":"function","function":{name, description, parameters}}, ...]
 //     or the object {"tools":[...]} holding that array;
 //   * a bare list: [{name, description, parameters}, ...];
