@@ -9,12 +9,14 @@
 #include <string>
 
 #include "fgemma/status.h"
+#include "src/base/file_io.h"  // ReadFileToString and the other whole-file reads
 
 namespace fg {
 
 class MappedFile {
  public:
-  // Maps `path` read-only. An empty file maps to an empty span.
+  // Maps `path` read-only (a regular file only: OpenRegularFile). An empty file maps to an
+  // empty span.
   static StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
@@ -32,9 +34,6 @@ class MappedFile {
   const uint8_t* data_;
   size_t size_;
 };
-
-// Reads a whole file into a string (small files: JSON catalogs, goldens).
-StatusOr<std::string> ReadFileToString(const std::string& path);
 
 }  // namespace fg
 

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <set>
 
+#include "src/base/file_io.h"
+#include "src/base/temp_files.h"
+
 namespace fg::exporter {
 
 namespace {
@@ -113,43 +116,37 @@ std::vector<uint8_t> IrpaWriter::HeaderAndTables(const Layout& l) const {
 Status IrpaWriter::WriteFile(const std::string& path, const Progress& progress) const {
   const Layout l = ComputeLayout();
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Removed on any failure, an exception or SIGINT/SIGTERM (src/base/temp_files.h).
+  TempPath tmp_path(tmp);
+  ScopedFd owned(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  const int fd = owned.get();
   if (fd < 0) return IoError("irpa: cannot create '" + tmp + "': " + std::strerror(errno));
-  auto fail = [&](Status s) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return s;
-  };
   std::vector<uint8_t> head = HeaderAndTables(l);
-  if (Status s = WriteAll(fd, head.data(), head.size(), path); !s.ok()) return fail(s);
+  if (Status s = WriteAll(fd, head.data(), head.size(), path); !s.ok()) return s;
   uint64_t pos = 0;  // relative to the storage segment
   std::vector<uint8_t> buf;
   const std::vector<uint8_t> zeros(kFileAlign, 0);
   for (size_t i = 0; i < entries_.size(); ++i) {
     const uint64_t pad = l.storage_offsets[i] - pos;
-    if (Status s = WriteAll(fd, zeros.data(), pad, path); !s.ok()) return fail(s);
+    if (Status s = WriteAll(fd, zeros.data(), pad, path); !s.ok()) return s;
     buf.assign(entries_[i].length, 0);
     if (entries_[i].fill) {
       if (Status s = entries_[i].fill(buf); !s.ok()) {
-        return fail(s.WithContext("irpa: parameter '" + entries_[i].name + "'"));
+        return s.WithContext("irpa: parameter '" + entries_[i].name + "'");
       }
     }
-    if (Status s = WriteAll(fd, buf.data(), buf.size(), path); !s.ok()) return fail(s);
+    if (Status s = WriteAll(fd, buf.data(), buf.size(), path); !s.ok()) return s;
     pos = l.storage_offsets[i] + entries_[i].length;
     if (progress) progress(pos, l.storage_length);
   }
   const uint64_t tail = l.file_size - (l.storage_offset + pos);
-  if (Status s = WriteAll(fd, zeros.data(), tail, path); !s.ok()) return fail(s);
-  if (::fsync(fd) != 0) return fail(IoError("irpa: cannot sync '" + tmp + "'"));
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return IoError("irpa: cannot close '" + tmp + "'");
-  }
+  if (Status s = WriteAll(fd, zeros.data(), tail, path); !s.ok()) return s;
+  if (::fsync(fd) != 0) return IoError("irpa: cannot sync '" + tmp + "'");
+  if (::close(owned.Release()) != 0) return IoError("irpa: cannot close '" + tmp + "'");
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = IoError("irpa: cannot rename to '" + path + "': " + std::strerror(errno));
-    ::unlink(tmp.c_str());
-    return s;
+    return IoError("irpa: cannot rename to '" + path + "': " + std::strerror(errno));
   }
+  tmp_path.Keep();
   return OkStatus();
 }
 

@@ -11,6 +11,9 @@
 #include <limits>
 #include <utility>
 
+#include "src/base/file_io.h"
+#include "src/base/temp_files.h"
+
 namespace fg::gguf {
 
 namespace {
@@ -390,6 +393,10 @@ Status Writer::WriteFile(const std::string& path) const {
   std::string tmpl = path + ".tmp.XXXXXX";
   int fd = ::mkstemp(tmpl.data());
   if (fd < 0) return IoError("cannot create '" + tmpl + "': " + ErrnoText());
+  // Removed (and the descriptor closed) on every failure, an exception (bad_alloc while
+  // emitting) or SIGINT/SIGTERM.
+  TempPath tmp(tmpl);
+  ScopedFd owned(fd);
   Status s = Emit([&](const uint8_t* p, size_t n) -> Status {
     while (n > 0) {
       ssize_t w = ::write(fd, p, n);
@@ -404,11 +411,11 @@ Status Writer::WriteFile(const std::string& path) const {
   });
   if (s.ok() && ::fchmod(fd, 0644) != 0) s = IoError("chmod '" + tmpl + "': " + ErrnoText());
   if (s.ok() && ::fsync(fd) != 0) s = IoError("fsync '" + tmpl + "': " + ErrnoText());
-  if (::close(fd) != 0 && s.ok()) s = IoError("close '" + tmpl + "': " + ErrnoText());
+  if (::close(owned.Release()) != 0 && s.ok()) s = IoError("close '" + tmpl + "': " + ErrnoText());
   if (s.ok() && ::rename(tmpl.c_str(), path.c_str()) != 0) {
     s = IoError("cannot rename '" + tmpl + "' to '" + path + "': " + ErrnoText());
   }
-  if (!s.ok()) ::unlink(tmpl.c_str());
+  if (s.ok()) tmp.Keep();
   return s;
 }
 
