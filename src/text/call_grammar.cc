@@ -51,8 +51,10 @@ constexpr uint32_t kTopFree = 2;        // kAuto free text (bits 8..15: forbidde
 constexpr uint32_t kObjOpen = 0, kObjAfterOpen = 1, kObjAfterComma = 2, kObjKey = 3,
                    kObjAfterValue = 4;
 constexpr uint32_t kFreeOpen = 0, kFreeAfterOpen = 1, kFreeKey = 2, kFreeAfterValue = 3;
+// kArr phases (bits 8..31: items so far).
 constexpr uint32_t kArrOpen = 0, kArrAfterOpen = 1, kArrAfterValue = 2, kArrAfterComma = 3,
                    kArrItem = 4;
+constexpr uint32_t kMaxArrayItemsLimit = (1u << 23) - 1;  // what the frame's bits can count
 // kStr: bit 0 body, bits 4..7 UTF-8 state, bits 8..15 pattern match, bit 16 backslash pending.
 // kNum phases (bits 8..: digit count).
 constexpr uint32_t kNumStart = 0, kNumMinus = 1, kNumZero = 2, kNumInt = 3, kNumDot = 4,
@@ -60,6 +62,9 @@ constexpr uint32_t kNumStart = 0, kNumMinus = 1, kNumZero = 2, kNumInt = 3, kNum
 constexpr uint32_t kMaxIntDigits = 18;   // fits int64 (the parser's INTEGER reading)
 constexpr uint32_t kMaxFracDigits = 18;
 constexpr uint32_t kMaxExpDigits = 2;    // with <= 18 integer digits the value stays finite
+
+constexpr int kInf = CallGrammar::kNoFinish;  // a token count no completion reaches
+int Sat(int64_t n) { return static_cast<int>(std::min<int64_t>(n, kInf)); }
 
 constexpr uint32_t Hdr(Kind k, uint32_t node) { return (static_cast<uint32_t>(k) << 24) | node; }
 
@@ -122,8 +127,13 @@ struct LitTrie {
     std::vector<std::pair<int, int>> next;  // (symbol, child) sorted by symbol
     int terminal = -1;
     std::vector<uint32_t> mask;
+    int depth = 0;  // symbols from the root
+    int rest = 0;   // fewest tokens from here to the end of a member, plus its extra (CostTrie)
   };
   std::vector<Node> nodes = std::vector<Node>(1);
+  // Per member index: its symbols, the node after each prefix (path[k] after k symbols) and the
+  // fewest tokens that spell the rest (suffix[k] for symbols k..end; Impl::CostTrie).
+  std::vector<std::vector<int>> members, paths, suffix;
 
   int Child(int n, int sym) const {
     const auto& v = nodes[n].next;
@@ -138,18 +148,32 @@ struct LitTrie {
       nodes[at].mask[index / 32] |= 1u << (index % 32);
     };
     mark(0);
+    if (members.size() <= static_cast<size_t>(index)) {
+      members.resize(index + 1);
+      paths.resize(index + 1);
+    }
+    members[index] = syms;
+    paths[index] = {0};
     for (int sym : syms) {
       int c = Child(n, sym);
       if (c < 0) {
         c = static_cast<int>(nodes.size());
         nodes.emplace_back();
+        nodes[c].depth = nodes[n].depth + 1;
         auto& v = nodes[n].next;
         v.insert(std::lower_bound(v.begin(), v.end(), std::make_pair(sym, -1)), {sym, c});
       }
       n = c;
       mark(n);
+      paths[index].push_back(n);
     }
     if (nodes[n].terminal < 0) nodes[n].terminal = index;
+  }
+  // True if member `index` passes through `node`.
+  bool Through(int index, int node) const {
+    const std::vector<int>& p = paths[index];
+    const size_t d = static_cast<size_t>(nodes[node].depth);
+    return d < p.size() && p[d] == node;
   }
 };
 
@@ -159,10 +183,12 @@ struct VNode {
   int depth = 0;
   int lit = -1;   // kLiteral: the members; kObject: the keys (each followed by its separator)
   int item = -1;  // kArray: item node (-1: only [] is possible); kFreeObject: value node
+  uint32_t max_items = 0;           // kArray: items at most (with item >= 0)
   std::vector<int> values;          // kObject: value node per key index
   std::vector<uint32_t> required;   // kObject: mask words
   int nwords = 0;                   // kObject: seen-mask words kept in the frame
   bool args = false;                // kObject: the tool's arguments
+  std::vector<int> keyval;          // kObject: tokens of "key:" plus the shortest value, per key
 };
 
 struct KeyHash {
@@ -234,6 +260,26 @@ struct CallGrammar::Impl {
                              KeyHash, KeyEq>
       memo;
 
+  // The budget (see MinTokensToFinish). Costs count tokens; kInf where nothing spells it.
+  int byte_cost[256] = {};           // 1 when a text token is exactly that byte, else kInf
+  int num_cost = kInf;               // one digit
+  int empty_arr = kInf, empty_obj = kInf, empty_str = kInf;  // [] {} and an empty string
+  int str_rest[8] = {};              // in a string body with UTF-8 state u: the rest, closed
+  int str_backslash = kInf;          // compact: after a backslash
+  std::vector<int> vcost;            // per value node: its shortest complete value, fresh
+  std::vector<int> maxd;             // per value node: bound on the finish of its frames
+  int call_cost = kInf;              // a whole call, from kTopExpectCall
+  int max_finish = kInf;             // bound on MinTokensToFinish over every state
+  // Per key of `memo` whose budget was asked: the change of MinTokensToFinish per allowed token
+  // and, per slack, the tokens that fit it.
+  struct Deltas {
+    std::vector<int> delta;  // parallel to the allowed set
+    int max_delta = -kInf;
+    std::unordered_map<int, std::unique_ptr<const std::vector<int32_t>>> fit;
+  };
+  mutable std::unordered_map<std::vector<uint32_t>, std::unique_ptr<Deltas>, KeyHash, KeyEq>
+      deltas;
+
   // ---- construction ----
   int AddNode(VNode v) {
     vnodes.push_back(std::move(v));
@@ -260,6 +306,12 @@ struct CallGrammar::Impl {
     return Bytes(v.dump());
   }
 
+  // Items an array takes at most: the schema's maxItems, else the grammar's default.
+  uint32_t ArrayLimit(int64_t max_items) const {
+    const int64_t n = max_items >= 0 ? max_items : opts.max_array_items;
+    return static_cast<uint32_t>(std::min<int64_t>(n, kMaxArrayItemsLimit));
+  }
+
   StatusOr<int> Compile(const Schema& s, int depth, const std::string& path) {
     if (depth > kMaxValueDepth) {
       return InvalidArgumentError(path + ": nested deeper than the parser accepts");
@@ -283,6 +335,7 @@ struct CallGrammar::Impl {
       VNode v;
       v.type = VNode::kArray;
       v.depth = depth;
+      v.max_items = ArrayLimit(s.max_items);
       if (depth + 1 <= kMaxValueDepth) {
         if (s.items != nullptr) {
           FG_ASSIGN_OR_RETURN(v.item, Compile(*s.items, depth + 1, path + "[]"));
@@ -359,6 +412,7 @@ struct CallGrammar::Impl {
       VNode arr;
       arr.type = VNode::kArray;
       arr.depth = d;
+      arr.max_items = ArrayLimit(-1);
       arr.item = d + 1 <= kMaxValueDepth ? any_node[d + 1] : -1;
       any_arr[d] = AddNode(arr);
       VNode obj;
@@ -686,7 +740,8 @@ struct CallGrammar::Impl {
         }
         case kArr: {
           const VNode& v = vnodes[node];
-          switch (sub) {
+          const uint32_t items = sub >> 8;
+          switch (sub & 0xFF) {
             case kArrOpen:
               if (sym != '[') return false;
               st[sub_at] = kArrAfterOpen;
@@ -696,13 +751,13 @@ struct CallGrammar::Impl {
                 Pop(st);
                 return true;
               }
-              if (v.item < 0) return false;
-              st[sub_at] = kArrAfterValue;
+              if (v.item < 0 || v.max_items == 0) return false;
+              st[sub_at] = kArrAfterValue | (1u << 8);
               PushValue(st, v.item);
               continue;
             case kArrAfterValue:
-              if (sym == ',' && v.item >= 0) {
-                st[sub_at] = kArrAfterComma;
+              if (sym == ',' && v.item >= 0 && items < v.max_items) {
+                st[sub_at] = kArrAfterComma | (items << 8);
                 return true;
               }
               if (sym == ']') {
@@ -712,12 +767,12 @@ struct CallGrammar::Impl {
               return false;
             case kArrAfterComma:
               if (compact && sym == ' ') {
-                st[sub_at] = kArrItem;
+                st[sub_at] = kArrItem | (items << 8);
                 return true;
               }
               [[fallthrough]];
             case kArrItem:
-              st[sub_at] = kArrAfterValue;
+              st[sub_at] = kArrAfterValue | ((items + 1) << 8);
               PushValue(st, v.item);
               continue;
             default:
@@ -1020,6 +1075,345 @@ struct CallGrammar::Impl {
     }
     return out;
   }
+
+  // ---- the budget: the fewest tokens that complete the output ----
+  //
+  // A frame's rest is exact within each literal it still has to write (a key with its
+  // separator, an enum member, a tool's header: the fewest text tokens whose pieces spell it,
+  // atomic tokens one each) and takes the shortest value for each value it still needs;
+  // MinTokensToFinish adds the rests of the stack's frames. A token spanning two frames ("}}")
+  // may finish sooner, so the sum is an upper bound, but one always reached: from a state with
+  // a finite sum, the first token of its plan is allowed and lowers the sum by one.
+
+  std::string_view SortedPiece(uint32_t i) const {
+    return std::string_view(sorted_buf).substr(sorted_off[i], PieceLen(i));
+  }
+  // Whether some text token's piece is exactly `w` (the pieces are sorted bytewise).
+  bool IsPiece(std::string_view w) const {
+    uint32_t lo = 0, hi = static_cast<uint32_t>(sorted_tok.size());
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      if (SortedPiece(mid) < w) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo < sorted_tok.size() && SortedPiece(lo) == w;
+  }
+  // c[k]: the fewest tokens that spell syms[k..] (kInf when no tokens do).
+  std::vector<int> SuffixCosts(const std::vector<int>& syms) const {
+    const size_t n = syms.size();
+    std::vector<int> c(n + 1, kInf);
+    c[n] = 0;
+    std::string w;
+    for (size_t i = n; i-- > 0;) {
+      if (syms[i] > 255) {  // an atomic token (every special symbol has one)
+        c[i] = Sat(int64_t{1} + c[i + 1]);
+        continue;
+      }
+      w.clear();
+      for (size_t j = i; j < n && syms[j] <= 255 && w.size() < max_piece; ++j) {
+        w += static_cast<char>(syms[j]);
+        if (IsPiece(w)) c[i] = std::min(c[i], Sat(int64_t{1} + c[j + 1]));
+      }
+    }
+    return c;
+  }
+  int Cost(const std::vector<int>& syms) const { return SuffixCosts(syms)[0]; }
+
+  // Fills t.suffix and every node's rest: the fewest tokens to the end of a member below it
+  // plus extra[member].
+  void CostTrie(LitTrie& t, const std::vector<int>& extra) const {
+    for (LitTrie::Node& n : t.nodes) n.rest = kInf;
+    t.suffix.assign(t.members.size(), {});
+    for (size_t i = 0; i < t.members.size(); ++i) {
+      if (t.paths[i].empty()) continue;
+      t.suffix[i] = SuffixCosts(t.members[i]);
+      for (size_t k = 0; k < t.paths[i].size(); ++k) {
+        int& r = t.nodes[t.paths[i][k]].rest;
+        r = std::min(r, Sat(int64_t{t.suffix[i][k]} + extra[i]));
+      }
+    }
+  }
+
+  static bool Bit(const std::vector<uint32_t>& words, int i) {
+    return (words[i / 32] >> (i % 32)) & 1;
+  }
+  static bool Bit(const uint32_t* words, int i) { return (words[i / 32] >> (i % 32)) & 1; }
+  int ObjClose(const VNode& v) const {
+    const int close = v.args && compact ? ')' : '}';
+    return byte_cost[close];
+  }
+  int ObjOpen(const VNode& v) const {
+    if (v.args && !compact) return 0;  // the '{' ends the call's header
+    const int open = v.args ? '(' : '{';
+    return byte_cost[open];
+  }
+  // The required keys not in `seen` (nullptr: none seen) other than `also`, each with its
+  // shortest value and a comma (one fewer right after the opening), then the close.
+  int Tail(const VNode& v, const uint32_t* seen, int also, bool after_value) const {
+    int64_t sum = 0;
+    int64_t count = 0;
+    for (int i = 0; i < static_cast<int>(v.values.size()); ++i) {
+      if (!Bit(v.required, i) || i == also || (seen != nullptr && Bit(seen, i))) continue;
+      sum += v.keyval[i];
+      ++count;
+    }
+    if (count == 0) return ObjClose(v);
+    return Sat(sum + (after_value ? count : count - 1) * byte_cost[','] + ObjClose(v));
+  }
+  // Inside a key (trie node tn; 0 right after a comma): the rest of the best unseen key through
+  // tn, its shortest value, then what the object still needs.
+  int KeyRest(const VNode& v, const uint32_t* seen, int tn) const {
+    const LitTrie& keys = lits[v.lit];
+    const int depth = keys.nodes[tn].depth;
+    int best = kInf;
+    for (int i = 0; i < static_cast<int>(v.values.size()); ++i) {
+      if (Bit(seen, i) || !keys.Through(i, tn)) continue;
+      best = std::min(best, Sat(int64_t{keys.suffix[i][depth]} + vcost[v.values[i]] +
+                                Tail(v, seen, i, /*after_value=*/true)));
+    }
+    return best;
+  }
+  int StrRest(uint32_t sub) const {
+    if ((sub & 1) == 0) return empty_str;
+    if (compact && (sub & (1u << 16)) != 0) return str_backslash;
+    return str_rest[(sub >> 4) & 7];
+  }
+
+  // The rest of the frame ending at st[end - 1] (its header).
+  int FrameRest(const std::vector<uint32_t>& st, size_t end) const {
+    const uint32_t h = st[end - 1];
+    const uint32_t node = h & 0xFFFFFF;
+    const uint32_t sub = st[end - 2];
+    switch (static_cast<Kind>(h >> 24)) {
+      case kTop:
+        return (sub & 0xF) == kTopExpectCall ? call_cost : 0;
+      case kCallHdr:
+        return lits[call_lit].nodes[sub].rest;
+      case kCallEnd:
+        return 1;
+      case kObj: {
+        const VNode& v = vnodes[node];
+        const uint32_t* seen = &st[end - 2 - v.nwords];
+        switch (sub & 0xF) {
+          case kObjOpen:
+            return Sat(int64_t{ObjOpen(v)} + Tail(v, seen, -1, false));
+          case kObjAfterOpen:
+            return Tail(v, seen, -1, false);
+          case kObjAfterValue:
+            return Tail(v, seen, -1, true);
+          case kObjAfterComma:
+            return KeyRest(v, seen, 0);
+          case kObjKey:
+            return KeyRest(v, seen, static_cast<int>(sub >> 8));
+          default:
+            return kInf;
+        }
+      }
+      case kFreeObj: {
+        const VNode& v = vnodes[node];
+        if (sub == kFreeOpen) return empty_obj;
+        if (sub == kFreeKey) {
+          return Sat(int64_t{byte_cost[kv_sep]} + vcost[v.item] + byte_cost['}']);
+        }
+        return byte_cost['}'];
+      }
+      case kArr: {
+        const VNode& v = vnodes[node];
+        switch (sub & 0xFF) {
+          case kArrOpen:
+            return empty_arr;
+          case kArrAfterComma:
+          case kArrItem:
+            return Sat(int64_t{vcost[v.item]} + byte_cost[']']);
+          default:
+            return byte_cost[']'];
+        }
+      }
+      case kStr:
+        return StrRest(sub);
+      case kLit:
+        return lits[vnodes[node].lit].nodes[sub].rest;
+      case kNum: {
+        const uint32_t phase = sub & 0xFF;
+        const bool digit_needed = phase == kNumStart || phase == kNumMinus || phase == kNumDot ||
+                                  phase == kNumE || phase == kNumESign;
+        return digit_needed ? num_cost : 0;
+      }
+      case kAny:
+        return vcost[node];
+    }
+    return kInf;
+  }
+
+  int Finish(const State& s) const {
+    if (s.done) return 0;
+    int64_t total = 0;
+    for (size_t end = s.stack.size(); end >= 2; end -= FrameSize(s.stack[end - 1])) {
+      total += FrameRest(s.stack, end);
+    }
+    return Sat(total);
+  }
+
+  // One token on a copy of the state; false when it is not allowed (stop tokens aside).
+  bool StepToken(State& t, int32_t id) const {
+    const int32_t cls = tok_class[id];
+    return cls >= 256 ? Step(t, cls) : cls == kTokText && WalkPiece(t, id);
+  }
+  int FinishAfter(const State& s, int32_t id) const {
+    if (tok_class[id] == kTokStop) return CanStop(s) ? 0 : kInf;
+    State t = s;
+    return StepToken(t, id) ? Finish(t) : kInf;
+  }
+
+  // The shortest complete value of a node, fresh (memoized in vcost; -1 not yet).
+  int VCost(int node) {
+    if (vcost[node] >= 0) return vcost[node];
+    VNode& v = vnodes[node];
+    int c = kInf;
+    switch (v.type) {
+      case VNode::kString:
+        c = empty_str;
+        break;
+      case VNode::kLiteral:
+        c = lits[v.lit].nodes[0].rest;
+        break;
+      case VNode::kInteger:
+      case VNode::kNumber:
+        c = num_cost;
+        break;
+      case VNode::kArray:
+        c = empty_arr;
+        break;
+      case VNode::kFreeObject:
+        c = empty_obj;
+        break;
+      case VNode::kAny:
+        c = std::min({empty_str, num_cost, VCost(bool_node)});
+        if (v.depth < kMaxValueDepth) {
+          c = std::min({c, VCost(any_arr[v.depth]), VCost(any_obj[v.depth])});
+        }
+        break;
+      case VNode::kObject: {
+        const LitTrie& keys = lits[v.lit];
+        std::vector<int> keyval(v.values.size());
+        for (size_t i = 0; i < v.values.size(); ++i) {
+          keyval[i] = Sat(int64_t{keys.suffix[i][0]} + VCost(v.values[i]));
+        }
+        vnodes[node].keyval = std::move(keyval);
+        c = Sat(int64_t{ObjOpen(vnodes[node])} + Tail(vnodes[node], nullptr, -1, false));
+        break;
+      }
+    }
+    vcost[node] = c;
+    return c;
+  }
+
+  // A bound on the rests of a node's frame and of every frame that can be above it.
+  int MaxD(int node) {
+    if (maxd[node] >= 0) return maxd[node];
+    const VNode& v = vnodes[node];
+    int64_t m = vcost[node];
+    auto child = [&](int n) { return n >= 0 ? int64_t{MaxD(n)} : 0; };
+    switch (v.type) {
+      case VNode::kString:
+        for (int r : str_rest) m = std::max<int64_t>(m, r);
+        if (compact) m = std::max<int64_t>(m, str_backslash);
+        break;
+      case VNode::kLiteral:
+        for (const LitTrie::Node& n : lits[v.lit].nodes) m = std::max<int64_t>(m, n.rest);
+        break;
+      case VNode::kInteger:
+      case VNode::kNumber:
+        break;
+      case VNode::kArray:
+        if (v.item >= 0) {
+          m = std::max<int64_t>(m, int64_t{vcost[v.item]} + byte_cost[']']) + child(v.item);
+        }
+        break;
+      case VNode::kFreeObject:
+        if (v.item >= 0) {
+          m = std::max<int64_t>(m, int64_t{byte_cost[kv_sep]} + vcost[v.item] + byte_cost['}']) +
+              child(v.item);
+        }
+        break;
+      case VNode::kAny:
+        for (int n : {str_node, num_node, bool_node}) m = std::max(m, child(n));
+        if (v.depth < kMaxValueDepth) {
+          m = std::max({m, child(any_arr[v.depth]), child(any_obj[v.depth])});
+        }
+        break;
+      case VNode::kObject: {
+        const LitTrie& keys = lits[v.lit];
+        int64_t req = 0, nreq = 0, key = 0, below = 0;
+        for (size_t i = 0; i < v.values.size(); ++i) {
+          if (Bit(v.required, static_cast<int>(i))) {
+            req += v.keyval[i];
+            ++nreq;
+          }
+          const int worst = *std::max_element(keys.suffix[i].begin(), keys.suffix[i].end());
+          key = std::max(key, int64_t{worst} + vcost[v.values[i]]);
+          below = std::max(below, child(v.values[i]));
+        }
+        m = int64_t{ObjOpen(v)} + ObjClose(v) + (nreq + 1) * byte_cost[','] + req + key + below;
+        break;
+      }
+    }
+    maxd[node] = Sat(m);
+    return maxd[node];
+  }
+
+  void BuildCosts() {
+    for (int b = 0; b < 256; ++b) {
+      byte_cost[b] = IsPiece(std::string(1, static_cast<char>(b))) ? 1 : kInf;
+    }
+    num_cost = *std::min_element(byte_cost + '0', byte_cost + '9' + 1);
+    empty_arr = Cost(Bytes("[]"));
+    empty_obj = Cost(Bytes("{}"));
+    const int close = compact ? '"' : kSymEscape;
+    empty_str = Cost({str_open, close});
+    // Continuation bytes a UTF-8 state still needs (Utf8Step's states), then the close.
+    static const std::vector<int> kPending[8] = {{},
+                                                  {0x80},
+                                                  {0x80, 0x80},
+                                                  {0x80, 0x80, 0x80},
+                                                  {0xA0, 0x80},
+                                                  {0x80, 0x80},
+                                                  {0x90, 0x80, 0x80},
+                                                  {0x80, 0x80, 0x80}};
+    for (int u = 0; u < 8; ++u) {
+      std::vector<int> syms = kPending[u];
+      syms.push_back(close);
+      str_rest[u] = Cost(syms);
+    }
+    str_backslash = std::min(Cost(Bytes("\"\"")), Cost(Bytes("\\\"")));
+    for (LitTrie& t : lits) CostTrie(t, std::vector<int>(t.members.size(), 0));
+    vcost.assign(vnodes.size(), -1);
+    for (size_t n = 0; n < vnodes.size(); ++n) VCost(static_cast<int>(n));
+    maxd.assign(vnodes.size(), -1);
+    int64_t args_max = 0;
+    for (int n : tool_args) args_max = std::max<int64_t>(args_max, MaxD(n));
+    int64_t hdr_max = 0;
+    if (compact) {
+      call_cost = kInf;
+      for (int tool : compact_tool) {
+        call_cost = std::min(call_cost, Sat(int64_t{2} + vcost[tool_args[tool]]));
+      }
+    } else {
+      // A tool's header node: the rest of its header, its required arguments, '}', the end.
+      LitTrie& calls = lits[call_lit];
+      std::vector<int> extra(calls.members.size());
+      for (size_t i = 0; i < extra.size(); ++i) {
+        extra[i] = Sat(int64_t{Tail(vnodes[tool_args[i]], nullptr, -1, false)} + 1);
+      }
+      CostTrie(calls, extra);
+      call_cost = Sat(int64_t{1} + calls.nodes[0].rest);
+      for (const LitTrie::Node& n : calls.nodes) hdr_max = std::max<int64_t>(hdr_max, n.rest);
+    }
+    max_finish = Sat(std::max({int64_t{call_cost}, hdr_max, 1 + args_max}));
+  }
 };
 
 StatusOr<Dialect> ParseDialect(std::string_view name) {
@@ -1047,6 +1441,9 @@ StatusOr<std::unique_ptr<CallGrammar>> CallGrammar::Create(const ToolCatalog& ca
     return InvalidArgumentError("grammar: mode off has no grammar");
   }
   if (options.max_calls < 1) return InvalidArgumentError("grammar: max_calls must be >= 1");
+  if (options.max_array_items < 0) {
+    return InvalidArgumentError("grammar: max_array_items must be >= 0");
+  }
   if (catalog.tools.empty()) return InvalidArgumentError("grammar: the catalog has no tools");
   auto impl = std::make_unique<Impl>();
   impl->opts = options;
@@ -1073,6 +1470,7 @@ StatusOr<std::unique_ptr<CallGrammar>> CallGrammar::Create(const ToolCatalog& ca
   impl->esc_matcher.Build(std::string(kEscape));
   FG_RETURN_IF_ERROR(impl->Build(catalog));
   FG_RETURN_IF_ERROR(impl->BuildVocab(tokenizer));
+  impl->BuildCosts();
   return std::unique_ptr<CallGrammar>(new CallGrammar(std::move(impl)));
 }
 
@@ -1117,12 +1515,55 @@ Status CallGrammar::Advance(State* s, int32_t token) const {
     return InvalidArgumentError("grammar: token " + std::to_string(token) + " is never allowed");
   }
   State t = *s;
-  if (cls >= 256 ? !g.Step(t, cls) : !g.WalkPiece(t, token)) {
+  if (!g.StepToken(t, token)) {
     return InvalidArgumentError("grammar: token " + std::to_string(token) + " not allowed here");
   }
   *s = std::move(t);
   return OkStatus();
 }
+
+std::span<const int32_t> CallGrammar::Allowed(const State& s, int64_t budget) const {
+  const std::span<const int32_t> all = Allowed(s);
+  const Impl& g = *impl_;
+  if (all.empty() || budget < 1 || budget - 1 >= g.max_finish) return all;
+  const int need = g.Finish(s);
+  if (need > budget) return all;  // no completion fits: nothing to keep within reach
+  const int slack = static_cast<int>(budget - 1 - need);
+  // The deltas depend on the same part of the state as the allowed set (inside an official
+  // string, only <escape> leaves it, and it leaves the enclosing frames as they were).
+  thread_local std::vector<uint32_t> key;
+  g.Key(s, &key);
+  Impl::Deltas* d = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    auto it = g.deltas.find(std::span<const uint32_t>(key));
+    if (it != g.deltas.end()) d = it->second.get();
+  }
+  if (d == nullptr) {
+    auto nd = std::make_unique<Impl::Deltas>();
+    nd->delta.reserve(all.size());
+    for (int32_t id : all) {
+      const int64_t delta = int64_t{g.FinishAfter(s, id)} - need;
+      nd->delta.push_back(static_cast<int>(std::min<int64_t>(delta, kInf)));
+      nd->max_delta = std::max(nd->max_delta, nd->delta.back());
+    }
+    std::lock_guard<std::mutex> lock(g.mu);
+    d = g.deltas.try_emplace(key, std::move(nd)).first->second.get();
+  }
+  if (slack >= d->max_delta) return all;
+  std::lock_guard<std::mutex> lock(g.mu);
+  auto it = d->fit.find(slack);
+  if (it == d->fit.end()) {
+    auto fit = std::make_unique<std::vector<int32_t>>();
+    for (size_t j = 0; j < all.size(); ++j) {
+      if (d->delta[j] <= slack) fit->push_back(all[j]);
+    }
+    it = d->fit.try_emplace(slack, std::move(fit)).first;
+  }
+  return *it->second;
+}
+
+int CallGrammar::MinTokensToFinish(const State& s) const { return impl_->Finish(s); }
 
 bool CallGrammar::CanStop(const State& s) const { return impl_->CanStop(s); }
 

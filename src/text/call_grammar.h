@@ -36,12 +36,17 @@ enum class ConstrainMode { kOff, kCall, kAuto };
 StatusOr<Dialect> ParseDialect(std::string_view name);
 StatusOr<ConstrainMode> ParseConstrainMode(std::string_view name);
 
+// Items of an array whose schema gives no "maxItems".
+inline constexpr int kDefaultMaxArrayItems = 16;
+
 struct GrammarOptions {
   Dialect dialect = Dialect::kOfficial;
   ConstrainMode mode = ConstrainMode::kCall;  // kOff is refused by CallGrammar::Create
   int max_calls = 1;                          // calls before the output must end (>= 1)
   // Compact dialect only: tool_map[N] is the catalog name of <tool_N> (the manifest's toolMap).
   std::vector<std::string> tool_map;
+  // Items an array without a schema "maxItems" takes at most (>= 0).
+  int max_array_items = kDefaultMaxArrayItems;
 };
 
 class CallGrammar {
@@ -66,6 +71,21 @@ class CallGrammar {
   // as long as the grammar lives (memoized). Thread-safe: sessions on several threads may share
   // one grammar.
   std::span<const int32_t> Allowed(const State& s) const;
+
+  // Allowed(s) cut to the tokens after which the output can still be completed within
+  // `budget` tokens in all, this one included (MinTokensToFinish of the next state at most
+  // budget - 1): with the budget spent on them, the output ends complete. Allowed(s) itself
+  // when the budget is not binding, or when no completion fits it at all
+  // (MinTokensToFinish(s) > budget). Never empty unless Done(s); memoized and thread-safe
+  // like Allowed(s).
+  std::span<const int32_t> Allowed(const State& s, int64_t budget) const;
+
+  // The fewest tokens that complete the output from `s` (0 when CanStop(s)), counting each
+  // key, enum member or header by the fewest tokens that spell it and each value still needed
+  // by its shortest form; a token spanning two of these ("}}") can only do better. kNoFinish
+  // when the vocabulary cannot spell a completion.
+  static constexpr int kNoFinish = 1 << 24;
+  int MinTokensToFinish(const State& s) const;
 
   // Consumes one token; InvalidArgument if it is not allowed in `s` (s is then unchanged).
   Status Advance(State* s, int32_t token) const;

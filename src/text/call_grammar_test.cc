@@ -70,6 +70,27 @@ std::string CatalogB() {
   return tools.dump();
 }
 
+// Every schema shape, all required: integer, number and nested arrays (one with maxItems),
+// strings, enums (one non-ASCII), booleans, untyped arrays, free objects, nested objects with
+// required keys and arrays of objects.
+const char kShapesCatalog[] = R"([
+  {"name":"put_numbers","parameters":{"type":"object","properties":{
+     "ids":{"type":"array","items":{"type":"integer"}},
+     "weights":{"type":"array","items":{"type":"number"},"maxItems":3},
+     "grid":{"type":"array","items":{"type":"array","items":{"type":"integer"}}},
+     "n":{"type":"number"},"i":{"type":"integer"}},
+     "required":["ids","weights","grid","n","i"]}},
+  {"name":"put_things","parameters":{"type":"object","properties":{
+     "name":{"type":"string"},"kind":{"type":"string","enum":["a","bb","\u00e9t\u00e9"]},
+     "flag":{"type":"boolean"},"any":{"type":"array"},"free":{"type":"object"},
+     "spec":{"type":"object","properties":{"x":{"type":"integer"},
+              "tags":{"type":"array","items":{"type":"string"}},
+              "deep":{"type":"object","properties":{"y":{"type":"number"}},"required":["y"]}},
+             "required":["x","deep"]},
+     "rows":{"type":"array","items":{"type":"object","properties":{"k":{"type":"string"},
+              "v":{"type":"integer"}},"required":["k","v"]}}},
+     "required":["name","kind","flag","spec","rows","any","free"]}}])";
+
 ToolCatalog Catalog(std::string_view text) {
   StatusOr<ToolCatalog> c = ParseToolCatalog(text);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -361,20 +382,54 @@ struct Case {
   friend void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 };
 
-class GrammarLanguageTest : public CallGrammarTest, public ::testing::WithParamInterface<Case> {};
+class GrammarLanguageTest : public CallGrammarTest, public ::testing::WithParamInterface<Case> {
+ protected:
+  // The case's options; the compact tool map names the catalog's tools 0, 2 and 1 (those it has).
+  static GrammarOptions Options(const Case& c, const ToolCatalog& catalog) {
+    GrammarOptions o;
+    o.dialect = c.dialect;
+    o.mode = c.mode;
+    o.max_calls = c.max_calls;
+    if (c.dialect == Dialect::kCompact) {
+      for (size_t k : {0, 2, 1}) {
+        if (k < catalog.tools.size()) o.tool_map.push_back(catalog.tools[k].name);
+      }
+    }
+    return o;
+  }
+  // Parses `text` as the case's output and validates its calls: the number of calls, or -1
+  // (with a failure recorded) when it does not parse.
+  int ExpectValidOutput(const std::string& text, const ToolCatalog& catalog,
+                        const GrammarOptions& o) const {
+    StatusOr<ParsedOutput> out = o.dialect == Dialect::kCompact
+                                     ? ParseCompactOutput(text, &catalog, o.tool_map)
+                                     : ParseModelOutput(text, &catalog);
+    EXPECT_TRUE(out.ok()) << out.status().ToString() << "\n" << text;
+    if (!out.ok()) return -1;
+    if (o.mode == ConstrainMode::kCall) {
+      EXPECT_GE(out->calls.size(), 1u) << text;
+      EXPECT_TRUE(out->content.empty()) << text;
+    }
+    EXPECT_LE(out->calls.size(), static_cast<size_t>(o.max_calls)) << text;
+    for (const Call& call : out->calls) {
+      const Tool* tool = catalog.Find(call.name);
+      EXPECT_NE(tool, nullptr) << text;
+      if (tool == nullptr) continue;
+      if (o.dialect == Dialect::kOfficial) {
+        EXPECT_NE(text.find("call:" + call.name + "{"), std::string::npos) << text;
+      }
+      FG_EXPECT_OK(ValidateCall(*tool, call.arguments)) << text;
+    }
+    return static_cast<int>(out->calls.size());
+  }
+};
 
 // (a) random valid calls, rendered and tokenized, are accepted token by token;
 // (b) random walks over Allowed() parse and validate with the exact tool names.
 TEST_P(GrammarLanguageTest, ValidCallsAcceptedAndRandomWalksParse) {
   const Case& c = GetParam();
   const ToolCatalog catalog = c.many ? Catalog(CatalogB()) : a_;
-  GrammarOptions o;
-  o.dialect = c.dialect;
-  o.mode = c.mode;
-  o.max_calls = c.max_calls;
-  if (c.dialect == Dialect::kCompact) {
-    for (int n = 0; n < 3; ++n) o.tool_map.push_back(catalog.tools[n * 2 % 3].name);
-  }
+  const GrammarOptions o = Options(c, catalog);
   auto g = MakeGrammar(catalog, *tok_, o);
   ASSERT_NE(g, nullptr);
   std::mt19937 rng(1234);
@@ -406,27 +461,171 @@ TEST_P(GrammarLanguageTest, ValidCallsAcceptedAndRandomWalksParse) {
   for (int i = 0; i < 200; ++i) {
     std::vector<int32_t> ids;
     ASSERT_TRUE(RandomWalk(*g, *tok_, closing_, rng, &ids)) << tok_->Decode(ids, true);
-    const std::string text = tok_->Decode(ids, /*special=*/true);
-    StatusOr<ParsedOutput> out = c.dialect == Dialect::kCompact
-                                     ? ParseCompactOutput(text, &catalog, o.tool_map)
-                                     : ParseModelOutput(text, &catalog);
-    ASSERT_TRUE(out.ok()) << out.status().ToString() << "\n" << text;
-    if (c.mode == ConstrainMode::kCall) {
-      EXPECT_GE(out->calls.size(), 1u) << text;
-      EXPECT_TRUE(out->content.empty()) << text;
-    }
-    EXPECT_LE(out->calls.size(), static_cast<size_t>(c.max_calls)) << text;
-    with_calls += !out->calls.empty();
-    for (const Call& call : out->calls) {
-      const Tool* tool = catalog.Find(call.name);
-      ASSERT_NE(tool, nullptr) << text;
-      if (c.dialect == Dialect::kOfficial) {
-        EXPECT_NE(text.find("call:" + call.name + "{"), std::string::npos) << text;
-      }
-      FG_EXPECT_OK(ValidateCall(*tool, call.arguments)) << text;
-    }
+    with_calls += ExpectValidOutput(tok_->Decode(ids, /*special=*/true), catalog, o) > 0;
   }
   EXPECT_GT(with_calls, 20);
+}
+
+// Walks under a budget (-n) from the fewest tokens a call needs up to 30 more, over the case's
+// catalog and every schema shape: each ends complete within the budget, parses and validates.
+// The same walks without the budget, cut at the same length, mostly did not.
+TEST_P(GrammarLanguageTest, BudgetedWalksAlwaysEndValid) {
+  const Case& c = GetParam();
+  const ToolCatalog base = c.many ? Catalog(CatalogB()) : a_;
+  const ToolCatalog shapes = Catalog(kShapesCatalog);
+  int walks = 0, complete = 0, cut_complete = 0;
+  for (const ToolCatalog* catalog : {&base, &shapes}) {
+    GrammarOptions o = Options(c, *catalog);
+    auto g = MakeGrammar(*catalog, *tok_, o);
+    ASSERT_NE(g, nullptr);
+    // The fewest tokens of one call (kAuto could stop at once).
+    GrammarOptions one = o;
+    one.mode = ConstrainMode::kCall;
+    auto g1 = MakeGrammar(*catalog, *tok_, one);
+    const int need = g1->MinTokensToFinish(g1->Start());
+    ASSERT_GT(need, 3);
+    ASSERT_LT(need, 200);
+    std::mt19937 rng(99);
+    for (int extra : {0, 1, 2, 3, 5, 8, 13, 21, 30}) {
+      const int budget = need + extra;
+      for (int i = 0; i < 10; ++i) {
+        std::vector<int32_t> ids;
+        ++walks;
+        const bool ok = RandomWalk(*g, *tok_, closing_, rng, &ids, 0, budget);
+        const std::string text = tok_->Decode(ids, /*special=*/true);
+        EXPECT_TRUE(ok) << "budget " << budget << ": " << text;
+        EXPECT_LE(ids.size(), static_cast<size_t>(budget));
+        if (ok) complete += ExpectValidOutput(text, *catalog, o) >= 0;
+        // Without the budget: the walk cut after as many tokens.
+        std::vector<int32_t> cut;
+        (void)RandomWalk(*g, *tok_, closing_, rng, &cut, budget);
+        CallGrammar::State s = g->Start();
+        ASSERT_EQ(RejectedAt(*g, &s, cut), -1);
+        cut_complete += g->CanStop(s);
+      }
+    }
+  }
+  EXPECT_EQ(complete, walks);
+  std::printf("%s: %d/%d budgeted walks end valid; cut without the budget: %d/%d\n", c.name,
+              complete, walks, cut_complete, walks);
+}
+
+// The cheapest call of catalog A is get_weather or set_alarm without arguments:
+// <start_function_call> "call:" "set_alarm" "{" "}" <end_function_call>. With the budget for
+// exactly that, only those two tools stay open; and a budget that is not binding leaves the
+// allowed set as it is.
+TEST_F(CallGrammarTest, MinTokensToFinishCountsTheCheapestCall) {
+  auto g = MakeGrammar(a_, *tok_, GrammarOptions{});
+  ASSERT_NE(g, nullptr);
+  CallGrammar::State s = g->Start();
+  EXPECT_EQ(g->MinTokensToFinish(s), 6);
+  EXPECT_EQ(g->Allowed(s, 6).data(), g->Allowed(s).data());
+  EXPECT_TRUE(g->Allowed(s, 100000).data() == g->Allowed(s).data());
+  FG_ASSERT_OK(Walk(*g, &s, Ids(*tok_, {"<start_function_call>", "call:"})));
+  EXPECT_EQ(g->MinTokensToFinish(s), 4);
+  EXPECT_THAT(g->Allowed(s, 4), UnorderedElementsAre(Id(*tok_, "get_weather"),
+                                                     Id(*tok_, "set_alarm")));
+  EXPECT_GT(g->Allowed(s, 40).size(), 2u);
+  // No completion fits: the budget changes nothing (the output is cut, as without it).
+  EXPECT_EQ(g->Allowed(s, 3).data(), g->Allowed(s).data());
+  // Inside a string with one token left for the string and two for the call's end: <escape>.
+  FG_ASSERT_OK(Walk(*g, &s, Ids(*tok_, {"get_weather", "{city", ":", "<escape>", "Tokyo"})));
+  EXPECT_EQ(g->MinTokensToFinish(s), 3);
+  EXPECT_THAT(g->Allowed(s, 3), ElementsAre(Id(*tok_, "<escape>")));
+  EXPECT_GT(g->Allowed(s, 4).size(), 100u);
+  FG_ASSERT_OK(Walk(*g, &s, Ids(*tok_, {"<escape>", "}", "<end_function_call>"})));
+  EXPECT_EQ(g->MinTokensToFinish(s), 0);
+  // The compact dialect: <tool_N> "(" ")" <end>.
+  GrammarOptions c;
+  c.dialect = Dialect::kCompact;
+  c.tool_map = {"set_light", "get_weather"};
+  auto gc = MakeGrammar(a_, *tok_, c);
+  ASSERT_NE(gc, nullptr);
+  CallGrammar::State t = gc->Start();
+  EXPECT_EQ(gc->MinTokensToFinish(t), 4);
+  EXPECT_THAT(gc->Allowed(t, 4), ElementsAre(Id(*tok_, "<tool_1>")));
+  EXPECT_THAT(gc->Allowed(t, 40), ElementsAre(Id(*tok_, "<tool_0>"), Id(*tok_, "<tool_1>")));
+}
+
+// Along random walks over every shape: the count is 0 exactly where the output may stop, and
+// from every other state some allowed token lowers it by one (so a budget that fits it can
+// always be met).
+TEST_F(CallGrammarTest, MinTokensToFinishIsReachedOneTokenAtATime) {
+  const ToolCatalog shapes = Catalog(kShapesCatalog);
+  for (const ToolCatalog* catalog : {static_cast<const ToolCatalog*>(&a_), &shapes}) {
+    for (Dialect d : {Dialect::kOfficial, Dialect::kCompact}) {
+      GrammarOptions o;
+      o.dialect = d;
+      o.mode = ConstrainMode::kAuto;
+      o.max_calls = 2;
+      if (d == Dialect::kCompact) {  // the vocabulary has <tool_0..2>
+        for (size_t k = 0; k < std::min<size_t>(3, catalog->tools.size()); ++k) {
+          o.tool_map.push_back(catalog->tools[k].name);
+        }
+      }
+      auto g = MakeGrammar(*catalog, *tok_, o);
+      ASSERT_NE(g, nullptr);
+      std::mt19937 rng(5);
+      for (int walk = 0; walk < 20; ++walk) {
+        CallGrammar::State s = g->Start();
+        for (int step = 0; step < 200 && !g->Done(s); ++step) {
+          const int need = g->MinTokensToFinish(s);
+          ASSERT_LT(need, CallGrammar::kNoFinish);
+          ASSERT_EQ(need == 0, g->CanStop(s)) << step;
+          std::span<const int32_t> allowed = g->Allowed(s);
+          if (need > 0) {
+            bool closer = false;
+            for (int32_t t : allowed) {
+              CallGrammar::State n = s;
+              FG_ASSERT_OK(g->Advance(&n, t));
+              closer |= g->MinTokensToFinish(n) <= need - 1;
+            }
+            ASSERT_TRUE(closer) << "step " << step << " needs " << need;
+          }
+          FG_ASSERT_OK(g->Advance(&s, PickToken(*tok_, closing_, allowed, rng)));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CallGrammarTest, ArraysTakeAtMostMaxItems) {
+  const ToolCatalog c = Catalog(R"([{"name":"f","parameters":{"type":"object","properties":{
+      "two":{"type":"array","items":{"type":"integer"},"maxItems":2},
+      "none":{"type":"array","items":{"type":"integer"},"maxItems":0},
+      "free":{"type":"array"},"ints":{"type":"array","items":{"type":"integer"}}}}}])");
+  GrammarOptions o;
+  o.max_array_items = 3;
+  auto g = MakeGrammar(c, *tok_, o);
+  ASSERT_NE(g, nullptr);
+  const std::vector<std::string> head = {"<start_function_call>", "call:", "f", "{"};
+  auto reject = [&](const CallGrammar& gr, std::vector<std::string> rest) {
+    std::vector<std::string> all = head;
+    all.insert(all.end(), rest.begin(), rest.end());
+    CallGrammar::State s = gr.Start();
+    return RejectedAt(gr, &s, Ids(*tok_, all));
+  };
+  EXPECT_EQ(reject(*g, {"t", "w", "o", ":", "[", "1", ",", "2", "]", "}"}), -1);
+  EXPECT_EQ(reject(*g, {"t", "w", "o", ":", "[", "1", ",", "2", ","}), 12);
+  EXPECT_EQ(reject(*g, {"n", "o", "n", "e", ":", "[", "1"}), 10);
+  EXPECT_EQ(reject(*g, {"n", "o", "n", "e", ":", "[", "]", "}"}), -1);
+  // No maxItems: the option's limit (3 here), for typed and untyped arrays alike.
+  EXPECT_EQ(reject(*g, {"i", "n", "t", "s", ":", "[", "1", ",", "2", ",", "3", ","}), 15);
+  EXPECT_EQ(reject(*g, {"f", "r", "e", "e", ":", "[", "1", ",", "2", ",", "3", ","}), 15);
+  EXPECT_EQ(reject(*g, {"f", "r", "e", "e", ":", "[", "[", "1", ",", "2", ",", "3", "]", ",",
+                        "4", ",", "5", "]", "}"}),
+            -1);
+  // The default: kDefaultMaxArrayItems.
+  auto d = MakeGrammar(c, *tok_, GrammarOptions{});
+  std::vector<std::string> items = {"i", "n", "t", "s", ":", "["};
+  for (int i = 0; i < kDefaultMaxArrayItems; ++i) {
+    items.push_back("1");
+    items.push_back(",");
+  }
+  EXPECT_EQ(reject(*d, items), static_cast<int>(head.size() + items.size()) - 1);
+  o.max_array_items = -1;
+  EXPECT_THAT(CallGrammar::Create(c, *tok_, o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_array_items")));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -165,21 +165,25 @@ inline int32_t PickToken(const Tokenizer& tok, const std::vector<char>& closing,
   return allowed[rng() % allowed.size()];
 }
 
-// Samples until Done or a stop token; false when it did not end within max_steps.
+// Samples until Done or a stop token; false when it did not end within max_steps. With a
+// budget (> 0) the walk is a decode loop's with `-n budget`: each step picks from
+// Allowed(s, tokens left), `budget` tokens at most (stop tokens counted), and true means the
+// output is complete when the walk ends (CanStop).
 inline bool RandomWalk(const CallGrammar& g, const Tokenizer& tok,
                        const std::vector<char>& closing, std::mt19937& rng,
-                       std::vector<int32_t>* ids, int max_steps = 4000) {
+                       std::vector<int32_t>* ids, int max_steps = 4000, int64_t budget = 0) {
   ids->clear();
   CallGrammar::State s = g.Start();
-  for (int step = 0; step < max_steps; ++step) {
+  const int64_t steps = budget > 0 ? budget : max_steps;
+  for (int64_t step = 0; step < steps; ++step) {
     if (g.Done(s)) return true;
-    std::span<const int32_t> allowed = g.Allowed(s);
+    std::span<const int32_t> allowed = budget > 0 ? g.Allowed(s, budget - step) : g.Allowed(s);
     if (allowed.empty()) return false;
     const int32_t id = PickToken(tok, closing, allowed, rng);
     if (!g.Advance(&s, id).ok()) return false;
     ids->push_back(id);
   }
-  return g.Done(s);
+  return budget > 0 ? g.CanStop(s) : g.Done(s);
 }
 
 inline nlohmann::json RandomString(std::mt19937& rng) {

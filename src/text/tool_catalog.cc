@@ -163,6 +163,14 @@ StatusOr<Schema> ParseSchema(const json& j, const std::string& path, int depth) 
     FG_ASSIGN_OR_RETURN(Schema items, ParseSchema(j["items"], path + ".items", depth + 1));
     s.items = std::make_shared<const Schema>(std::move(items));
   }
+  if (j.contains("maxItems")) {
+    if (s.type != "ARRAY") return Err(path, "\"maxItems\" on a non-array type " + s.type);
+    const json& m = j["maxItems"];
+    if (!m.is_number_integer() || m.get<int64_t>() < 0) {
+      return Err(path, "\"maxItems\" must be a non-negative integer");
+    }
+    s.max_items = m.get<int64_t>();
+  }
   return s;
 }
 

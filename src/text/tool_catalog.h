@@ -49,6 +49,7 @@ struct Schema {
   std::map<std::string, Schema> properties;  // OBJECT only; sorted by key
   std::vector<std::string> required;         // OBJECT only; each key exists in properties
   std::shared_ptr<const Schema> items;       // ARRAY only; null when the catalog gives none
+  int64_t max_items = -1;                    // ARRAY only: "maxItems"; -1 when absent
 };
 
 struct Tool {

@@ -72,7 +72,7 @@ TEST(ToolCatalog, TypesAreUpperCasedAndNested) {
         "n":{"type":"Number"},"i":{"type":"integer","enum":[1,2,3]},"b":{"type":"boolean"},
         "s":{"type":["string","null"],"enum":["x","y"]},
         "a":{"type":"array","items":{"type":"object","properties":{"k":{"type":"string"}},
-                                      "required":["k"]}},
+                                      "required":["k"]},"maxItems":4},
         "o":{"properties":{"z":{"type":"string"}}}}}}])"));
   const Schema& p = c.tools[0].parameters;
   EXPECT_EQ(p.properties.at("n").type, "NUMBER");
@@ -87,6 +87,8 @@ TEST(ToolCatalog, TypesAreUpperCasedAndNested) {
   ASSERT_NE(a.items, nullptr);
   EXPECT_EQ(a.items->type, "OBJECT");
   EXPECT_EQ(a.items->required, std::vector<std::string>{"k"});
+  EXPECT_EQ(a.max_items, 4);
+  EXPECT_EQ(p.properties.at("n").max_items, -1);
   EXPECT_EQ(p.properties.at("o").type, "OBJECT");  // inferred from "properties"
   // Sorted keys.
   std::string keys;
@@ -167,6 +169,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"string",
                    "items":{"type":"string"}}}}}])",
                 "\"items\" on a non-array type STRING"},
+        BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"string",
+                   "maxItems":2}}}}])",
+                "\"maxItems\" on a non-array type STRING"},
+        BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"array",
+                   "maxItems":-1}}}}])",
+                "\"maxItems\" must be a non-negative integer"},
+        BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"array",
+                   "maxItems":"3"}}}}])",
+                "\"maxItems\" must be a non-negative integer"},
         BadCase{R"([{"name":"f","description":"a<escape>b"}])",
                 R"(tools[0] ("f"): "description" contains the control token text "<escape>")"},
         BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"string",
