@@ -687,10 +687,94 @@ TEST(FunctionCaller, ConstrainedOutputIsAlwaysAValidCall) {
   EXPECT_GT(sparse, 0);
 }
 
-// Output cut by max_tokens inside a string is reported as invalid, not as an error.
+// Integers in an array, a number and a free string, all required: the kind of call a model
+// can run on in (a base model writes "4,5,6,..." until -n and used to end "not a valid call").
+constexpr char kArrayCatalog[] = R"([
+  {"name": "add_numbers", "description": "Adds numbers.",
+   "parameters": {"type": "object",
+     "properties": {"values": {"type": "array", "items": {"type": "integer"}},
+                    "scale": {"type": "number"}, "label": {"type": "string"}},
+     "required": ["values", "scale", "label"]}}
+])";
+
+// The fewest tokens of a call of `catalog` on the tiny model's vocabulary.
+int MinCallTokens(const char* catalog) {
+  auto tk = TinyTokenizer();
+  auto cat = text::ParseToolCatalog(catalog);
+  EXPECT_TRUE(cat.ok());
+  auto g = text::CallGrammar::Create(*cat, *tk, text::GrammarOptions{});
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return (*g)->MinTokensToFinish((*g)->Start());
+}
+
+// With -n at least the fewest tokens a call needs, every output is a valid call, greedy or
+// sampled, with the LM head skipped where it can be or not (greedy: the same tokens), the
+// string guard on (a base vocabulary) or off.
+TEST(FunctionCaller, EveryBudgetThatFitsACallEndsInAValidCall) {
+  const int need = MinCallTokens(kArrayCatalog);
+  ASSERT_GT(need, 8);
+  ASSERT_LT(need, 60);
+  auto base = CallModel::Load(BaseVocabModelPath());
+  FG_ASSERT_OK(base.status());
+  int runs = 0, cut = 0;
+  for (const auto& model : {TinyModel(), *base}) {
+    for (int n = need; n <= need + 40; n += 5) {
+      for (uint64_t seed : {0, 1, 2}) {
+        FunctionCallerOptions o = Options("call");
+        o.max_tokens = n;
+        if (seed > 0) {
+          o.temperature = 1.0;
+          o.seed = seed;
+        }
+        auto fast = FunctionCaller::Create(model, kArrayCatalog, o);
+        o.fast_head = false;
+        auto slow = FunctionCaller::Create(model, kArrayCatalog, o);
+        FG_ASSERT_OK(fast.status());
+        FG_ASSERT_OK(slow.status());
+        auto a = (*fast)->Call("add one, two and three");
+        auto b = (*slow)->Call("add one, two and three");
+        FG_ASSERT_OK(a.status());
+        FG_ASSERT_OK(b.status());
+        ++runs;
+        cut += a->tokens.size() == static_cast<size_t>(n);
+        EXPECT_LE(a->tokens.size(), static_cast<size_t>(n));
+        FG_EXPECT_OK(a->validity) << "-n " << n << " seed " << seed << ": " << a->text;
+        // (Sampling draws for forced tokens too without the fast head: greedy compares.)
+        if (seed == 0) {
+          EXPECT_EQ(a->tokens, b->tokens) << "-n " << n;
+        }
+        ASSERT_EQ(a->calls.size(), 1u) << a->text;
+        EXPECT_EQ(a->calls[0].name, "add_numbers");
+      }
+    }
+  }
+  // The budget was what ended most of them: the random models run on.
+  EXPECT_GT(cut, runs / 2);
+  std::printf("%d runs, %d ended by the budget, all valid calls\n", runs, cut);
+}
+
+// The context is a budget too: with room for just a few tokens more than a call needs.
+TEST(FunctionCaller, TheContextLeftIsABudgetToo) {
+  const int need = MinCallTokens(kArrayCatalog);
+  FunctionCallerOptions o = Options("call");
+  o.max_tokens = 4096;
+  auto probe = NewCaller(o, kArrayCatalog);
+  ASSERT_NE(probe, nullptr);
+  auto prompt = probe->PromptTokens("add one, two and three");
+  FG_ASSERT_OK(prompt.status());
+  o.context = static_cast<int64_t>(prompt->size()) + need + 3;
+  auto c = NewCaller(o, kArrayCatalog);
+  ASSERT_NE(c, nullptr);
+  auto r = c->Call("add one, two and three");
+  FG_ASSERT_OK(r.status());
+  FG_EXPECT_OK(r->validity) << r->text;
+  EXPECT_LE(r->tokens.size(), static_cast<size_t>(need + 3));
+}
+
+// Output cut by a max_tokens no call fits is reported as invalid, not as an error.
 TEST(FunctionCaller, CutOutputIsInvalidNotAnError) {
   FunctionCallerOptions o = Options("call");
-  o.max_tokens = 8;
+  o.max_tokens = MinCallTokens(kCatalog) - 1;
   auto c = NewCaller(o);
   ASSERT_NE(c, nullptr);
   auto r = c->Call("weather in Paris");
@@ -754,14 +838,15 @@ TEST(FunctionCaller, BaseVocabularyGetsFunctionTokensAndTheStringGuard) {
   }
   // The guard did the closing (the random model never picks <escape> on its own).
   EXPECT_GT(guarded, 0);
-  // Off: the same random model rambles inside a string until max_tokens.
+  // Off: the same random model rambles inside a string until only the budget (-n) closes it.
   o.string_guard = 0;
   o.max_tokens = 40;
   auto off = FunctionCaller::Create(*model, kCatalog, o);
   FG_ASSERT_OK(off.status());
   auto r = (*off)->Call("weather in Paris");
   FG_ASSERT_OK(r.status());
-  EXPECT_EQ(r->stop_reason, "max tokens") << r->text;
+  EXPECT_EQ(r->tokens.size(), 40u) << r->text;
+  FG_EXPECT_OK(r->validity) << r->text;
   EXPECT_EQ(r->stats.guarded_strings, 0);
 }
 

@@ -507,13 +507,18 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
         r.stop_reason = "grammar done";
         break;
       }
-      std::span<const int32_t> allowed = m.grammar->Allowed(state);
+      // The budget (-n, the context): only tokens after which the call can still be finished
+      // in the tokens left (CallGrammar::Allowed), so the output ends complete.
+      std::span<const int32_t> allowed =
+          m.grammar->Allowed(state, max_new - static_cast<int64_t>(r.tokens.size()));
       if (allowed.empty()) return InternalError("call grammar: no token allowed");
       // One token allowed: it is forced, without running the LM head (its K/V rows are
       // computed with the next Append).
       forced = allowed.size() == 1 && m.opt.fast_head;
       if (forced) {
         tok = allowed[0];
+        // The budget can force a string's <escape>: it ends the string for the guard too.
+        if (tok == m.escape) string_tokens = 0;
       } else {
         cand.resize(allowed.size());
         std::span<const float> lg;  // full logits, when this step has them
@@ -560,21 +565,21 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
         // structure (, { } newline) or <escape> (the model would leave every string empty);
         // after it, a structure token or one past the length budget closes the string instead.
         const bool in_string = m.string_guard_tokens > 0 && m.grammar->InFreeString(state);
-        if (in_string && string_tokens == 0) {
+        // Rules out the allowed tokens `drop` names, unless that would leave none (the budget
+        // can leave only <escape> in a string, or only digits).
+        auto rule_out = [&](auto drop) {
+          if (std::all_of(allowed.begin(), allowed.end(), drop)) return;
           for (size_t j = 0; j < allowed.size(); ++j) {
-            if ((*m.structural)[allowed[j]] || allowed[j] == m.escape) cand[j] = -INFINITY;
+            if (drop(allowed[j])) cand[j] = -INFINITY;
           }
+        };
+        if (in_string && string_tokens == 0) {
+          rule_out([&](int32_t t) { return (*m.structural)[t] || t == m.escape; });
         }
         // The same model repeats digits without end ("400400400..."): past 12 digits in a row,
         // any allowed token that is not a digit (the number's end) is preferred.
         if (m.string_guard_tokens > 0 && !in_string && digit_run >= 12) {
-          bool other = false;
-          for (int32_t a : allowed) other |= !(*m.digits)[a];
-          if (other) {
-            for (size_t j = 0; j < allowed.size(); ++j) {
-              if ((*m.digits)[allowed[j]]) cand[j] = -INFINITY;
-            }
-          }
+          rule_out([&](int32_t t) { return static_cast<bool>((*m.digits)[t]); });
         }
         tok = allowed[sampler.Sample(cand)];
         if (!in_string) {
