@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -283,6 +286,46 @@ TEST(PrefixCache, CorruptStaleAndMissingFilesAreRefused) {
   EXPECT_EQ(f.session->position(), 30);  // the good load above
 }
 
+// A tampered file with a recomputed checksum used to be loaded as it was: K/V full of NaN gave a
+// garbage (but grammar-valid) call. Non-finite values make the file corrupt.
+TEST(PrefixCache, NonFiniteValuesAreCorruptEvenWithAValidChecksum) {
+  CacheFixture f = MakeCache();
+  const std::string path = ::testing::TempDir() + "/prefix_nan.fgkv";
+  FG_ASSERT_OK(call::SavePrefix(path, 7, f.g, f.tokens, *f.session));
+  auto bytes = ReadFileToString(path);
+  FG_ASSERT_OK(bytes.status());
+  // Header (56 bytes), the 30 tokens, layer 0's row count; then layer 0's first K value.
+  const size_t first_k = 56 + 4 * f.tokens.size() + 8;
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::infinity()}) {
+    std::string b = *bytes;
+    std::memcpy(b.data() + first_k + 4 * 17, &bad, 4);
+    const uint64_t sum = call::Hash64(
+        std::span(reinterpret_cast<const uint8_t*>(b.data()), b.size() - 8));
+    std::memcpy(b.data() + b.size() - 8, &sum, 8);
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(b.data(), b.size());
+    EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens, f.session.get()),
+                StatusIs(StatusCode::kDataLoss, HasSubstr("non-finite")));
+  }
+}
+
+// The file is read, never mapped (a concurrent truncation cannot raise SIGBUS), only when it is
+// a regular file (a FIFO used to hang the load) no larger than this prefix's file can be.
+TEST(PrefixCache, OnlyRegularFilesOfAPossibleSizeAreRead) {
+  CacheFixture f = MakeCache();
+  const std::string path = ::testing::TempDir() + "/prefix_odd.fgkv";
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens, f.session.get()),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("not a regular file")));
+  std::filesystem::remove(path);
+  FG_ASSERT_OK(call::SavePrefix(path, 7, f.g, f.tokens, *f.session));
+  std::filesystem::resize_file(path, uint64_t{1} << 32);  // sparse: 4 GiB of nothing
+  EXPECT_THAT(call::LoadPrefix(path, 7, f.g, f.tokens, f.session.get()),
+              StatusIs(StatusCode::kDataLoss, HasSubstr("too large")));
+  std::filesystem::remove(path);
+}
+
 TEST(PrefixCache, KeyDependsOnEveryInput) {
   call::PrefixGeometry g{2, 32, 15};
   std::vector<int32_t> t = {2, 5, 9};
@@ -307,6 +350,22 @@ TEST(PrefixCache, CacheDirMustBeAWritableDirectory) {
   EXPECT_THAT(call::PrepareCacheDir(file), StatusIs(StatusCode::kIo, HasSubstr("not a directory")));
   EXPECT_THAT(call::PrepareCacheDir(file + "/sub"), StatusIs(StatusCode::kIo, _));
   EXPECT_THAT(call::PrepareCacheDir(dir + "/a/b/c"), StatusIs(StatusCode::kIo, _));
+}
+
+// --- JSON output -------------------------------------------------------------------------------
+
+// The raw output of an invalid call goes into "content": a -n cut inside a character (or sampled
+// byte tokens) made it invalid UTF-8, and dumping it threw (fgemma call aborted).
+TEST(CallResultJson, InvalidUtf8IsReplacedNotThrown) {
+  CallResult r;
+  r.text = "<start_function_call>call:set_mood{mood:<escape>\xF0\x9F";
+  r.validity = InvalidArgumentError("output cut at 9 tokens: '\xF0\x9F' is not an enum member");
+  const nlohmann::json j = r.ToJson(1);
+  std::string dumped;
+  ASSERT_NO_THROW(dumped = j.dump());
+  EXPECT_EQ(j["content"], "<start_function_call>call:set_mood{mood:<escape>\uFFFD\uFFFD");
+  EXPECT_THAT(j["error"].get<std::string>(), HasSubstr("'\uFFFD\uFFFD' is not"));
+  EXPECT_EQ(text::ToValidUtf8("ok \xC3\xA9 \xED\xA0\x80 \xC3"), "ok \u00E9 \uFFFD\uFFFD\uFFFD \uFFFD");
 }
 
 // --- tool map and compact output ----------------------------------------------------------------

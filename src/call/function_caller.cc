@@ -120,11 +120,13 @@ nlohmann::json CallResult::ToJson(int max_calls) const {
     for (const FunctionCall& c : calls) a.push_back(c.ToJson());
     return a;
   }
+  // The raw text can hold any bytes (a -n cut inside a character, sampled byte tokens), and
+  // dumping invalid UTF-8 throws: replace such bytes with U+FFFD.
   nlohmann::json o;
-  o["content"] = validity.ok() ? content : text;
+  o["content"] = text::ToValidUtf8(validity.ok() ? content : text);
   o["calls"] = nlohmann::json::array();
   for (const FunctionCall& c : calls) o["calls"].push_back(c.ToJson());
-  if (!validity.ok()) o["error"] = validity.message();
+  if (!validity.ok()) o["error"] = text::ToValidUtf8(validity.message());
   return o;
 }
 

@@ -4,12 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
-#include "src/base/mapped_file.h"
+#include "src/base/check.h"
+#include "src/base/file_io.h"
+#include "src/base/temp_files.h"
 
 namespace fg::call {
 
@@ -70,6 +73,17 @@ class In {
 };
 
 std::string Errno() { return std::strerror(errno); }
+
+// Whether every value is finite (by the exponent bits: vectorizes, unlike std::isfinite).
+bool AllFinite(std::span<const float> values) {
+  uint32_t bad = 0;
+  for (const float f : values) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
 
 // Hash64 over bytes that arrive in pieces: the same result as Hash64 over their concatenation.
 class Hasher {
@@ -190,9 +204,11 @@ Status SavePrefix(const std::string& path, uint64_t key, const PrefixGeometry& g
   static std::atomic<uint64_t> counter{0};
   const std::string tmp =
       path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("prefix cache: cannot create '" + tmp + "': " + Errno());
-  FileOut o(fd);
+  // Removed on any failure, an exception or SIGINT/SIGTERM (src/base/temp_files.h).
+  TempPath tmp_path(tmp);
+  ScopedFd owned(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (owned.get() < 0) return IoError("prefix cache: cannot create '" + tmp + "': " + Errno());
+  FileOut o(owned.get());
   bool ok = o.Write(kMagic, 8) && o.Put(kPrefixCacheVersion) && o.Put(uint32_t{0}) &&
             o.Put(key) && o.Put(g.layers) && o.Put(g.kv_dim) && o.Put(g.local_rows) &&
             o.Put(static_cast<int64_t>(tokens.size())) &&
@@ -207,38 +223,43 @@ Status SavePrefix(const std::string& path, uint64_t key, const PrefixGeometry& g
     const uint64_t sum = o.hash();
     ok = o.Put(sum);
   }
-  if (!ok) {
-    const std::string err = Errno();
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return IoError("prefix cache: cannot write '" + tmp + "': " + err);
-  }
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
+  if (!ok) return IoError("prefix cache: cannot write '" + tmp + "': " + Errno());
+  if (::close(owned.Release()) != 0) {
     return IoError("prefix cache: cannot write '" + tmp + "': " + Errno());
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = Errno();
-    ::unlink(tmp.c_str());
-    return IoError("prefix cache: cannot rename to '" + path + "': " + err);
+    return IoError("prefix cache: cannot rename to '" + path + "': " + Errno());
   }
+  tmp_path.Keep();
   return OkStatus();
 }
 
 Status LoadPrefix(const std::string& path, uint64_t key, const PrefixGeometry& g,
                   std::span<const int32_t> tokens, runtime::Session* session) {
-  // Mapped, not read: the checksum and the copy into the session read the file in place.
-  // (Files are replaced by rename, never rewritten in place, so the mapping cannot shrink.)
-  auto opened = MappedFile::Open(path);
-  if (!opened.ok()) return opened.status().WithContext("prefix cache");
-  const std::unique_ptr<MappedFile> file = std::move(*opened);
   auto corrupt = [&](const std::string& what) {
     return DataLossError("prefix cache '" + path + "' is corrupt: " + what);
   };
   auto stale = [&](const std::string& what) {
     return FailedPreconditionError("prefix cache '" + path + "' is stale: " + what);
   };
-  const std::span<const uint8_t> bytes = file->bytes();
+  // Read into memory, not mapped: another process truncating the file while it is mapped
+  // would raise SIGBUS. The largest file this prefix can have bounds the read.
+  const uint64_t header = 8 + 4 + 4 + 8 + 4 * 8;
+  const uint64_t max_rows = tokens.size();
+  const uint64_t max_bytes = header + 4 * max_rows +
+                             static_cast<uint64_t>(std::max<int64_t>(g.layers, 0)) *
+                                 (8 + max_rows * static_cast<uint64_t>(std::max<int64_t>(g.kv_dim, 0)) * 8) +
+                             8;
+  auto read = ReadFileToString(path, max_bytes);
+  if (!read.ok()) {
+    if (read.status().code() == StatusCode::kResourceExhausted) return corrupt("too large");
+    return read.status().WithContext("prefix cache");
+  }
+  const std::string& data = *read;
+  // The K/V floats are viewed in place below: every field before them is a multiple of 4 bytes
+  // and the buffer is allocated with (at least) float alignment.
+  FG_CHECK(reinterpret_cast<uintptr_t>(data.data()) % alignof(float) == 0);
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(data.data()), data.size());
   if (bytes.size() < 8 + 8 + 8) return corrupt("too short");
   char magic[8];
   std::memcpy(magic, bytes.data(), 8);
@@ -271,8 +292,7 @@ Status LoadPrefix(const std::string& path, uint64_t key, const PrefixGeometry& g
   if (!std::equal(file_tokens.begin(), file_tokens.end(), tokens.begin())) {
     return stale("another prefix");
   }
-  // The layers, viewed in place (every field before them is a multiple of 4 bytes and the
-  // mapping is page-aligned, so the floats are aligned).
+  // The layers, viewed in place.
   std::vector<std::span<const float>> k(layers), v(layers);
   size_t at = bytes.size() - 8 - in.left();
   for (int64_t l = 0; l < layers; ++l) {
@@ -286,6 +306,11 @@ Status LoadPrefix(const std::string& path, uint64_t key, const PrefixGeometry& g
     const size_t n = rows * kv_dim;
     k[l] = {reinterpret_cast<const float*>(bytes.data() + at), n};
     v[l] = {reinterpret_cast<const float*>(bytes.data() + at + n * 4), n};
+    // A model never writes NaN or infinity into its caches; such a file was tampered with
+    // (its checksum recomputed) or damaged in a way the checksum missed.
+    if (!AllFinite(k[l]) || !AllFinite(v[l])) {
+      return corrupt("layer " + std::to_string(l) + " holds non-finite K/V values");
+    }
     if (!in.Skip(n * 8)) return corrupt("truncated layer " + std::to_string(l));
     at += n * 8;
   }

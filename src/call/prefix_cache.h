@@ -51,11 +51,13 @@ std::string PrefixCachePath(const std::string& dir, uint64_t key);
 Status SavePrefix(const std::string& path, uint64_t key, const PrefixGeometry& g,
                   std::span<const int32_t> tokens, const runtime::Session& session);
 
-// Maps and checks a file, then copies its caches straight into `session` (Session::Restore over
-// views of the mapping). NotFound when there is none; DataLoss for a corrupt one (checksum,
-// truncation, impossible sizes); FailedPrecondition for a stale one (another version, key,
-// geometry or prefix); InvalidArgument when it does not fit `session`. The session is changed
-// only on success.
+// Reads (never maps: a file truncated meanwhile must not raise SIGBUS) and checks a file, then
+// copies its caches into `session` (Session::Restore over views of the buffer). NotFound when
+// there is none; DataLoss for a corrupt one (checksum, truncation, impossible sizes, larger than
+// this prefix's file can be, non-finite K/V values); FailedPrecondition for a stale one (another
+// version, key, geometry or prefix); InvalidArgument when it does not fit `session` or is not a
+// regular file. The session is changed only on success. The checksum guards against damage, not
+// tampering: a cache folder must be trusted like the model file.
 Status LoadPrefix(const std::string& path, uint64_t key, const PrefixGeometry& g,
                   std::span<const int32_t> tokens, runtime::Session* session);
 

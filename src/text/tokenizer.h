@@ -182,6 +182,10 @@ size_t Utf8SequenceLength(std::string_view s, size_t i);
 // Strict UTF-8 validity of the whole string (user text: requests, prompts).
 bool IsValidUtf8(std::string_view s);
 
+// `s` with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD (as JSON
+// output needs: raw model text can end inside a character or hold stray bytes).
+std::string ToValidUtf8(std::string_view s);
+
 }  // namespace fg::text
 
 #endif  // FGEMMA_TEXT_TOKENIZER_H_
