@@ -129,6 +129,31 @@ TEST_F(CliCall, DeterministicAndSamplingIsSeeded) {
   ExpectValidCall(nlohmann::json::parse(s1.out));
 }
 
+// An array of integers, which the random model (like the base Gemma 3) writes item after item:
+// with a small -n, greedy or sampled, the output is still a valid call and the exit code 0.
+TEST_F(CliCall, SmallBudgetsStillEndInAValidCall) {
+  constexpr char kArrays[] = R"([{"name": "add_numbers", "description": "Adds numbers.",
+    "parameters": {"type": "object",
+      "properties": {"values": {"type": "array", "items": {"type": "integer"}},
+                     "scale": {"type": "number"}},
+      "required": ["values", "scale"]}}])";
+  const std::string catalog = Write("cli_call_arrays.json", kArrays);
+  auto cat = text::ParseToolCatalog(kArrays);
+  ASSERT_TRUE(cat.ok());
+  // 32 tokens is the shortest call on this vocabulary (its pieces are mostly single characters).
+  for (const char* flags : {"-n 32", "-n 36", "-n 40 --temp 1 --seed 3", "-n 48 --temp 1 --seed 4",
+                            "-n 36 --full-head"}) {
+    auto r = RunFgemma("call -m " + *model_ + " --tools " + catalog + " -t 1 " + flags +
+                           " \"add 4, 5 and 6\"",
+                       /*with_stderr=*/false);
+    ASSERT_EQ(r.rc, 0) << flags << ": " << r.out;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.value("name", "") == "add_numbers") << flags << ": " << r.out;
+    Status v = text::ValidateCall(cat->tools[0], j["arguments"]);
+    EXPECT_TRUE(v.ok()) << flags << ": " << v.ToString() << " " << r.out;
+  }
+}
+
 TEST_F(CliCall, UnconstrainedPrintsJsonEvenWhenNoCall) {
   auto r = RunFgemma(Args("--constrain off -n 12 \"turn the light on\""), false);
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
