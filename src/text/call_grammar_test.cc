@@ -589,6 +589,29 @@ TEST_F(CallGrammarTest, MinTokensToFinishIsReachedOneTokenAtATime) {
   }
 }
 
+// Threads sharing a grammar under budgets get what a lone walk on a fresh grammar gets (the
+// per-key deltas and cut sets are memoized under the grammar's lock).
+TEST_F(CallGrammarTest, BudgetedAllowedIsThreadSafe) {
+  const ToolCatalog shapes = Catalog(kShapesCatalog);
+  const auto walks = [&](const CallGrammar& g) {
+    std::mt19937 rng(21);
+    std::vector<std::vector<int32_t>> out;
+    const int need = g.MinTokensToFinish(g.Start());
+    for (int budget = need; budget < need + 24; ++budget) {
+      out.emplace_back();
+      EXPECT_TRUE(RandomWalk(g, *tok_, closing_, rng, &out.back(), 0, budget));
+    }
+    return out;
+  };
+  const auto expected = walks(*MakeGrammar(shapes, *tok_, GrammarOptions{}));
+  auto shared = MakeGrammar(shapes, *tok_, GrammarOptions{});
+  std::vector<std::vector<std::vector<int32_t>>> seen(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { seen[i] = walks(*shared); });
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(seen[i], expected) << "thread " << i;
+}
+
 TEST_F(CallGrammarTest, ArraysTakeAtMostMaxItems) {
   const ToolCatalog c = Catalog(R"([{"name":"f","parameters":{"type":"object","properties":{
       "two":{"type":"array","items":{"type":"integer"},"maxItems":2},
