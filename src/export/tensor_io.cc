@@ -5,18 +5,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <sstream>
 
-#include "src/base/mapped_file.h"
+#include "src/base/file_io.h"
 
 namespace fg::exporter {
 
 namespace {
 
 constexpr int64_t kMaxElements = int64_t{1} << 34;  // sanity bound on a parsed shape
+// The largest .npy file read (the real model's embedding table as f32 is 640 MiB).
+constexpr uint64_t kMaxTensorFileBytes = uint64_t{4} << 30;
 
 // "1x24xi32" -> shape, type.
 Status ParseShapeType(std::string_view s, std::vector<int64_t>* shape, ArgType* type) {
@@ -205,7 +206,7 @@ StatusOr<HostTensor> ParseNpy(std::string_view b, const std::string& what) {
 }
 
 StatusOr<HostTensor> ReadNpy(const std::string& path) {
-  FG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
+  FG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path, kMaxTensorFileBytes));
   return ParseNpy(bytes, "'" + path + "'");
 }
 
@@ -235,13 +236,7 @@ std::string NpyBytes(const HostTensor& t) {
 }
 
 Status WriteNpy(const std::string& path, const HostTensor& t) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return NotFoundError("cannot create '" + path + "': " + std::strerror(errno));
-  const std::string bytes = NpyBytes(t);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) return DataLossError("cannot write '" + path + "'");
-  return OkStatus();
+  return WriteFileAtomically(path, NpyBytes(t));
 }
 
 StatusOr<HostTensor> ParseTensorArg(std::string_view spec) {
@@ -257,8 +252,14 @@ StatusOr<HostTensor> ParseTensorArg(std::string_view spec) {
   std::string_view rest = spec.substr(eq + 1);
   if (!rest.empty() && rest[0] == '@') {
     const std::string path(rest.substr(1));
-    FG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
     const uint64_t want = static_cast<uint64_t>(t.elements()) * 4;
+    // Never more than the shape needs is read (the size is checked first).
+    auto read = ReadFileToString(path, want);
+    if (!read.ok() && read.status().code() == StatusCode::kResourceExhausted) {
+      return InvalidArgumentError("'" + path + "' is larger than the " + std::to_string(want) +
+                                  " bytes " + std::string(spec.substr(0, eq)) + " needs");
+    }
+    FG_ASSIGN_OR_RETURN(std::string bytes, std::move(read));
     if (bytes.size() != want) {
       return InvalidArgumentError("'" + path + "' has " + std::to_string(bytes.size()) +
                                   " bytes, " + std::string(spec.substr(0, eq)) + " needs " +

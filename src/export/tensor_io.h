@@ -25,7 +25,9 @@ namespace fg::exporter {
 StatusOr<HostTensor> ParseTensorArg(std::string_view spec);
 
 // NumPy .npy files: version 1.0, 2.0 (and 3.0) headers; dtype '<f4' or '<i4' ('|' and '='
-// byte orders of a little-endian host accepted); fortran_order False.
+// byte orders of a little-endian host accepted); fortran_order False. Files are regular files
+// (file_io.h; a raw @file is at most the shape's size, a .npy at most 4 GiB); WriteNpy writes
+// atomically (a temporary file renamed into place).
 StatusOr<HostTensor> ReadNpy(const std::string& path);
 StatusOr<HostTensor> ParseNpy(std::string_view bytes, const std::string& what);
 Status WriteNpy(const std::string& path, const HostTensor& t);  // version 1.0, '<f4' / '<i4'

@@ -72,11 +72,17 @@ TEST(CliExportTest, WritesFunctionsArchiveAndManifest) {
 
 TEST(CliExportTest, OneGraphReplacesAPreviousExport) {
   const std::string dir = TempPath("exp_one");
+  fs::remove_all(dir);  // a run before this one may have left it in any state
   ASSERT_EQ(RunFgemma("export -m " + Model() + " -o " + dir).rc, 0);
+  // A file the export did not write is never deleted: the folder is refused while it is there.
   std::ofstream(dir + "/stale.txt") << "x";
   auto r = RunFgemma("export -m " + Model() + " --graph with_past --dtype f16 -o " + dir);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("holds 'stale.txt'"));
+  EXPECT_TRUE(fs::exists(dir + "/stale.txt"));
+  fs::remove(dir + "/stale.txt");
+  r = RunFgemma("export -m " + Model() + " --graph with_past --dtype f16 -o " + dir);
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_FALSE(fs::exists(dir + "/stale.txt"));
   EXPECT_FALSE(fs::exists(dir + "/gemma_at.mlir"));
   EXPECT_TRUE(fs::exists(dir + "/gemma_with_past.mlir"));
   EXPECT_THAT(Read(dir + "/gemma_with_past.mlir"), HasSubstr("xf16>"));

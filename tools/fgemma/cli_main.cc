@@ -1,6 +1,11 @@
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
+
+#include "src/base/temp_files.h"
 
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
@@ -20,7 +25,43 @@ void PrintHelp(std::FILE* out) {
                "Exit codes: 0 success, 1 runtime error, 2 usage error.\n");
 }
 
+// Runs one subcommand. No exception escapes (an uncaught one would abort with a core dump and
+// skip the removal of temporary files): it is reported and exits 1.
+int RunCommand(const Command& c, int argc, char** argv) {
+  try {
+    return c.run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "fgemma %s: out of memory\n", c.name);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fgemma %s: internal error: %s\n", c.name, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "fgemma %s: internal error: unknown exception\n", c.name);
+  }
+  return kExitRuntime;
+}
+
+// The errno of the first failed FlushStdout (0: none), for FinishStdout's message.
+int g_stdout_errno = 0;
+
 }  // namespace
+
+void FlushStdout() {
+  errno = 0;
+  if (std::fflush(stdout) != 0 && g_stdout_errno == 0) g_stdout_errno = errno != 0 ? errno : EIO;
+}
+
+int FinishStdout(const char* command, int rc) {
+  // A write that failed earlier leaves the error flag; a buffered one fails now (a full disk,
+  // a closed pipe). Either way the output is lost: say so and exit 1.
+  FlushStdout();
+  const int e = g_stdout_errno;
+  g_stdout_errno = 0;
+  if (e == 0 && !std::ferror(stdout)) return rc;
+  std::clearerr(stdout);
+  std::fprintf(stderr, "fgemma %s: cannot write to stdout: %s\n", command,
+               e != 0 ? std::strerror(e) : "write error");
+  return rc == kExitOk ? kExitRuntime : rc;
+}
 
 int Main(int argc, char** argv) {
   if (argc < 2) {
@@ -30,14 +71,17 @@ int Main(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     PrintHelp(stdout);
-    return kExitOk;
+    return FinishStdout("help", kExitOk);
   }
   if (cmd == "--version") {
     std::printf("fgemma 0.1.0\n");
-    return kExitOk;
+    return FinishStdout("--version", kExitOk);
   }
   for (const auto& c : kCommands) {
-    if (cmd == c.name) return c.run(argc - 1, argv + 1);
+    if (cmd == c.name) {
+      InstallTempCleanupHandlers();
+      return FinishStdout(c.name, RunCommand(c, argc - 1, argv + 1));
+    }
   }
   std::fprintf(stderr, "fgemma: unknown command '%s'\n\n", cmd.c_str());
   PrintHelp(stderr);

@@ -33,4 +33,20 @@ std::string Printable(std::string_view s, size_t max) {
   return out;
 }
 
+LineRead ReadLine(std::FILE* in, size_t max_bytes, size_t max_line_bytes, std::string* line) {
+  line->clear();
+  size_t length = 0;
+  int c;
+  while ((c = getc_unlocked(in)) != EOF && c != '\n') {
+    if (++length > max_line_bytes) return LineRead::kRunaway;
+    if (length <= max_bytes) line->push_back(static_cast<char>(c));
+  }
+  if (c == EOF && length == 0) return LineRead::kEnd;
+  if (length > max_bytes) {
+    line->clear();
+    return LineRead::kTooLong;
+  }
+  return LineRead::kLine;
+}
+
 }  // namespace fg::cli

@@ -148,7 +148,7 @@ Status TimeToCall(const std::shared_ptr<const CallModel>& model, const std::stri
                   static_cast<long long>(st.prompt_tokens),
                   static_cast<long long>(st.generated_tokens), static_cast<long long>(threads),
                   s.median, s.stddev);
-      std::fflush(stdout);
+      FlushStdout();
     }
   }
   if (!json) {
@@ -265,7 +265,7 @@ int CmdBench(int argc, char** argv) {
     } else {
       std::printf("| %s | %s | %s | %lld | %.2f | %.2f |\n", model_name.c_str(), isa.c_str(),
                   test.c_str(), static_cast<long long>(threads), st.median, st.stddev);
-      std::fflush(stdout);
+      FlushStdout();
     }
     return OkStatus();
   };

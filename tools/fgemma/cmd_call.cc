@@ -1,9 +1,10 @@
 // fgemma call: a natural-language request in, the function call(s) as JSON out.
 #include <sys/resource.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,11 @@
 namespace fg::cli {
 
 namespace {
+
+// --repl: the longest request line answered (far more than any context holds), and the longest
+// line read at all before giving up on the input.
+constexpr size_t kMaxReplLineBytes = size_t{1} << 20;
+constexpr size_t kMaxReplRunawayBytes = size_t{16} << 20;
 
 // User + system CPU time of the whole process (every thread), in ms.
 double CpuMs() {
@@ -195,7 +201,7 @@ int CmdCall(int argc, char** argv) {
     if (show_text) std::fprintf(stderr, "output: %s\n", Printable(r.text).c_str());
     if (stats) PrintStats(r, cpu);
     *valid = r.validity.ok();
-    return r.ToJson(o.max_calls).dump();
+    return r.ToJson(o.max_calls).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   };
 
   if (!repl) {
@@ -206,24 +212,46 @@ int CmdCall(int argc, char** argv) {
       return ReportError("call", out.status(), /*usage=*/c == StatusCode::kInvalidArgument);
     }
     std::printf("%s\n", out->c_str());
-    std::fflush(stdout);
+    FlushStdout();
     if (!valid) {
       std::fprintf(stderr, "fgemma call: the model's output is not a valid call\n");
       return kExitRuntime;
     }
     return kExitOk;
   }
+  // One request per line, each line bounded: an over-long line gets an error line and the REPL
+  // goes on; input that never ends a line (/dev/zero) stops it.
+  auto print_error = [](const std::string& message) {
+    std::printf("%s\n", nlohmann::json{{"error", text::ToValidUtf8(message)}}.dump().c_str());
+  };
   std::string line;
-  while (std::getline(std::cin, line)) {
+  for (;;) {
+    const LineRead got = ReadLine(stdin, kMaxReplLineBytes, kMaxReplRunawayBytes, &line);
+    if (got == LineRead::kEnd) break;
+    if (got == LineRead::kRunaway) {
+      print_error("request line longer than " + std::to_string(kMaxReplRunawayBytes >> 20) +
+                  " MiB; stopping");
+      return ReportError("call", ResourceExhaustedError(
+                                     "stdin: a line longer than " +
+                                     std::to_string(kMaxReplRunawayBytes >> 20) + " MiB"));
+    }
+    if (got == LineRead::kTooLong) {
+      print_error("request line longer than " + std::to_string(kMaxReplLineBytes) + " bytes");
+      FlushStdout();
+      continue;
+    }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     bool valid = false;
     auto out = answer(line, &valid);
     if (out.ok()) {
       std::printf("%s\n", out->c_str());
     } else {
-      std::printf("%s\n", nlohmann::json{{"error", out.status().message()}}.dump().c_str());
+      print_error(out.status().message());
     }
-    std::fflush(stdout);
+    FlushStdout();
+  }
+  if (std::ferror(stdin)) {
+    return ReportError("call", IoError(std::string("cannot read stdin: ") + std::strerror(errno)));
   }
   return kExitOk;
 }

@@ -2,10 +2,14 @@
 //   [--emb-input] [--tool-map FILE] -o DIR [--stats] [--progress]: the contract's functions as
 // StableHLO MLIR (DIR/<function>.mlir), one IREE parameter archive (DIR/model.irpa) and
 // DIR/manifest.json (docs/contract.md). Everything is written into a temporary folder
-// beside DIR, which replaces DIR only once complete.
+// beside DIR, which replaces DIR only once complete; DIR must be new, empty or an earlier export
+// holding only what an export writes (never delete what fgemma did not write).
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +20,8 @@
 #include <system_error>
 #include <vector>
 
-#include "src/base/mapped_file.h"
+#include "src/base/file_io.h"
+#include "src/base/temp_files.h"
 #include "src/export/archive.h"
 #include "src/export/contract.h"
 #include "src/export/contract_graphs.h"
@@ -50,8 +55,59 @@ std::string Mib(uint64_t bytes) {
   return b;
 }
 
-// A temporary folder beside `dir` (same file system, so the final rename is atomic).
-StatusOr<fs::path> MakeTempBeside(const fs::path& dir) {
+// The names an export writes into its folder (and so may replace there).
+bool IsExportFile(const std::string& name) {
+  return name == "manifest.json" || name == "model.irpa" ||
+         (name.size() > 5 && name.compare(name.size() - 5, 5, ".mlir") == 0);
+}
+
+// Whether an export may replace `dir`: it does not exist, is an empty folder, or holds an
+// earlier export (a manifest.json with "contractVersion") and nothing else. An export never
+// deletes what fgemma did not write: anything else is an error naming what is in the way.
+Status CheckReplaceable(const fs::path& dir, const std::string& shown) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (!fs::exists(st)) return OkStatus();
+  if (!fs::is_directory(st)) {
+    return InvalidArgumentError("'" + shown + "' exists and is not a folder");
+  }
+  const fs::path cwd = fs::current_path(ec);
+  if (!ec) {
+    auto [d, c] = std::mismatch(dir.begin(), dir.end(), cwd.begin(), cwd.end());
+    if (d == dir.end()) {
+      return InvalidArgumentError("'" + shown +
+                                  "' is the current folder or one above it; give -o a new "
+                                  "or empty folder, or an earlier export");
+    }
+  }
+  bool empty = true, manifest = false;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    empty = false;
+    const std::string name = it->path().filename().string();
+    if (!IsExportFile(name) || !it->is_regular_file(ec)) {
+      return InvalidArgumentError("'" + shown + "' holds '" + name +
+                                  "', which fgemma export does not write: refusing to replace "
+                                  "it (give -o a new or empty folder, or an earlier export)");
+    }
+    manifest = manifest || name == "manifest.json";
+  }
+  if (ec) return IoError("cannot list '" + shown + "': " + ec.message());
+  if (empty) return OkStatus();
+  if (manifest) {
+    auto text = ReadFileToString((dir / "manifest.json").string());
+    if (text.ok()) {
+      auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("contractVersion")) return OkStatus();
+    }
+  }
+  return InvalidArgumentError("'" + shown +
+                              "' is not empty and not an earlier export (no manifest.json "
+                              "written by fgemma export): refusing to replace it");
+}
+
+// A temporary folder beside `dir` (same file system, so the final rename is atomic), removed
+// on failure and on SIGINT/SIGTERM (src/base/temp_files.h).
+StatusOr<TempPath> MakeTempBeside(const fs::path& dir) {
   fs::path parent = dir.parent_path();
   if (parent.empty()) parent = ".";
   std::error_code ec;
@@ -66,31 +122,46 @@ StatusOr<fs::path> MakeTempBeside(const fs::path& dir) {
     return IoError("cannot create a folder in '" + parent.string() +
                                  "': " + std::strerror(errno));
   }
+  TempPath tmp(buf.data(), TempPath::Kind::kFolder);
   // mkdtemp makes it 0700; the export gets the usual folder permissions (umask applied).
   const mode_t mask = ::umask(0);
   ::umask(mask);
-  fs::permissions(buf.data(), static_cast<fs::perms>(0777 & ~mask), ec);
-  return fs::path(buf.data());
+  fs::permissions(tmp.path(), static_cast<fs::perms>(0777 & ~mask), ec);
+  return tmp;
 }
 
-// Moves the finished `tmp` to `dir`, replacing a previous export there.
-Status Publish(const fs::path& tmp, const fs::path& dir) {
+// Moves the finished `tmp` to `dir`, replacing a previous export there (checked again: the
+// folder may have changed since the start). The two are swapped in one step where the file
+// system can (renameat2 RENAME_EXCHANGE), so an interruption leaves the old or the new export,
+// never neither; `tmp` then names the old one, which its TempPath removes.
+Status Publish(TempPath& tmp, const fs::path& dir, const std::string& shown) {
+  FG_RETURN_IF_ERROR(CheckReplaceable(dir, shown));
   std::error_code ec;
-  fs::path old;
-  if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) {
-      return InvalidArgumentError("'" + dir.string() + "' exists and is not a folder");
+  if (fs::exists(fs::symlink_status(dir, ec))) {
+    if (::renameat2(AT_FDCWD, tmp.path().c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+      tmp.Remove();  // the old export
+      return OkStatus();
     }
-    old = tmp.string() + ".old";
-    fs::rename(dir, old, ec);
-    if (ec) return InternalError("cannot move the old '" + dir.string() + "' away: " + ec.message());
+    // No exchange on this file system: move the old export aside, then the new one in.
+    TempPath old(tmp.path() + ".old", TempPath::Kind::kFolder);
+    fs::rename(dir, old.path(), ec);
+    if (ec) {
+      old.Keep();
+      return InternalError("cannot move the old '" + shown + "' away: " + ec.message());
+    }
+    fs::rename(tmp.path(), dir, ec);
+    if (ec) {
+      std::error_code back;
+      fs::rename(old.path(), dir, back);
+      if (!back) old.Keep();
+      return InternalError("cannot rename the export to '" + shown + "': " + ec.message());
+    }
+    tmp.Keep();
+    return OkStatus();
   }
-  fs::rename(tmp, dir, ec);
-  if (ec) {
-    if (!old.empty()) fs::rename(old, dir, ec);
-    return InternalError("cannot rename the export to '" + dir.string() + "'");
-  }
-  if (!old.empty()) fs::remove_all(old, ec);
+  fs::rename(tmp.path(), dir, ec);
+  if (ec) return InternalError("cannot rename the export to '" + shown + "': " + ec.message());
+  tmp.Keep();
   return OkStatus();
 }
 
@@ -116,7 +187,9 @@ int CmdExport(int argc, char** argv) {
   p.AddString("--tool-map", &tool_map_path, "FILE",
               "JSON object for the manifest's toolMap (default: the seed's six home tools, "
               "examples/seed_home_toolmap.json)");
-  p.AddString("-o,--output", &out_dir, "DIR", "Output folder (required; replaced when complete)");
+  p.AddString("-o,--output", &out_dir, "DIR",
+              "Output folder (required): new, empty or an earlier export (only those files), "
+              "replaced when complete");
   p.AddBool("--one-module", &one_module,
             "All functions in one DIR/module.mlir (one compiled module) instead of <function>.mlir");
   p.AddBool("--stats", &stats, "Print each function's largest intermediate and scratch bytes");
@@ -148,11 +221,18 @@ int CmdExport(int argc, char** argv) {
   auto dtype = exporter::ParseWeightType(dtype_name);
   if (!dtype) return usage("unknown --dtype '" + dtype_name + "' (bf16, f16, f32)");
   if (out_dir.empty()) return usage("missing -o DIR");
+  // The folder by its absolute path without "." or ".." ("out/" names the folder "out"; "-o ."
+  // the current folder), checked before any work: never replace what an export did not write.
+  std::error_code path_ec;
+  fs::path dir = fs::weakly_canonical(fs::absolute(out_dir, path_ec), path_ec);
+  if (path_ec) return ReportError("export", IoError("-o '" + out_dir + "': " + path_ec.message()));
+  if (!dir.has_filename()) dir = dir.parent_path();
+  if (Status s = CheckReplaceable(dir, out_dir); !s.ok()) return ReportError("export", s);
 
   nlohmann::ordered_json tool_map = exporter::DefaultToolMap();
   if (!tool_map_path.empty()) {
     auto text = ReadFileToString(tool_map_path);
-    if (!text.ok()) return ReportError("export", NotFoundError("cannot read --tool-map '" + tool_map_path + "'"), true);
+    if (!text.ok()) return ReportError("export", text.status().WithContext("cannot read --tool-map"), true);
     auto m = exporter::ParseToolMap(*text);
     if (!m.ok()) return ReportError("export", m.status().WithContext("'" + tool_map_path + "'"), true);
     tool_map = *m;
@@ -202,13 +282,11 @@ int CmdExport(int argc, char** argv) {
     }
   }
 
-  fs::path dir = fs::path(out_dir).lexically_normal();
-  if (!dir.has_filename()) dir = dir.parent_path();  // "out/" names the folder "out"
   auto tmp = MakeTempBeside(dir);
   if (!tmp.ok()) return ReportError("export", tmp.status());
+  const fs::path tmp_dir = tmp->path();
   auto fail = [&](const Status& s) {
-    std::error_code ec;
-    fs::remove_all(*tmp, ec);
+    tmp->Remove();
     return ReportError("export", s);
   };
 
@@ -220,14 +298,14 @@ int CmdExport(int argc, char** argv) {
     }
     auto text = exporter::EmitModule(fns, {.weight_type = *dtype});
     if (!text.ok()) return fail(text.status());
-    if (Status s = WriteText(*tmp / "module.mlir", *text); !s.ok()) return fail(s);
+    if (Status s = WriteText(tmp_dir / "module.mlir", *text); !s.ok()) return fail(s);
   }
   for (size_t i = 0; i < functions.size() && !one_module; ++i) {
     const std::string name(exporter::FunctionName(functions[i]));
     exporter::EmitFunction fn{name, &graphs[i]};
     auto text = exporter::EmitModule(std::span(&fn, 1), {.weight_type = *dtype});
     if (!text.ok()) return fail(text.status());
-    if (Status s = WriteText(*tmp / (name + ".mlir"), *text); !s.ok()) return fail(s);
+    if (Status s = WriteText(tmp_dir / (name + ".mlir"), *text); !s.ok()) return fail(s);
   }
 
   exporter::IrpaWriter irpa;
@@ -246,7 +324,7 @@ int CmdExport(int argc, char** argv) {
       if (done == total) std::fprintf(stderr, "\n");
     };
   }
-  if (Status s = irpa.WriteFile((*tmp / "model.irpa").string(), on_progress); !s.ok()) return fail(s);
+  if (Status s = irpa.WriteFile((tmp_dir / "model.irpa").string(), on_progress); !s.ok()) return fail(s);
 
   exporter::ManifestSpec ms;
   auto name = (*file)->GetString("general.name");
@@ -264,12 +342,12 @@ int CmdExport(int argc, char** argv) {
   ms.tool_map = tool_map;
   auto manifest = exporter::BuildManifest(ms);
   if (!manifest.ok()) return fail(manifest.status());
-  if (Status s = WriteText(*tmp / "manifest.json", manifest->dump(2) + "\n"); !s.ok()) return fail(s);
+  if (Status s = WriteText(tmp_dir / "manifest.json", manifest->dump(2) + "\n"); !s.ok()) return fail(s);
 
-  if (Status s = Publish(*tmp, dir); !s.ok()) return fail(s);
+  if (Status s = Publish(*tmp, dir, out_dir); !s.ok()) return fail(s);
   std::fprintf(stderr, "export: %zu function(s), model.irpa %s (%zu weights, %s), manifest.json -> %s\n",
                functions.size(), Mib(irpa.FileSize()).c_str(), irpa.size(),
-               std::string(exporter::WeightTypeName(*dtype)).c_str(), dir.string().c_str());
+               std::string(exporter::WeightTypeName(*dtype)).c_str(), out_dir.c_str());
   return kExitOk;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "src/base/file_io.h"
 #include "src/base/thread_pool.h"
 #include "src/export/contract.h"
 #include "src/export/host_invoke.h"
@@ -85,6 +86,14 @@ int CmdInvoke(int argc, char** argv) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].size() < 2 || outputs[i][0] != '@') {
       return usage("--output " + std::to_string(i) + " '" + outputs[i] + "' must be @FILE.npy");
+    }
+  }
+
+  // Every output must be writable before anything runs or is written (a bad fifth --output
+  // used to leave the first four files).
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (Status s = CheckWritableFile(outputs[i].substr(1)); !s.ok()) {
+      return ReportError("invoke", s.WithContext("--output " + std::to_string(i)));
     }
   }
 

@@ -151,7 +151,7 @@ int CmdRun(int argc, char** argv) {
     if (!ids) {
       std::string piece = dec.Push(next);
       std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
+      FlushStdout();
     }
     if (i + 1 == n_predict) break;
     if (s.position() >= context) {
@@ -171,7 +171,7 @@ int CmdRun(int argc, char** argv) {
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::printf("\n");
   }
-  std::fflush(stdout);
+  FlushStdout();
   if (verbose) {
     const double pp = Seconds(t1, t2), tg = Seconds(t2, t3);
     std::fprintf(stderr,

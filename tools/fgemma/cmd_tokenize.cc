@@ -40,15 +40,12 @@ int CmdTokenize(int argc, char** argv) {
       return ReportError("tokenize", InvalidArgumentError("give either TEXT or --file, not both"),
                          /*usage=*/true);
     }
-    if (file == "-") {
-      char buf[65536];
-      size_t got;
-      while ((got = std::fread(buf, 1, sizeof(buf), stdin)) > 0) text.append(buf, got);
-    } else {
-      StatusOr<std::string> content = ReadFileToString(file);
-      if (!content.ok()) return ReportError("tokenize", content.status());
-      text = std::move(*content);
-    }
+    // At most kMaxInputFileBytes either way (a regular file's size is checked before reading).
+    StatusOr<std::string> content = file == "-"
+                                        ? ReadFdToString(0, kMaxInputFileBytes, "stdin")
+                                        : ReadFileToString(file);
+    if (!content.ok()) return ReportError("tokenize", content.status());
+    text = std::move(*content);
   } else {
     if (text_args.empty()) {
       return ReportError("tokenize", InvalidArgumentError("no text given (TEXT or --file FILE)"),
@@ -89,7 +86,7 @@ int CmdTokenize(int argc, char** argv) {
     }
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? kExitOk : kExitRuntime;
+  return kExitOk;  // a failed write is reported by FinishStdout (cli_main.cc)
 }
 
 }  // namespace fg::cli

@@ -34,8 +34,18 @@ inline constexpr Command kCommands[] = {
     {"invoke", "Run one contract function on the host (iree-run-module's input/output syntax)", CmdInvoke},
 };
 
-// Runs the CLI (main() calls this; tests call it in-process).
+// Runs the CLI (main() calls this; tests call it in-process). Installs the handler that removes
+// temporary files on SIGINT/SIGTERM/SIGHUP, turns exceptions into exit 1 and checks stdout
+// (FinishStdout).
 int Main(int argc, char** argv);
+
+// Flushes stdout and checks its error flag after `command` returned `rc`: a lost write (a full
+// disk, a closed pipe) is reported on stderr, naming the error, and turns exit 0 into 1.
+int FinishStdout(const char* command, int rc);
+
+// fflush(stdout) for subcommands that stream: remembers why the first failure failed, for
+// FinishStdout's message (the stream's error flag alone does not say).
+void FlushStdout();
 
 }  // namespace fg::cli
 
