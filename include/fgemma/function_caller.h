@@ -32,10 +32,17 @@
 
 namespace fg {
 
-// A loaded GGUF model and its tokenizer.
+// A LoRA adapter in llama.cpp's GGUF format and the scale it is applied with (docs/adapters.md).
+struct LoraAdapterFile {
+  std::string path;
+  float scale = 1.0f;
+};
+
+// A loaded GGUF model, the LoRA adapters applied to it, and its tokenizer.
 class CallModel {
  public:
-  static StatusOr<std::shared_ptr<const CallModel>> Load(const std::string& gguf_path);
+  static StatusOr<std::shared_ptr<const CallModel>> Load(
+      const std::string& gguf_path, const std::vector<LoraAdapterFile>& loras = {});
   ~CallModel();
   const std::string& path() const;
   int64_t trained_context() const;  // gemma3.context_length (0 when absent)

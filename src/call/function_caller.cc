@@ -2,6 +2,7 @@
 #include "fgemma/function_caller.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -48,7 +49,16 @@ struct CallModel::Impl {
   mutable std::vector<bool> digits;      // the token's text is digits only
 
   uint64_t Identity() const {
-    std::call_once(identity_once, [&] { identity = call::ModelIdentity(model->file()); });
+    std::call_once(identity_once, [&] {
+      // The adapters and their scales are part of what the cached K/V were computed with.
+      identity = call::ModelIdentity(model->file());
+      for (size_t i = 0; i < model->adapters().size(); ++i) {
+        const uint64_t a[2] = {call::ModelIdentity(model->adapters()[i]->file()),
+                               std::bit_cast<uint32_t>(model->weights().loras[i].scale)};
+        identity = call::Hash64(
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(a), sizeof(a)), identity);
+      }
+    });
     return identity;
   }
   void BuildGuardTables() const {
@@ -73,10 +83,13 @@ CallModel::~CallModel() = default;
 const std::string& CallModel::path() const { return impl_->path; }
 int64_t CallModel::trained_context() const { return impl_->model->config().context_length; }
 
-StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(const std::string& gguf_path) {
+StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(
+    const std::string& gguf_path, const std::vector<LoraAdapterFile>& loras) {
   auto impl = std::make_unique<Impl>();
   impl->path = gguf_path;
-  FG_ASSIGN_OR_RETURN(impl->model, runtime::Model::Load(gguf_path));
+  std::vector<runtime::LoraSpec> specs;
+  for (const LoraAdapterFile& l : loras) specs.push_back({l.path, l.scale});
+  FG_ASSIGN_OR_RETURN(impl->model, runtime::Model::Load(gguf_path, specs));
   auto vocab = text::LoadVocab(impl->model->file());
   if (!vocab.ok()) return vocab.status().WithContext("'" + gguf_path + "'");
   // FunctionGemma keeps its function-calling tokens at ids 46..52, which a base Gemma 3

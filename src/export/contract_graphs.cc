@@ -72,7 +72,7 @@ StatusOr<graph::Graph> BuildContractFunction(const model::Config& c, const model
     } else {
       ids = arg.at(f == Function::kWithPast ? "token" : "tokens");
     }
-    FG_ASSIGN_OR_RETURN(x0, b.Embedding("inp_embd", embd_w, ids, c.embed_scale));
+    FG_ASSIGN_OR_RETURN(x0, model::Embed(b, c, w, embd_w, ids));
   }
 
   int pos = -1;

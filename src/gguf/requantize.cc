@@ -9,7 +9,7 @@ using tensor::DType;
 DType RequantizedType(const RequantizeSpec& spec, std::string_view name,
                       const std::vector<int64_t>& shape, DType current) {
   if (shape.size() < 2) return current;
-  DType t = spec.type;
+  DType t = spec.keep_types ? current : spec.type;
   for (const auto& [pattern, type] : spec.overrides) {
     if (name.find(pattern) != std::string_view::npos) {
       t = type;
@@ -49,7 +49,8 @@ uint32_t LlamaFileType(DType t) {
 }
 
 StatusOr<Writer> BuildRequantized(const File& in, const RequantizeSpec& spec) {
-  if (!tensor::Info(spec.type).supported || kernels::GetTypeOps(spec.type) == nullptr) {
+  if (!spec.keep_types &&
+      (!tensor::Info(spec.type).supported || kernels::GetTypeOps(spec.type) == nullptr)) {
     return UnimplementedError("quantize: fgemma has no kernels for type " +
                               std::string(tensor::DTypeName(spec.type)));
   }
@@ -64,14 +65,17 @@ StatusOr<Writer> BuildRequantized(const File& in, const RequantizeSpec& spec) {
     if (kv.key == "general.alignment") continue;  // the writer records its own
     FG_RETURN_IF_ERROR(w.SetValue(kv.key, kv.value));
   }
-  w.SetUint32("general.file_type", LlamaFileType(spec.type));
-  w.SetUint32("general.quantization_version", 2);
+  if (!spec.keep_types) {
+    w.SetUint32("general.file_type", LlamaFileType(spec.type));
+    w.SetUint32("general.quantization_version", 2);
+  }
   const size_t count = in.tensors().size();
   for (size_t i = 0; i < count; ++i) {
     const TensorInfo& t = in.tensors()[i];
     const DType to = RequantizedType(spec, t.name, t.shape, t.type);
     std::string name(t.name);
-    if (to == t.type) {
+    const bool rewrite = spec.rewrite && spec.rewrite(t.name);
+    if (to == t.type && !rewrite) {
       FG_RETURN_IF_ERROR(w.AddTensorView(t.name, t.type, t.shape,
                                          std::span<const uint8_t>(t.data, t.size_bytes)));
       if (spec.progress) {
@@ -92,6 +96,7 @@ StatusOr<Writer> BuildRequantized(const File& in, const RequantizeSpec& spec) {
     const DType from = t.type;
     auto progress = spec.progress;
     ThreadPool* pool = spec.pool;
+    auto transform = rewrite ? spec.transform : nullptr;
     FG_RETURN_IF_ERROR(w.AddTensorGenerated(
         t.name, to, t.shape,
         [=](std::span<uint8_t> out) -> Status {
@@ -102,6 +107,7 @@ StatusOr<Writer> BuildRequantized(const File& in, const RequantizeSpec& spec) {
             std::vector<float> row(static_cast<size_t>(cols));
             for (int64_t r = b; r < e; ++r) {
               deq->dequantize_row(src + r * in_row, row.data(), cols);
+              if (transform) transform(name, r, row.data());
               q->quantize_row(row.data(), out.data() + r * out_row, cols);
             }
           };

@@ -23,6 +23,14 @@ struct RequantizeSpec {
   tensor::DType type = tensor::DType::kQ8_0;  // target of every 2-D weight
   // (pattern, type): the first pattern that is a substring of a tensor's name wins.
   std::vector<std::pair<std::string, tensor::DType>> overrides;
+  // Every tensor keeps its own type unless an override names it (`type` is not used, nor is
+  // general.file_type changed): with `transform`, a merge that requantizes to the base's types.
+  bool keep_types = false;
+  // When set, the tensors it accepts are dequantized, passed row by row to `transform` (row
+  // index, values; called from several threads at once) and quantized again, even when their
+  // type stays the same; the others are copied byte for byte unless their type changes.
+  std::function<bool(std::string_view name)> rewrite;
+  std::function<void(std::string_view name, int64_t row, float* values)> transform;
   ThreadPool* pool = nullptr;  // rows are requantized in parallel when given
   // Called once per tensor as it is written: index, count, name, old and new type.
   std::function<void(size_t, size_t, const std::string&, tensor::DType, tensor::DType)> progress;

@@ -139,6 +139,50 @@ StatusOr<std::unique_ptr<Reference>> Reference::Load(const gguf::File& file) {
   return ref;
 }
 
+Status Reference::AddLora(const model::LoraAdapter& adapter, float scale) {
+  for (const model::LoraPair& p : adapter.pairs()) {
+    FG_ASSIGN_OR_RETURN(std::vector<float> a, ToF32(*p.a));
+    FG_ASSIGN_OR_RETURN(std::vector<float> b, ToF32(*p.b));
+    const double s = adapter.Scale(p, scale);
+    const int64_t r = p.rank;
+    std::vector<float>* w = nullptr;
+    const bool embd = p.base == "token_embd.weight";
+    if (embd) {
+      if (output_.empty()) output_ = token_embd_;  // the LM head keeps the base table
+      w = &token_embd_;
+    } else {
+      // "blk.N.<module>.weight"
+      const size_t dot = p.base.find('.', 4);
+      const int64_t l = std::stoll(p.base.substr(4, dot - 4));
+      const std::string m = p.base.substr(dot + 1, p.base.size() - dot - 1 - 7);
+      Layer& L = layers_.at(static_cast<size_t>(l));
+      w = m == "attn_q"        ? &L.attn_q
+          : m == "attn_k"      ? &L.attn_k
+          : m == "attn_v"      ? &L.attn_v
+          : m == "attn_output" ? &L.attn_output
+          : m == "ffn_gate"    ? &L.ffn_gate
+          : m == "ffn_up"      ? &L.ffn_up
+                               : &L.ffn_down;
+    }
+    // W {n_out, n_in}: W[o][i] += s sum_k B[o][k] A[k][i]; token_embd {V, H}:
+    // E[v][h] += s sum_k A[v][k] B[h][k].
+    const int64_t rows = embd ? p.a->shape[0] : p.b->shape[0];
+    const int64_t cols = embd ? p.b->shape[0] : p.a->shape[1];
+    for (int64_t o = 0; o < rows; ++o) {
+      for (int64_t i = 0; i < cols; ++i) {
+        double acc = 0;
+        for (int64_t k = 0; k < r; ++k) {
+          acc += embd ? static_cast<double>(a[o * r + k]) * b[i * r + k]
+                      : static_cast<double>(b[o * r + k]) * a[k * cols + i];
+        }
+        float& x = (*w)[static_cast<size_t>(o * cols + i)];
+        x = static_cast<float>(x + s * acc);
+      }
+    }
+  }
+  return OkStatus();
+}
+
 void Reference::Dump(std::string_view name, const std::vector<float>& data,
                      std::initializer_list<int64_t> shape) const {
   if (!dump_) return;

@@ -20,6 +20,7 @@
 #include "fgemma/status.h"
 #include "src/gguf/reader.h"
 #include "src/model/gemma3/config.h"
+#include "src/model/gemma3/lora.h"
 
 namespace fg::reference {
 
@@ -47,6 +48,11 @@ class Reference {
   static StatusOr<std::unique_ptr<Reference>> Open(const std::string& path);
 
   const model::Config& config() const { return config_; }
+
+  // Folds a LoRA adapter into the f32 weights: W += s B A, s = adapter.Scale(pair, scale), in
+  // double (the oracle for the graph's low-rank path). A token_embd pair changes the looked-up
+  // rows only: a tied LM head keeps the base table (llama.cpp's build_inp_embd).
+  Status AddLora(const model::LoraAdapter& adapter, float scale);
 
   // Logits [vocab] of row `position` of the sequence (-1: the last).
   StatusOr<std::vector<float>> Logits(std::span<const int32_t> tokens, int64_t position = -1);

@@ -1,12 +1,36 @@
 #include "src/runtime/model.h"
 
+#include <cmath>
+
 namespace fg::runtime {
 
-StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
+                                             const std::vector<LoraSpec>& loras) {
   FG_ASSIGN_OR_RETURN(std::unique_ptr<gguf::File> file, gguf::File::Open(path));
   auto m = FromFile(std::move(file));
   if (!m.ok()) return m.status().WithContext("'" + path + "'");
+  for (const LoraSpec& l : loras) FG_RETURN_IF_ERROR((*m)->AddLora(l));
   return m;
+}
+
+Status Model::AddLora(const LoraSpec& spec) {
+  FG_ASSIGN_OR_RETURN(std::unique_ptr<model::LoraAdapter> a,
+                      model::LoraAdapter::Open(spec.path, *file_));
+  return AddLora(std::move(a), spec.scale);
+}
+
+Status Model::AddLora(std::unique_ptr<model::LoraAdapter> adapter, float scale) {
+  if (!std::isfinite(scale)) {
+    return InvalidArgumentError("LoRA adapter '" + adapter->path() + "': scale is not finite");
+  }
+  const size_t index = adapters_.size();
+  for (const model::LoraPair& p : adapter->pairs()) {
+    lora_tensors_[model::LoraWeightName(p.a->name, index)] = p.a;
+    lora_tensors_[model::LoraWeightName(p.b->name, index)] = p.b;
+  }
+  weights_.loras.push_back({adapter.get(), scale});
+  adapters_.push_back(std::move(adapter));
+  return OkStatus();
 }
 
 StatusOr<std::unique_ptr<Model>> Model::FromFile(std::unique_ptr<gguf::File> file) {
@@ -19,8 +43,13 @@ StatusOr<std::unique_ptr<Model>> Model::FromFile(std::unique_ptr<gguf::File> fil
 
 exec::WeightResolver Model::resolver() const {
   const gguf::File* f = file_.get();
-  return [f](std::string_view name) -> StatusOr<exec::WeightData> {
+  const auto* lora = &lora_tensors_;
+  return [f, lora](std::string_view name) -> StatusOr<exec::WeightData> {
     const gguf::TensorInfo* t = f->FindTensor(name);
+    if (t == nullptr) {
+      auto it = lora->find(std::string(name));
+      if (it != lora->end()) t = it->second;
+    }
     if (t == nullptr) return NotFoundError("model has no tensor '" + std::string(name) + "'");
     exec::WeightData w;
     w.type = t->type;

@@ -1,35 +1,53 @@
-// A loaded Gemma 3 GGUF: the mapped file, its validated config and weight table. Immutable
-// after Load, so any number of sessions (on any threads) can share one Model.
+// A loaded Gemma 3 GGUF: the mapped file, its validated config and weight table, and the LoRA
+// adapters its graphs apply. Immutable after Load, so any number of sessions (on any threads)
+// can share one Model.
 #ifndef FGEMMA_RUNTIME_MODEL_H_
 #define FGEMMA_RUNTIME_MODEL_H_
 
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "fgemma/status.h"
 #include "src/exec/executor.h"
 #include "src/gguf/reader.h"
 #include "src/model/gemma3/config.h"
+#include "src/model/gemma3/lora.h"
 #include "src/model/gemma3/weights.h"
 
 namespace fg::runtime {
 
+// A LoRA adapter file and its scale (llama.cpp's --lora FILE is scale 1, --lora-scaled FILE S).
+struct LoraSpec {
+  std::string path;
+  float scale = 1.0f;
+};
+
 class Model {
  public:
-  static StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& path,
+                                               const std::vector<LoraSpec>& loras = {});
   // Takes an already opened file (tests build files in memory).
   static StatusOr<std::unique_ptr<Model>> FromFile(std::unique_ptr<gguf::File> file);
+  // Adds an adapter (before any graph is built); the scale must be finite.
+  Status AddLora(std::unique_ptr<model::LoraAdapter> adapter, float scale);
+  Status AddLora(const LoraSpec& spec);
 
   const gguf::File& file() const { return *file_; }
   const model::Config& config() const { return config_; }
   const model::Weights& weights() const { return weights_; }
-  // Resolves graph weights by GGUF tensor name.
+  // The adapters in the order they were added (weights().loras holds them with their scales).
+  const std::vector<std::unique_ptr<model::LoraAdapter>>& adapters() const { return adapters_; }
+  // Resolves graph weights by GGUF tensor name (adapter tensors by model::LoraWeightName).
   exec::WeightResolver resolver() const;
 
  private:
   std::unique_ptr<gguf::File> file_;
   model::Config config_;
   model::Weights weights_;
+  std::vector<std::unique_ptr<model::LoraAdapter>> adapters_;
+  std::unordered_map<std::string, const gguf::TensorInfo*> lora_tensors_;
 };
 
 }  // namespace fg::runtime

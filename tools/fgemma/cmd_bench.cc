@@ -19,6 +19,7 @@
 #include "src/runtime/session.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
+#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
@@ -177,6 +178,8 @@ int CmdBench(int argc, char** argv) {
               "Tool catalogs: also measure time to call (ttc_cold, ttc_warm) for each");
   p.AddString("--request", &request, "TEXT",
               "The request for time to call (default: 'turn on the light in the kitchen please')");
+  LoraFlags lora;
+  lora.Register(p);
   p.AddNote("ppN: time to process N prompt tokens from an empty context. tgN: time to generate N "
             "tokens one at a time from an empty context (as llama-bench measures them). ttc_cold: a new "
             "FunctionCaller for the catalog (grammar, catalog prefix prefill) and one call, "
@@ -204,6 +207,8 @@ int CmdBench(int argc, char** argv) {
   }
   if (reps < 1) return ReportError("bench", InvalidArgumentError("-r must be >= 1"), true);
   if (chunk < 1) return ReportError("bench", InvalidArgumentError("--chunk must be >= 1"), true);
+  auto loras = lora.Specs();
+  if (!loras.ok()) return ReportError("bench", loras.status(), true);
   if (model_path.empty()) {
     auto d = DefaultModelPath();
     if (!d.ok()) return ReportError("bench", d.status());
@@ -223,7 +228,7 @@ int CmdBench(int argc, char** argv) {
   StatusOr<std::unique_ptr<runtime::Model>> model = std::unique_ptr<runtime::Model>();
   int64_t vocab = 0;
   if (speed_tests) {
-    model = runtime::Model::Load(model_path);
+    model = runtime::Model::Load(model_path, *loras);
     if (!model.ok()) return ReportError("bench", model.status());
     vocab = (*model)->config().vocab;
   }
@@ -285,7 +290,9 @@ int CmdBench(int argc, char** argv) {
       std::printf("\n| model | catalog | test (prompt+generated tokens) | threads | median | "
                   "stddev |\n|---|---|---|---|---|---|\n");
     }
-    auto call_model = CallModel::Load(model_path);
+    std::vector<LoraAdapterFile> adapters;
+    for (const runtime::LoraSpec& l : *loras) adapters.push_back({l.path, l.scale});
+    auto call_model = CallModel::Load(model_path, adapters);
     if (!call_model.ok()) return ReportError("bench", call_model.status());
     for (int64_t t : ths) {
       for (const std::string& c : catalogs) {
@@ -295,7 +302,11 @@ int CmdBench(int argc, char** argv) {
       }
     }
   }
-  if (json) std::printf("%s\n", results.dump(2).c_str());
+  // A model's file name can hold any bytes: the JSON replaces what is not UTF-8.
+  if (json) {
+    std::printf("%s\n",
+                results.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  }
   return kExitOk;
 }
 

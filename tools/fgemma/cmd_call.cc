@@ -16,6 +16,7 @@
 #include "tools/fgemma/cli_text.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
+#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
@@ -109,6 +110,8 @@ int CmdCall(int argc, char** argv) {
   p.AddBool("--text", &show_text,
             "Also print the raw model output (special tokens as text) to stderr");
   p.SetPositionals(&pos, "\"REQUEST\"", 0, 1);
+  LoraFlags lora;
+  lora.Register(p);
   p.AddNote(
       "Output: with --max-calls 1, the call as {\"name\": ..., \"arguments\": {...}}; with "
       "--max-calls N > 1, an array of such objects; when the model wrote no valid call "
@@ -139,6 +142,8 @@ int CmdCall(int argc, char** argv) {
   if (max_tokens < 1) return usage("-n must be >= 1");
   if (draft < 0 || draft > 16) return usage("--draft must be in [0, 16]");
   if (seed < 0) return usage("--seed must be >= 0");
+  auto loras = lora.Specs();
+  if (!loras.ok()) return usage(loras.status().message());
   if (dialect == "compact" && tool_map_path.empty()) {
     return usage("--dialect compact needs --tool-map FILE");
   }
@@ -177,7 +182,9 @@ int CmdCall(int argc, char** argv) {
     model_path = *d;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = CallModel::Load(model_path);
+  std::vector<LoraAdapterFile> adapters;
+  for (const runtime::LoraSpec& l : *loras) adapters.push_back({l.path, l.scale});
+  auto model = CallModel::Load(model_path, adapters);
   if (!model.ok()) return ReportError("call", model.status());
   auto caller = FunctionCaller::Create(*model, *catalog, o);
   if (!caller.ok()) {

@@ -13,6 +13,7 @@
 #include "src/runtime/model.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
+#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
@@ -63,6 +64,8 @@ int CmdInvoke(int argc, char** argv) {
   p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
   p.AddBool("--reference-kernels", &reference,
             "Run the scalar reference kernels (slow; debugging)");
+  LoraFlags lora;
+  lora.Register(p);
   p.AddNote(
       "Past lengths P of the with-past functions are taken from the K/V shapes (sliding and\n"
       "global layers separately); masks must be 1 x nHeads x C x (P + C).\n"
@@ -75,6 +78,8 @@ int CmdInvoke(int argc, char** argv) {
   auto usage = [&](const std::string& m) {
     return ReportError("invoke", InvalidArgumentError(m), true);
   };
+  auto loras = lora.Specs();
+  if (!loras.ok()) return usage(loras.status().message());
   if (function.empty()) return usage("missing --function NAME (one of " + FunctionList() + ")");
   auto fn = exporter::ParseFunctionName(function);
   if (!fn)
@@ -123,7 +128,7 @@ int CmdInvoke(int argc, char** argv) {
     if (!d.ok()) return ReportError("invoke", d.status());
     model_path = *d;
   }
-  auto model = runtime::Model::Load(model_path);
+  auto model = runtime::Model::Load(model_path, *loras);
   if (!model.ok()) return ReportError("invoke", model.status());
   const model::Config& c = (*model)->config();
 

@@ -18,6 +18,7 @@
 #include "tools/fgemma/cli_text.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
+#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
@@ -50,6 +51,8 @@ int CmdRun(int argc, char** argv) {
   p.AddBool("-v,--verbose", &verbose, "Print prompt/generation speed and peak memory to stderr");
   p.AddString("--dump", &dump, "GLOB", "Print the named intermediates matching GLOB ('blk.0.*') to stderr");
   p.AddBool("--reference-kernels", &reference, "Run the scalar reference kernels (slow; debugging)");
+  LoraFlags lora;
+  lora.Register(p);
   p.AddNote("Stops at <eos> or <end_of_turn>. Exit codes: 0 ok, 1 runtime error, 2 usage error.");
   if (auto rc = p.Parse(argc, argv)) return *rc;
 
@@ -60,6 +63,8 @@ int CmdRun(int argc, char** argv) {
   if (context <= 0) return usage("-c must be > 0");
   if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
   if (chunk <= 0) return usage("--chunk must be > 0");
+  auto loras = lora.Specs();
+  if (!loras.ok()) return usage(loras.status().message());
   runtime::SamplingParams sp;
   sp.temperature = temp;
   sp.top_k = top_k;
@@ -77,7 +82,7 @@ int CmdRun(int argc, char** argv) {
     model_path = *d;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = runtime::Model::Load(model_path);
+  auto model = runtime::Model::Load(model_path, *loras);
   if (!model.ok()) return ReportError("run", model.status());
   auto tok = text::Tokenizer::FromGguf((*model)->file());
   if (!tok.ok()) return ReportError("run", tok.status().WithContext("'" + model_path + "'"));

@@ -49,6 +49,11 @@ void FlagParser::AddStringList(const std::string& names, std::vector<std::string
                                const std::string& value_name, const std::string& help) {
   flags_.push_back({SplitNames(names), Kind::kStringList, out, value_name, help});
 }
+void FlagParser::AddStringPairList(const std::string& names,
+                                   std::vector<std::pair<std::string, std::string>>* out,
+                                   const std::string& value_name, const std::string& help) {
+  flags_.push_back({SplitNames(names), Kind::kStringPairList, out, value_name, help});
+}
 void FlagParser::SetPositionals(std::vector<std::string>* out, const std::string& usage, int min,
                                 int max) {
   positionals_ = out;
@@ -85,6 +90,8 @@ Status FlagParser::Assign(Flag& f, const std::string& name, const std::string& v
     case Kind::kStringList:
       static_cast<std::vector<std::string>*>(f.out)->push_back(value);
       return OkStatus();
+    case Kind::kStringPairList:  // Parse assigns the pair itself
+      return InternalError("flag " + name + " takes two values");
     case Kind::kInt: {
       errno = 0;
       char* end = nullptr;
@@ -152,6 +159,15 @@ std::optional<int> FlagParser::Parse(int argc, char** argv) {
     }
     Flag* f = Find(name);
     if (f == nullptr) return fail("unknown flag '" + name + "'");
+    if (f->kind == Kind::kStringPairList) {
+      const int need = has_value ? 1 : 2;
+      if (i + need >= argc) return fail("flag " + name + " needs two values (" + f->value_name + ")");
+      std::string first = has_value ? value : argv[++i];
+      static_cast<std::vector<std::pair<std::string, std::string>>*>(f->out)->emplace_back(
+          std::move(first), argv[++i]);
+      f->set = true;
+      continue;
+    }
     if (f->kind != Kind::kBool && !has_value) {
       if (i + 1 >= argc) return fail("flag " + name + " needs a value (" + f->value_name + ")");
       value = argv[++i];

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fgemma/status.h"
@@ -36,6 +37,10 @@ class FlagParser {
   // A flag that may repeat: each occurrence appends its value (--input=A --input=B).
   void AddStringList(const std::string& names, std::vector<std::string>* out,
                      const std::string& value_name, const std::string& help);
+  // A flag that takes two values and may repeat (--lora-scaled FILE S; --lora-scaled=FILE S).
+  void AddStringPairList(const std::string& names,
+                         std::vector<std::pair<std::string, std::string>>* out,
+                         const std::string& value_name, const std::string& help);
   // Positional arguments: at least `min`, at most `max` (-1: unbounded).
   void SetPositionals(std::vector<std::string>* out, const std::string& usage, int min, int max);
   void AddNote(const std::string& text);  // a paragraph at the end of --help
@@ -50,7 +55,7 @@ class FlagParser {
   bool WasSet(const std::string& name) const;
 
  private:
-  enum class Kind { kString, kInt, kDouble, kBool, kStringList };
+  enum class Kind { kString, kInt, kDouble, kBool, kStringList, kStringPairList };
   struct Flag {
     std::vector<std::string> names;
     Kind kind;

@@ -1,5 +1,8 @@
 #include "src/model/gemma3/forward.h"
 
+#include <functional>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fg::model {
@@ -13,7 +16,66 @@ StatusOr<int> W(Builder& b, const gguf::TensorInfo* t) {
   return b.Weight(std::string(t->name), t->shape, t->type);
 }
 
+// The adapters of `w` that adapt tensor `name` with a nonzero scale: (index, pair).
+std::vector<std::pair<size_t, const LoraPair*>> LorasOf(const Weights& w, std::string_view name) {
+  std::vector<std::pair<size_t, const LoraPair*>> used;
+  for (size_t i = 0; i < w.loras.size(); ++i) {
+    const LoraPair* p = w.loras[i].adapter->Find(name);
+    if (p != nullptr && w.loras[i].scale != 0.0f) used.emplace_back(i, p);
+  }
+  return used;
+}
+
+// s * (x B^T) with B adapter `i`'s lora_b, where x is [S, r] (A already applied): the value
+// named `tag`. `a_of` applies A to the input given A's graph weight.
+StatusOr<int> LoraDelta(Builder& b, const Weights& w, size_t i, const LoraPair& p,
+                        const std::string& tag, const std::function<StatusOr<int>(int)>& a_of) {
+  FG_ASSIGN_OR_RETURN(int a, b.Weight(LoraWeightName(p.a->name, i), p.a->shape, p.a->type));
+  FG_ASSIGN_OR_RETURN(int bw, b.Weight(LoraWeightName(p.b->name, i), p.b->shape, p.b->type));
+  FG_ASSIGN_OR_RETURN(int ax, a_of(a));
+  FG_ASSIGN_OR_RETURN(int bax, b.MatMul(tag + "_b", ax, bw));
+  return b.Scale(tag, bax, w.loras[i].adapter->Scale(p, w.loras[i].scale));
+}
+
+std::string LoraTag(const std::string& name, size_t i) {
+  return name + ".lora" + (i > 0 ? std::to_string(i) : "");
+}
+
+// y = x W^T + sum over adapters of s B (A x): the projection `t` with every LoRA that adapts
+// it (llama.cpp's build_lora_mm). Without one (or with scale 0) it is the plain MatMul named
+// `name`, so the base model's graph is unchanged; with one, the sum carries `name`.
+StatusOr<int> Linear(Builder& b, const Weights& w, const std::string& name, int x,
+                     const gguf::TensorInfo* t) {
+  const auto used = LorasOf(w, t->name);
+  FG_ASSIGN_OR_RETURN(int wv, W(b, t));
+  FG_ASSIGN_OR_RETURN(int y, b.MatMul(used.empty() ? name : name + ".base", x, wv));
+  for (size_t u = 0; u < used.size(); ++u) {
+    const auto [i, p] = used[u];
+    const std::string tag = LoraTag(name, i);
+    FG_ASSIGN_OR_RETURN(int delta, LoraDelta(b, w, i, *p, tag, [&](int a) {
+                          return b.MatMul(tag + "_a", x, a);
+                        }));
+    FG_ASSIGN_OR_RETURN(y, b.Add(u + 1 == used.size() ? name : tag + "_sum", y, delta));
+  }
+  return y;
+}
+
 }  // namespace
+
+StatusOr<int> Embed(Builder& b, const Config& c, const Weights& w, int embd_w, int tokens) {
+  const auto used = LorasOf(w, w.token_embd->name);
+  if (used.empty()) return b.Embedding("inp_embd", embd_w, tokens, c.embed_scale);
+  // llama.cpp's build_inp_embd: the looked-up rows plus s B (A's rows), then the sqrt(H) scale.
+  FG_ASSIGN_OR_RETURN(int x, b.Embedding("inp_embd.base", embd_w, tokens, 1.0f));
+  for (const auto& [i, p] : used) {
+    const std::string tag = LoraTag("inp_embd", i);
+    FG_ASSIGN_OR_RETURN(int delta, LoraDelta(b, w, i, *p, tag, [&](int a) {
+                          return b.Embedding(tag + "_a", a, tokens, 1.0f);
+                        }));
+    FG_ASSIGN_OR_RETURN(x, b.Add(tag + "_sum", x, delta));
+  }
+  return b.Scale("inp_embd", x, c.embed_scale);
+}
 
 std::string Blk(int64_t l, const char* what) { return "blk." + std::to_string(l) + "." + what; }
 
@@ -39,12 +101,9 @@ StatusOr<int> BuildLayers(Builder& b, const Config& c, const Weights& w, int64_t
     // Attention block.
     FG_ASSIGN_OR_RETURN(int an_w, W(b, lw.attn_norm));
     FG_ASSIGN_OR_RETURN(int h, b.RmsNorm(Blk(l, "attn_norm"), x, an_w, c.rms_eps));
-    FG_ASSIGN_OR_RETURN(int wq, W(b, lw.attn_q));
-    FG_ASSIGN_OR_RETURN(int wk, W(b, lw.attn_k));
-    FG_ASSIGN_OR_RETURN(int wv, W(b, lw.attn_v));
-    FG_ASSIGN_OR_RETURN(int q, b.MatMul(Blk(l, "q"), h, wq));
-    FG_ASSIGN_OR_RETURN(int k, b.MatMul(Blk(l, "k"), h, wk));
-    FG_ASSIGN_OR_RETURN(int v, b.MatMul(Blk(l, "v"), h, wv));
+    FG_ASSIGN_OR_RETURN(int q, Linear(b, w, Blk(l, "q"), h, lw.attn_q));
+    FG_ASSIGN_OR_RETURN(int k, Linear(b, w, Blk(l, "k"), h, lw.attn_k));
+    FG_ASSIGN_OR_RETURN(int v, Linear(b, w, Blk(l, "v"), h, lw.attn_v));
     FG_ASSIGN_OR_RETURN(int q3, b.Reshape(Blk(l, "q_heads"), q, {S, c.n_heads, c.head_dim}));
     FG_ASSIGN_OR_RETURN(int k3, b.Reshape(Blk(l, "k_heads"), k, {S, c.n_kv_heads, c.head_dim}));
     FG_ASSIGN_OR_RETURN(int v3, b.Reshape(Blk(l, "v_heads"), v, {S, c.n_kv_heads, c.head_dim}));
@@ -54,8 +113,7 @@ StatusOr<int> BuildLayers(Builder& b, const Config& c, const Weights& w, int64_t
     FG_ASSIGN_OR_RETURN(int qn, b.RmsNorm(Blk(l, "q_normed"), q3, qn_w, c.rms_eps));
     FG_ASSIGN_OR_RETURN(int kn, b.RmsNorm(Blk(l, "k_normed"), k3, kn_w, c.rms_eps));
     FG_ASSIGN_OR_RETURN(int att, core(b, l, qn, kn, v3));
-    FG_ASSIGN_OR_RETURN(int wo, W(b, lw.attn_output));
-    FG_ASSIGN_OR_RETURN(int proj, b.MatMul(Blk(l, "attn_proj"), att, wo));
+    FG_ASSIGN_OR_RETURN(int proj, Linear(b, w, Blk(l, "attn_proj"), att, lw.attn_output));
     FG_ASSIGN_OR_RETURN(int pan_w, W(b, lw.post_attention_norm));
     FG_ASSIGN_OR_RETURN(int pan, b.RmsNorm(Blk(l, "attn_post_norm"), proj, pan_w, c.rms_eps));
     FG_ASSIGN_OR_RETURN(int res, b.Add(Blk(l, "attn_residual"), x, pan));
@@ -63,13 +121,10 @@ StatusOr<int> BuildLayers(Builder& b, const Config& c, const Weights& w, int64_t
     // Feed-forward block.
     FG_ASSIGN_OR_RETURN(int fn_w, W(b, lw.ffn_norm));
     FG_ASSIGN_OR_RETURN(int fh, b.RmsNorm(Blk(l, "ffn_norm"), res, fn_w, c.rms_eps));
-    FG_ASSIGN_OR_RETURN(int wg, W(b, lw.ffn_gate));
-    FG_ASSIGN_OR_RETURN(int wu, W(b, lw.ffn_up));
-    FG_ASSIGN_OR_RETURN(int wd, W(b, lw.ffn_down));
-    FG_ASSIGN_OR_RETURN(int gate, b.MatMul(Blk(l, "ffn_gate"), fh, wg));
-    FG_ASSIGN_OR_RETURN(int up, b.MatMul(Blk(l, "ffn_up"), fh, wu));
+    FG_ASSIGN_OR_RETURN(int gate, Linear(b, w, Blk(l, "ffn_gate"), fh, lw.ffn_gate));
+    FG_ASSIGN_OR_RETURN(int up, Linear(b, w, Blk(l, "ffn_up"), fh, lw.ffn_up));
     FG_ASSIGN_OR_RETURN(int act, b.GeluMul(Blk(l, "ffn_act"), gate, up));
-    FG_ASSIGN_OR_RETURN(int down, b.MatMul(Blk(l, "ffn_down"), act, wd));
+    FG_ASSIGN_OR_RETURN(int down, Linear(b, w, Blk(l, "ffn_down"), act, lw.ffn_down));
     FG_ASSIGN_OR_RETURN(int pfn_w, W(b, lw.post_ffw_norm));
     FG_ASSIGN_OR_RETURN(int pfn, b.RmsNorm(Blk(l, "ffn_post_norm"), down, pfn_w, c.rms_eps));
     FG_ASSIGN_OR_RETURN(x, b.Add(Blk(l, "out"), res, pfn));
@@ -90,7 +145,7 @@ StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const For
   FG_ASSIGN_OR_RETURN(int tokens, b.Input("tokens", {S}, ValueType::kI32));
   FG_ASSIGN_OR_RETURN(int pos, b.Input("pos", {S}, ValueType::kI32));
   FG_ASSIGN_OR_RETURN(int embd_w, W(b, w.token_embd));
-  FG_ASSIGN_OR_RETURN(int x0, b.Embedding("inp_embd", embd_w, tokens, c.embed_scale));
+  FG_ASSIGN_OR_RETURN(int x0, Embed(b, c, w, embd_w, tokens));
 
   // The session's attention: RoPE at the given positions, K/V appended to the per-layer cache
   // states (a ring for sliding layers), attention read from the caches by position.

@@ -60,6 +60,10 @@ using AttentionCore =
 // output. Values are named blk.N.<stage>.
 StatusOr<int> BuildLayers(graph::Builder& b, const Config& config, const Weights& weights,
                           int64_t n_tokens, int x, const AttentionCore& core);
+// The scaled token embeddings "inp_embd" f32 [S, hidden] of `tokens` (token_embd's value
+// `embd_w`), with the weights' LoRA adapters of token_embd applied to the looked-up rows.
+StatusOr<int> Embed(graph::Builder& b, const Config& config, const Weights& weights, int embd_w,
+                    int tokens);
 // A stored tensor as a graph weight, by its GGUF name.
 StatusOr<int> WeightValue(graph::Builder& b, const gguf::TensorInfo* t);
 // The LM head weight: token_embd's value `embd` when tied, else `output.weight`.

@@ -10,6 +10,7 @@
 #include "fgemma/status.h"
 #include "src/gguf/reader.h"
 #include "src/model/gemma3/config.h"
+#include "src/model/gemma3/lora.h"
 
 namespace fg::model {
 
@@ -36,6 +37,9 @@ struct Weights {
   // Gemma 3 norm). ref: llama.cpp src/llama-model.cpp, LLM_ARCH_GEMMA3 (TENSOR_DUPLICATED).
   const gguf::TensorInfo* output = nullptr;
   std::vector<LayerWeights> layers;
+  // LoRA adapters the forward graph applies, in order (empty: the base model). Their tensors
+  // are graph weights named by LoraWeightName(name, index in this list).
+  std::vector<LoraUse> loras;
 };
 
 // True for the element types norm weights may have (F32, F16, BF16): they are read as f32
