@@ -165,6 +165,17 @@ TEST(CliHardening, CutInsideACharacterGivesJsonNotACrash) {
   EXPECT_GT(invalid, 0);
 }
 
+// A file name is any bytes: bench --json named the model by it and the JSON dump threw.
+TEST(CliHardening, BenchJsonWithANonUtf8ModelName) {
+  const std::string odd = TempPath("hardening_odd\xff.gguf");
+  fs::copy_file(Model(), odd, fs::copy_options::overwrite_existing);
+  auto r = RunFgemma("bench -m '" + odd + "' --json -p 4 -n 4 -r 1 -t 1", /*with_stderr=*/false);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_array()) << r.out;
+  EXPECT_EQ(j[0]["model"], "hardening_odd\uFFFD.gguf");
+}
+
 // --- item 9: lost stdout is an error ---------------------------------------------------------
 
 TEST(CliHardening, FullStdoutIsAnErrorNamingIt) {

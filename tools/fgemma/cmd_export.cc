@@ -342,7 +342,10 @@ int CmdExport(int argc, char** argv) {
   ms.tool_map = tool_map;
   auto manifest = exporter::BuildManifest(ms);
   if (!manifest.ok()) return fail(manifest.status());
-  if (Status s = WriteText(tmp_dir / "manifest.json", manifest->dump(2) + "\n"); !s.ok()) return fail(s);
+  // general.name is any bytes in a GGUF: the JSON replaces what is not UTF-8.
+  const std::string manifest_text =
+      manifest->dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  if (Status s = WriteText(tmp_dir / "manifest.json", manifest_text); !s.ok()) return fail(s);
 
   if (Status s = Publish(*tmp, dir, out_dir); !s.ok()) return fail(s);
   std::fprintf(stderr, "export: %zu function(s), model.irpa %s (%zu weights, %s), manifest.json -> %s\n",
