@@ -613,6 +613,15 @@ Status FnEmitter::Lower(const Node& n) {
                             "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
                             "rhs_contracting_dimensions = [0]>");
       return OkStatus();
+    case OpKind::kLowRankUp: {
+      // y + scale * (t b^T): b's rows contract with t's columns.
+      T y = Val(n.inputs[0]);
+      T tb = Hlo("dot_general", {Val(n.inputs[1]), Weight(n.inputs[2], true)}, out.shape, "f32",
+                 "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
+                 "rhs_contracting_dimensions = [1]>");
+      vals_[n.output] = Binary("add", y, Binary("multiply", tb, Splat(ConstF32(n.f0), out.shape, &y)));
+      return OkStatus();
+    }
   }
   return InternalError("stablehlo: unknown op");
 }

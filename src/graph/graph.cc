@@ -27,6 +27,7 @@ std::string_view OpName(OpKind op) {
     case OpKind::kRopeTable: return "rope_table";
     case OpKind::kAttentionKV: return "attention_kv";
     case OpKind::kDot: return "dot";
+    case OpKind::kLowRankUp: return "low_rank_up";
   }
   return "?";
 }
@@ -421,6 +422,30 @@ StatusOr<int> Builder::Dot(std::string name, int a, int b) {
                           ShapeString(bv.shape));
   }
   return Add(OpKind::kDot, std::move(name), {a, b}, {av.shape[0], bv.shape[1]}, ValueType::kF32);
+}
+
+StatusOr<int> Builder::LowRankUp(std::string name, int y, int t, int b, float scale) {
+  FG_RETURN_IF_ERROR(CheckId(y, name));
+  FG_RETURN_IF_ERROR(CheckId(t, name));
+  FG_RETURN_IF_ERROR(CheckId(b, name));
+  const Value& yv = g_.values_[y];
+  const Value& tv = g_.values_[t];
+  const Value& bv = g_.values_[b];
+  if (yv.type != ValueType::kF32 || yv.shape.size() != 2 || tv.type != ValueType::kF32 ||
+      tv.shape.size() != 2) {
+    return ShapeError("low_rank_up", name, "y and t must be f32 matrices");
+  }
+  if (bv.type != ValueType::kStored || bv.shape.size() != 2) {
+    return ShapeError("low_rank_up", name, "b must be a stored [N,r] weight");
+  }
+  if (tv.shape[0] != yv.shape[0] || bv.shape[0] != yv.shape[1] || bv.shape[1] != tv.shape[1]) {
+    return ShapeError("low_rank_up", name,
+                      "y " + ShapeString(yv.shape) + ", t " + ShapeString(tv.shape) + " and b " +
+                          ShapeString(bv.shape) + " disagree");
+  }
+  Node n;
+  n.f0 = scale;
+  return Add(OpKind::kLowRankUp, std::move(name), {y, t, b}, yv.shape, ValueType::kF32, n);
 }
 
 Status Builder::MarkOutput(int value, std::string name) {

@@ -54,6 +54,9 @@ enum class OpKind {
                 // T-S+i-window+1 .. T-S+i (window 0: 0 .. T-S+i). With a mask (window must be
                 // 0), all T keys with the mask added to the scores (-1e30: masked).
   kDot,         // (a f32 [M,K], b f32 [K,N]) -> f32 [M,N]: a plain f32 matmul (one-hot select)
+  kLowRankUp,   // (y f32 [S,N], t f32 [S,r], b stored [N,r]) -> y + f0 * t b^T: a LoRA's up
+                // projection, scale and add (t = A x), fused: each output element sums its r
+                // products in order, so a token's result does not depend on the batch
 };
 
 // A dimension only known when the graph runs (the past length P of the with-past functions).
@@ -138,6 +141,7 @@ class Builder {
   StatusOr<int> AttentionKV(std::string name, int q, int k, int v, int mask, float scale,
                             int64_t window);
   StatusOr<int> Dot(std::string name, int a, int b);
+  StatusOr<int> LowRankUp(std::string name, int y, int t, int b, float scale);
   // `name` empty: the value's own name. Output names must be unique.
   Status MarkOutput(int value, std::string name = {});
 

@@ -20,6 +20,8 @@ int CmdBench(int argc, char** argv);
 int CmdQuantize(int argc, char** argv);
 int CmdExport(int argc, char** argv);
 int CmdInvoke(int argc, char** argv);
+int CmdMerge(int argc, char** argv);
+int CmdMklora(int argc, char** argv);
 
 // Every subcommand, in the order `fgemma --help` lists them.
 inline constexpr Command kCommands[] = {
@@ -27,7 +29,9 @@ inline constexpr Command kCommands[] = {
     {"run", "Generate text from a prompt (Gemma chat template), streaming", CmdRun},
     {"quantize", "Requantize a GGUF's weights to another type (like llama-quantize)", CmdQuantize},
     {"inspect", "Show a GGUF file's metadata and tensor table", CmdInspect},
+    {"merge", "Fold LoRA adapters into a model's weights (like llama-export-lora)", CmdMerge},
     {"mkmodel", "Write a deterministic random Gemma 3 GGUF (tests, benchmarks)", CmdMkmodel},
+    {"mklora", "Write a deterministic random LoRA adapter for a model (tests, benchmarks)", CmdMklora},
     {"tokenize", "Tokenize text with a model's vocabulary (ids, pieces)", CmdTokenize},
     {"bench", "Measure prompt processing and generation speed (ppN, tgN)", CmdBench},
     {"export", "Export the contract's functions as StableHLO + IREE parameter archive + manifest", CmdExport},

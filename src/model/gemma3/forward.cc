@@ -26,15 +26,15 @@ std::vector<std::pair<size_t, const LoraPair*>> LorasOf(const Weights& w, std::s
   return used;
 }
 
-// s * (x B^T) with B adapter `i`'s lora_b, where x is [S, r] (A already applied): the value
-// named `tag`. `a_of` applies A to the input given A's graph weight.
-StatusOr<int> LoraDelta(Builder& b, const Weights& w, size_t i, const LoraPair& p,
-                        const std::string& tag, const std::function<StatusOr<int>(int)>& a_of) {
+// y + s B t with t = `a_of`(adapter `i`'s lora_a graph weight) [S, r]: one adapter's term
+// (LowRankUp fuses the up projection, the scale and the add), named `name`.
+StatusOr<int> AddLora(Builder& b, const Weights& w, size_t i, const LoraPair& p,
+                      const std::string& name, int y,
+                      const std::function<StatusOr<int>(int)>& a_of) {
   FG_ASSIGN_OR_RETURN(int a, b.Weight(LoraWeightName(p.a->name, i), p.a->shape, p.a->type));
   FG_ASSIGN_OR_RETURN(int bw, b.Weight(LoraWeightName(p.b->name, i), p.b->shape, p.b->type));
-  FG_ASSIGN_OR_RETURN(int ax, a_of(a));
-  FG_ASSIGN_OR_RETURN(int bax, b.MatMul(tag + "_b", ax, bw));
-  return b.Scale(tag, bax, w.loras[i].adapter->Scale(p, w.loras[i].scale));
+  FG_ASSIGN_OR_RETURN(int t, a_of(a));
+  return b.LowRankUp(name, y, t, bw, w.loras[i].adapter->Scale(p, w.loras[i].scale));
 }
 
 std::string LoraTag(const std::string& name, size_t i) {
@@ -52,10 +52,8 @@ StatusOr<int> Linear(Builder& b, const Weights& w, const std::string& name, int 
   for (size_t u = 0; u < used.size(); ++u) {
     const auto [i, p] = used[u];
     const std::string tag = LoraTag(name, i);
-    FG_ASSIGN_OR_RETURN(int delta, LoraDelta(b, w, i, *p, tag, [&](int a) {
-                          return b.MatMul(tag + "_a", x, a);
-                        }));
-    FG_ASSIGN_OR_RETURN(y, b.Add(u + 1 == used.size() ? name : tag + "_sum", y, delta));
+    FG_ASSIGN_OR_RETURN(y, AddLora(b, w, i, *p, u + 1 == used.size() ? name : tag, y,
+                                   [&](int a) { return b.MatMul(tag + "_a", x, a); }));
   }
   return y;
 }
@@ -69,10 +67,9 @@ StatusOr<int> Embed(Builder& b, const Config& c, const Weights& w, int embd_w, i
   FG_ASSIGN_OR_RETURN(int x, b.Embedding("inp_embd.base", embd_w, tokens, 1.0f));
   for (const auto& [i, p] : used) {
     const std::string tag = LoraTag("inp_embd", i);
-    FG_ASSIGN_OR_RETURN(int delta, LoraDelta(b, w, i, *p, tag, [&](int a) {
+    FG_ASSIGN_OR_RETURN(x, AddLora(b, w, i, *p, tag, x, [&](int a) {
                           return b.Embedding(tag + "_a", a, tokens, 1.0f);
                         }));
-    FG_ASSIGN_OR_RETURN(x, b.Add(tag + "_sum", x, delta));
   }
   return b.Scale("inp_embd", x, c.embed_scale);
 }
