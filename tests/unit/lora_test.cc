@@ -153,6 +153,62 @@ TEST(LoraTest, ScaleZeroIsBaseAndAdaptersAdd) {
   EXPECT_LE(Nmse(SessionLogits(**both, prompt, true), *want), 1e-6);
 }
 
+// A model merged with BuildMerged (f32 base: the merged weights stay f32) gives the logits of
+// the base with the adapter applied at run time; on a quantized base the adapted tensors are
+// requantized to their types, which stays close.
+TEST(LoraTest, MergedModelEqualsRuntimeAdapter) {
+  for (DType type : {DType::kF32, DType::kQ8_0}) {
+    SCOPED_TRACE(tensor::DTypeName(type));
+    const std::string base_path = BaseModel("small", type);
+    auto model = runtime::Model::Load(base_path);
+    ASSERT_TRUE(model.ok());
+    model::SyntheticLoraSpec spec;
+    spec.rank = 8;
+    spec.seed = 11;
+    const std::string lora = WriteLora((*model)->file(), spec, "lora_merge");
+    FG_ASSERT_OK((*model)->AddLora({lora, 1.5f}));
+    gguf::RequantizeSpec rs;
+    rs.keep_types = true;
+    auto w = model::BuildMerged((*model)->file(), (*model)->weights().loras, rs);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    const std::string merged_path = ::testing::TempDir() + "/lora_merged.gguf";
+    FG_ASSERT_OK(w->WriteFile(merged_path));
+    auto merged = runtime::Model::Load(merged_path);
+    ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+    // Adapted tensors keep their types; the others are copied byte for byte.
+    for (const gguf::TensorInfo& t : (*model)->file().tensors()) {
+      const gguf::TensorInfo* m = (*merged)->file().FindTensor(t.name);
+      ASSERT_NE(m, nullptr);
+      EXPECT_EQ(m->type, t.type) << t.name;
+      const bool adapted = (*model)->adapters()[0]->Find(t.name) != nullptr;
+      EXPECT_EQ(std::memcmp(m->data, t.data, t.size_bytes) == 0, !adapted) << t.name;
+    }
+    const std::vector<int32_t> prompt = Prompt(24, (*model)->config().vocab, 9);
+    const auto runtime_logits = SessionLogits(**model, prompt, true);
+    const double err = Nmse(SessionLogits(**merged, prompt, true), runtime_logits);
+    if (type == DType::kF32) {
+      EXPECT_LE(err, 1e-6);
+    } else {
+      // Q8_0 rounding of the merged rows: far below what the adapter changes.
+      auto base = runtime::Model::Load(base_path);
+      ASSERT_TRUE(base.ok());
+      const double effect = Nmse(SessionLogits(**base, prompt, true), runtime_logits);
+      EXPECT_LE(err, effect / 20) << "effect " << effect;
+    }
+  }
+}
+
+// A token_embd adapter cannot be merged into a model whose LM head is token_embd.
+TEST(LoraTest, MergeRefusesTiedEmbeddingAdapter) {
+  auto model = runtime::Model::Load(BaseModel("tiny"));
+  ASSERT_TRUE(model.ok());
+  model::SyntheticLoraSpec spec;
+  spec.modules = {"token_embd"};
+  FG_ASSERT_OK((*model)->AddLora({WriteLora((*model)->file(), spec, "lora_embd"), 1.0f}));
+  EXPECT_THAT(model::BuildMerged((*model)->file(), (*model)->weights().loras, {}).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("tied")));
+}
+
 // One hostile adapter per rejected case: each is refused with an error naming the problem.
 class HostileLoraTest : public ::testing::Test {
  protected:

@@ -30,10 +30,12 @@
 #include "src/export/manifest.h"
 #include "src/export/stablehlo.h"
 #include "src/gguf/reader.h"
+#include "src/gguf/requantize.h"
 #include "src/model/gemma3/config.h"
 #include "src/model/gemma3/weights.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
+#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
@@ -194,6 +196,8 @@ int CmdExport(int argc, char** argv) {
             "All functions in one DIR/module.mlir (one compiled module) instead of <function>.mlir");
   p.AddBool("--stats", &stats, "Print each function's largest intermediate and scratch bytes");
   p.AddBool("--progress", &progress, "Progress bar on stderr even when it is not a terminal");
+  LoraFlags lora;
+  lora.Register(p);
   p.AddNote("Writes DIR/<function>.mlir, DIR/model.irpa (weights keyed by GGUF tensor name, "
             "quantized types dequantized; norm vectors stay f32) and DIR/manifest.json. Compile "
             "with: iree-compile --iree-hal-target-backends=llvm-cpu DIR/gemma_at.mlir -o "
@@ -221,6 +225,8 @@ int CmdExport(int argc, char** argv) {
   auto dtype = exporter::ParseWeightType(dtype_name);
   if (!dtype) return usage("unknown --dtype '" + dtype_name + "' (bf16, f16, f32)");
   if (out_dir.empty()) return usage("missing -o DIR");
+  auto loras = lora.Specs();
+  if (!loras.ok()) return usage(loras.status().message());
   // The folder by its absolute path without "." or ".." ("out/" names the folder "out"; "-o ."
   // the current folder), checked before any work: never replace what an export did not write.
   std::error_code path_ec;
@@ -245,6 +251,25 @@ int CmdExport(int argc, char** argv) {
   }
   auto file = gguf::File::Open(model_path);
   if (!file.ok()) return ReportError("export", file.status());
+  // With adapters, the archive holds the merged weights (the adapted matrices in f32, so the
+  // archive's own rounding is the only one), and the graphs are the plain model's.
+  std::vector<uint8_t> merged_bytes;
+  if (!loras->empty()) {
+    auto adapted = runtime::Model::Load(model_path, *loras);
+    if (!adapted.ok()) return ReportError("export", adapted.status());
+    gguf::RequantizeSpec rs;
+    rs.keep_types = true;
+    for (const model::LoraUse& u : (*adapted)->weights().loras) {
+      for (const model::LoraPair& pr : u.adapter->pairs()) rs.overrides.emplace_back(pr.base, tensor::DType::kF32);
+    }
+    auto w = model::BuildMerged((*adapted)->file(), (*adapted)->weights().loras, rs);
+    if (!w.ok()) return ReportError("export", w.status());
+    auto bytes = w->ToBytes();
+    if (!bytes.ok()) return ReportError("export", bytes.status());
+    merged_bytes = std::move(*bytes);
+    file = gguf::File::FromBytes(merged_bytes);
+    if (!file.ok()) return ReportError("export", file.status().WithContext("merged model"));
+  }
   auto config = model::ConfigFromGguf(**file);
   if (!config.ok()) return ReportError("export", config.status().WithContext("'" + model_path + "'"));
   auto weights = model::BindWeights(**file, *config);
