@@ -29,6 +29,7 @@
 #include "src/text/call_grammar.h"
 #include "src/text/call_parser.h"
 #include "src/text/function_prompt.h"
+#include "src/text/grammar_test_util.h"
 #include "src/text/tokenizer.h"
 #include "src/text/tool_catalog.h"
 
@@ -768,42 +769,43 @@ int MinCallTokens(const char* catalog) {
 
 // With -n at least the fewest tokens a call needs, every output is a valid call, greedy or
 // sampled, with the LM head skipped where it can be or not (greedy: the same tokens), the
-// string guard on (a base vocabulary) or off.
+// string guard on (a base vocabulary) or off, for the integer array and for every schema shape.
 TEST(FunctionCaller, EveryBudgetThatFitsACallEndsInAValidCall) {
-  const int need = MinCallTokens(kArrayCatalog);
-  ASSERT_GT(need, 8);
-  ASSERT_LT(need, 60);
   auto base = CallModel::Load(BaseVocabModelPath());
   FG_ASSERT_OK(base.status());
   int runs = 0, cut = 0;
-  for (const auto& model : {TinyModel(), *base}) {
-    for (int n = need; n <= need + 40; n += 5) {
-      for (uint64_t seed : {0, 1, 2}) {
-        FunctionCallerOptions o = Options("call");
-        o.max_tokens = n;
-        if (seed > 0) {
-          o.temperature = 1.0;
-          o.seed = seed;
+  for (const char* catalog : {kArrayCatalog, text::grammar_test::kEveryShapeCatalog}) {
+    const int need = MinCallTokens(catalog);
+    ASSERT_GT(need, 8);
+    ASSERT_LT(need, 200);
+    for (const auto& model : {TinyModel(), *base}) {
+      for (int n = need; n <= need + 40; n += 5) {
+        for (uint64_t seed : {0, 1, 2}) {
+          FunctionCallerOptions o = Options("call");
+          o.max_tokens = n;
+          if (seed > 0) {
+            o.temperature = 1.0;
+            o.seed = seed;
+          }
+          auto fast = FunctionCaller::Create(model, catalog, o);
+          o.fast_head = false;
+          auto slow = FunctionCaller::Create(model, catalog, o);
+          FG_ASSERT_OK(fast.status());
+          FG_ASSERT_OK(slow.status());
+          auto a = (*fast)->Call("add one, two and three");
+          auto b = (*slow)->Call("add one, two and three");
+          FG_ASSERT_OK(a.status());
+          FG_ASSERT_OK(b.status());
+          ++runs;
+          cut += a->tokens.size() == static_cast<size_t>(n);
+          EXPECT_LE(a->tokens.size(), static_cast<size_t>(n));
+          FG_EXPECT_OK(a->validity) << "-n " << n << " seed " << seed << ": " << a->text;
+          // (Sampling draws for forced tokens too without the fast head: greedy compares.)
+          if (seed == 0) {
+            EXPECT_EQ(a->tokens, b->tokens) << "-n " << n;
+          }
+          ASSERT_EQ(a->calls.size(), 1u) << a->text;
         }
-        auto fast = FunctionCaller::Create(model, kArrayCatalog, o);
-        o.fast_head = false;
-        auto slow = FunctionCaller::Create(model, kArrayCatalog, o);
-        FG_ASSERT_OK(fast.status());
-        FG_ASSERT_OK(slow.status());
-        auto a = (*fast)->Call("add one, two and three");
-        auto b = (*slow)->Call("add one, two and three");
-        FG_ASSERT_OK(a.status());
-        FG_ASSERT_OK(b.status());
-        ++runs;
-        cut += a->tokens.size() == static_cast<size_t>(n);
-        EXPECT_LE(a->tokens.size(), static_cast<size_t>(n));
-        FG_EXPECT_OK(a->validity) << "-n " << n << " seed " << seed << ": " << a->text;
-        // (Sampling draws for forced tokens too without the fast head: greedy compares.)
-        if (seed == 0) {
-          EXPECT_EQ(a->tokens, b->tokens) << "-n " << n;
-        }
-        ASSERT_EQ(a->calls.size(), 1u) << a->text;
-        EXPECT_EQ(a->calls[0].name, "add_numbers");
       }
     }
   }

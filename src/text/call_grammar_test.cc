@@ -70,27 +70,6 @@ std::string CatalogB() {
   return tools.dump();
 }
 
-// Every schema shape, all required: integer, number and nested arrays (one with maxItems),
-// strings, enums (one non-ASCII), booleans, untyped arrays, free objects, nested objects with
-// required keys and arrays of objects.
-const char kShapesCatalog[] = R"([
-  {"name":"put_numbers","parameters":{"type":"object","properties":{
-     "ids":{"type":"array","items":{"type":"integer"}},
-     "weights":{"type":"array","items":{"type":"number"},"maxItems":3},
-     "grid":{"type":"array","items":{"type":"array","items":{"type":"integer"}}},
-     "n":{"type":"number"},"i":{"type":"integer"}},
-     "required":["ids","weights","grid","n","i"]}},
-  {"name":"put_things","parameters":{"type":"object","properties":{
-     "name":{"type":"string"},"kind":{"type":"string","enum":["a","bb","\u00e9t\u00e9"]},
-     "flag":{"type":"boolean"},"any":{"type":"array"},"free":{"type":"object"},
-     "spec":{"type":"object","properties":{"x":{"type":"integer"},
-              "tags":{"type":"array","items":{"type":"string"}},
-              "deep":{"type":"object","properties":{"y":{"type":"number"}},"required":["y"]}},
-             "required":["x","deep"]},
-     "rows":{"type":"array","items":{"type":"object","properties":{"k":{"type":"string"},
-              "v":{"type":"integer"}},"required":["k","v"]}}},
-     "required":["name","kind","flag","spec","rows","any","free"]}}])";
-
 ToolCatalog Catalog(std::string_view text) {
   StatusOr<ToolCatalog> c = ParseToolCatalog(text);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -472,7 +451,7 @@ TEST_P(GrammarLanguageTest, ValidCallsAcceptedAndRandomWalksParse) {
 TEST_P(GrammarLanguageTest, BudgetedWalksAlwaysEndValid) {
   const Case& c = GetParam();
   const ToolCatalog base = c.many ? Catalog(CatalogB()) : a_;
-  const ToolCatalog shapes = Catalog(kShapesCatalog);
+  const ToolCatalog shapes = Catalog(kEveryShapeCatalog);
   int walks = 0, complete = 0, cut_complete = 0;
   for (const ToolCatalog* catalog : {&base, &shapes}) {
     GrammarOptions o = Options(c, *catalog);
@@ -551,7 +530,7 @@ TEST_F(CallGrammarTest, MinTokensToFinishCountsTheCheapestCall) {
 // from every other state some allowed token lowers it by one (so a budget that fits it can
 // always be met).
 TEST_F(CallGrammarTest, MinTokensToFinishIsReachedOneTokenAtATime) {
-  const ToolCatalog shapes = Catalog(kShapesCatalog);
+  const ToolCatalog shapes = Catalog(kEveryShapeCatalog);
   for (const ToolCatalog* catalog : {static_cast<const ToolCatalog*>(&a_), &shapes}) {
     for (Dialect d : {Dialect::kOfficial, Dialect::kCompact}) {
       GrammarOptions o;
@@ -592,7 +571,7 @@ TEST_F(CallGrammarTest, MinTokensToFinishIsReachedOneTokenAtATime) {
 // Threads sharing a grammar under budgets get what a lone walk on a fresh grammar gets (the
 // per-key deltas and cut sets are memoized under the grammar's lock).
 TEST_F(CallGrammarTest, BudgetedAllowedIsThreadSafe) {
-  const ToolCatalog shapes = Catalog(kShapesCatalog);
+  const ToolCatalog shapes = Catalog(kEveryShapeCatalog);
   const auto walks = [&](const CallGrammar& g) {
     std::mt19937 rng(21);
     std::vector<std::vector<int32_t>> out;

@@ -21,6 +21,27 @@
 
 namespace fg::text::grammar_test {
 
+// Every schema shape, all required: integer, number and nested arrays (one with maxItems),
+// strings, enums (one non-ASCII), booleans, untyped arrays, free objects, nested objects with
+// required keys and arrays of objects.
+inline constexpr char kEveryShapeCatalog[] = R"([
+  {"name":"put_numbers","parameters":{"type":"object","properties":{
+     "ids":{"type":"array","items":{"type":"integer"}},
+     "weights":{"type":"array","items":{"type":"number"},"maxItems":3},
+     "grid":{"type":"array","items":{"type":"array","items":{"type":"integer"}}},
+     "n":{"type":"number"},"i":{"type":"integer"}},
+     "required":["ids","weights","grid","n","i"]}},
+  {"name":"put_things","parameters":{"type":"object","properties":{
+     "name":{"type":"string"},"kind":{"type":"string","enum":["a","bb","\u00e9t\u00e9"]},
+     "flag":{"type":"boolean"},"any":{"type":"array"},"free":{"type":"object"},
+     "spec":{"type":"object","properties":{"x":{"type":"integer"},
+              "tags":{"type":"array","items":{"type":"string"}},
+              "deep":{"type":"object","properties":{"y":{"type":"number"}},"required":["y"]}},
+             "required":["x","deep"]},
+     "rows":{"type":"array","items":{"type":"object","properties":{"k":{"type":"string"},
+              "v":{"type":"integer"}},"required":["k","v"]}}},
+     "required":["name","kind","flag","spec","rows","any","free"]}}])";
+
 inline std::string SpaceToPiece(std::string_view s) {
   std::string out;
   for (char c : s) {
