@@ -33,6 +33,7 @@
 #include "src/runtime/sampler.h"
 #include "src/runtime/session.h"
 #include "src/tensor/half.h"
+#include "tests/testing/llama_goldens.h"
 #include "tests/testing/metrics.h"
 
 namespace fg {
@@ -40,20 +41,15 @@ namespace {
 
 using ::fg::testing::Nmse;
 
-// Two correct implementations may order a near-tie differently: kernels accumulate in
-// different orders and llama.cpp's GELU reads an f16 table. Below this logit margin a
-// different choice is not a bug; the comparison of that prompt stops there.
-constexpr double kTieMargin = 1.0;
+using ::fg::testing::FollowGreedy;
+using ::fg::testing::LoadGoldenF16;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
   return p ? p : "";
 }
 
-nlohmann::json LoadJson(const std::string& name) {
-  std::ifstream in(std::string(FG_SOURCE_DIR) + "/tests/data/" + name);
-  return nlohmann::json::parse(in);
-}
+nlohmann::json LoadJson(const std::string& name) { return ::fg::testing::LoadGoldenJson(name); }
 
 // How far llama.cpp is from its own goldens on one prompt: the largest final-logits NMSE over
 // its builds and configurations (tests/data/llama_self_spread.json), and which one it was.
@@ -76,16 +72,6 @@ LlamaSpread SpreadOf(const nlohmann::json& spread, const std::string& prompt) {
     }
   }
   return out;
-}
-
-std::vector<float> LoadF16(const std::string& path, size_t n) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<uint16_t> h(n);
-  in.read(reinterpret_cast<char*>(h.data()), static_cast<std::streamsize>(n * 2));
-  std::vector<float> f(n);
-  if (!in) return {};
-  for (size_t i = 0; i < n; ++i) f[i] = tensor::Fp16ToFp32(h[i]);
-  return f;
 }
 
 class SessionRealTest : public ::testing::Test {
@@ -136,9 +122,8 @@ TEST_F(SessionRealTest, MatchesLlamaCppGoldens) {
       EXPECT_EQ(top1, p["final_top1"].get<int>());
     }
     if (p["full_logits"].get<bool>()) {
-      std::vector<float> want = LoadF16(std::string(FG_SOURCE_DIR) + "/tests/data/session_logits_" +
-                                            name + ".f16",
-                                        (*s)->logits().size());
+      std::vector<float> want =
+          LoadGoldenF16("session_logits_" + name + ".f16", (*s)->logits().size());
       ASSERT_FALSE(want.empty());
       const double nmse = Nmse((*s)->logits(), want);
       std::printf("[ %-9s ] final logits NMSE vs llama.cpp: %.3g\n", name.c_str(), nmse);
@@ -160,25 +145,8 @@ TEST_F(SessionRealTest, MatchesLlamaCppGoldens) {
       EXPECT_LE(nmse, 2 * ls.max_nmse);
     }
 
-    const auto want = p["greedy"].get<std::vector<int32_t>>();
-    const auto margins = p["margins"].get<std::vector<double>>();
-    bool all_same = true;
-    int32_t next = top1;
-    for (size_t i = 0; i < want.size(); ++i) {
-      if (next != want[i]) {
-        const double ours = (*s)->logits()[next] - (*s)->logits()[want[i]];
-        EXPECT_LT(ours, kTieMargin) << "step " << i << ": fgemma " << next << ", llama.cpp "
-                                    << want[i] << " (llama.cpp margin " << margins[i] << ")";
-        std::printf("[ %-9s ] diverges at step %zu: fgemma %d, llama.cpp %d; margins: "
-                    "llama.cpp %.3f, fgemma %.3f\n",
-                    name.c_str(), i, next, want[i], margins[i], ours);
-        all_same = false;
-        break;
-      }
-      ++compared_steps;
-      FG_ASSERT_OK((*s)->Append(std::span<const int32_t>(&next, 1)));
-      next = greedy.Sample((*s)->logits());
-    }
+    const bool all_same = FollowGreedy(**s, name, p["greedy"].get<std::vector<int32_t>>(),
+                                       p["margins"].get<std::vector<double>>(), &compared_steps);
     identical_prompts += all_same;
   }
   std::printf("[ summary   ] %d/%zu prompts identical for all %d steps; %d steps compared\n",

@@ -229,11 +229,15 @@ StatusOr<gguf::Writer> SyntheticLora(const gguf::File& base, const SyntheticLora
   if (base.Find("general.architecture") != nullptr) {
     FG_ASSIGN_OR_RETURN(arch, base.GetString("general.architecture"));
   }
+  // mt19937_64 is specified exactly and the mapping to [-1, 1) is ours (the standard's
+  // distributions are not), so a seed gives the same adapter everywhere.
   std::mt19937_64 rng(spec.seed);
-  std::uniform_real_distribution<float> uni(-spec.amplitude, spec.amplitude);
   auto values = [&](int64_t n) {
     std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = uni(rng);
+    for (float& x : v) {
+      const double u = static_cast<double>(rng() >> 40) / static_cast<double>(1 << 23) - 1.0;
+      x = static_cast<float>(u * spec.amplitude);
+    }
     return v;
   };
   auto type_for = [&](int64_t cols) {
