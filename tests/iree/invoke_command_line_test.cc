@@ -72,5 +72,43 @@ TEST(InvokeCommandLineTest, SameArgumentsSameOutputAsIreeRunModule) {
   }
 }
 
+// `fgemma export --lora` writes the merged weights: the compiled graph run by IREE prints what
+// `fgemma invoke` prints on the model `fgemma merge --type f32` writes from the same adapter.
+TEST(InvokeCommandLineTest, ExportWithAdapterEqualsMergedModel) {
+  std::string why;
+  const std::string compiler = fg::testing::IreeTool("iree-compile", &why);
+  const std::string runner = fg::testing::IreeTool("iree-run-module", &why);
+  if (compiler.empty() || runner.empty()) GTEST_SKIP() << why;
+  const std::string model = TempPath("invoke_lora_tiny.gguf");
+  auto spec = gguf::SyntheticPreset("tiny");
+  ASSERT_TRUE(spec.ok());
+  ASSERT_TRUE(gguf::WriteSyntheticGemma3(*spec, model).ok());
+  const std::string lora = TempPath("invoke_lora_r4.gguf");
+  ASSERT_EQ(RunFgemma("mklora -m " + model + " -o " + lora + " --rank 4 --amplitude 0.2").rc, 0);
+  const std::string merged = TempPath("invoke_lora_merged.gguf");
+  auto mg = RunFgemma("merge -q -m " + model + " --lora " + lora + " --type f32 -o " + merged);
+  ASSERT_EQ(mg.rc, 0) << mg.out;
+  const std::string dir = TempPath("invoke_lora_export");
+  auto ex = RunFgemma("export -m " + model + " --lora " + lora +
+                      " --graph redecode_at --seq 8 --dtype f32 -o " + dir);
+  ASSERT_EQ(ex.rc, 0) << ex.out;
+  const std::string vmfb = dir + ".vmfb";
+  ASSERT_EQ(fg::testing::IreeCompile(compiler, dir + "/gemma_at.mlir", vmfb), "");
+  const std::string inputs = " '--input=1x8xi32=2 105 7 9 11 0 0 0' '--input=1x8xf32=0 0 0 0 1 0 0 0'";
+  std::string iree_out;
+  ASSERT_EQ(fg::testing::Shell(runner + " --device=local-task --module=" + vmfb +
+                                   " --parameters=model=" + dir +
+                                   "/model.irpa --function=gemma_at" + inputs + " 2>/dev/null",
+                               &iree_out),
+            0)
+      << iree_out;
+  auto ours = RunFgemma("invoke -m " + merged + " --function gemma_at" + inputs, false);
+  ASSERT_EQ(ours.rc, 0) << ours.out;
+  EXPECT_EQ(ours.out, iree_out);
+  // And the adapter changed the function (else the comparison proves nothing).
+  auto base = RunFgemma("invoke -m " + model + " --function gemma_at" + inputs, false);
+  EXPECT_NE(base.out, iree_out);
+}
+
 }  // namespace
 }  // namespace fg
