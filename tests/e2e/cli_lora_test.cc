@@ -58,6 +58,11 @@ TEST_F(CliLoraTest, AdapterChangesOutputAndScaleZeroIsBase) {
   EXPECT_EQ(zero.out, base.out);
   Result one = Ids("--lora-scaled=" + *lora_ + " 1");
   EXPECT_EQ(one.out, adapted.out);
+  // llama.cpp's FILE:S spelling, and two adapters at half scale each equal one at full scale
+  // up to rounding (the same greedy tokens here).
+  EXPECT_EQ(Ids("--lora-scaled " + *lora_ + ":1").out, adapted.out);
+  EXPECT_EQ(Ids("--lora-scaled " + *lora_ + ":0.5," + *lora_ + ":0.5").out, adapted.out);
+  EXPECT_EQ(Ids("--lora-scaled " + *lora_ + ":0").out, base.out);
 }
 
 TEST_F(CliLoraTest, MergedModelAnswersAsTheAdapter) {
@@ -102,6 +107,9 @@ TEST_F(CliLoraTest, BadInput) {
   Result no_scale = Fgemma("run -m " + *model_ + " -p x --lora-scaled " + *lora_);
   EXPECT_EQ(no_scale.rc, 2);
   EXPECT_THAT(no_scale.out, HasSubstr("needs two values"));
+  Result bad_colon = Fgemma("run -m " + *model_ + " -p x --lora-scaled " + *lora_ + ":x");
+  EXPECT_EQ(bad_colon.rc, 2);
+  EXPECT_THAT(bad_colon.out, HasSubstr("the scale must be a number"));
   Result no_lora = Fgemma("merge -m " + *model_ + " -o " + Tmp("x.gguf"));
   EXPECT_EQ(no_lora.rc, 2);
   EXPECT_FALSE(std::filesystem::exists(Tmp("x.gguf")));

@@ -160,11 +160,19 @@ std::optional<int> FlagParser::Parse(int argc, char** argv) {
     Flag* f = Find(name);
     if (f == nullptr) return fail("unknown flag '" + name + "'");
     if (f->kind == Kind::kStringPairList) {
-      const int need = has_value ? 1 : 2;
-      if (i + need >= argc) return fail("flag " + name + " needs two values (" + f->value_name + ")");
-      std::string first = has_value ? value : argv[++i];
+      // Two values, or one that holds ':' (llama.cpp's FILE:S[,FILE:S...]), which the
+      // command splits; the second value is then empty.
+      if (!has_value) {
+        if (i + 1 >= argc) return fail("flag " + name + " needs a value (" + f->value_name + ")");
+        value = argv[++i];
+      }
+      std::string second;
+      if (value.find(':') == std::string::npos) {
+        if (i + 1 >= argc) return fail("flag " + name + " needs two values (" + f->value_name + ")");
+        second = argv[++i];
+      }
       static_cast<std::vector<std::pair<std::string, std::string>>*>(f->out)->emplace_back(
-          std::move(first), argv[++i]);
+          std::move(value), std::move(second));
       f->set = true;
       continue;
     }

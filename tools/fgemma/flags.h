@@ -37,7 +37,8 @@ class FlagParser {
   // A flag that may repeat: each occurrence appends its value (--input=A --input=B).
   void AddStringList(const std::string& names, std::vector<std::string>* out,
                      const std::string& value_name, const std::string& help);
-  // A flag that takes two values and may repeat (--lora-scaled FILE S; --lora-scaled=FILE S).
+  // A flag that takes two values and may repeat (--lora-scaled FILE S; --lora-scaled=FILE S),
+  // or one holding ':' (--lora-scaled FILE:S,FILE:S), kept whole with an empty second value.
   void AddStringPairList(const std::string& names,
                          std::vector<std::pair<std::string, std::string>>* out,
                          const std::string& value_name, const std::string& help);

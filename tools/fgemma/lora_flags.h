@@ -1,5 +1,6 @@
 // The LoRA flags every model-running command shares, spelled as llama.cpp spells them:
-// --lora FILE (repeatable, scale 1) and --lora-scaled FILE S (repeatable).
+// --lora FILE (repeatable, scale 1; or FILE,FILE) and --lora-scaled FILE S (repeatable; or
+// llama.cpp's FILE:S,FILE:S).
 #ifndef FGEMMA_TOOLS_LORA_FLAGS_H_
 #define FGEMMA_TOOLS_LORA_FLAGS_H_
 
