@@ -628,6 +628,8 @@ def sample_slot(rng, tool, pname, gen_name, lists, synonyms, tags):
         s, v = rng.choice(lists[src])
         if p.kind in ("int", "num") and isinstance(v, str):
             v = parse_value(v)
+        if p.kind == "str" and not isinstance(v, str):
+            v = str(v)
     elif src and re.fullmatch(r"-?\d+(\.\d+)?\.\.-?\d+(\.\d+)?", src):
         lo, hi = src.split("..")
         if p.kind == "int" or ("." not in lo and "." not in hi):
