@@ -585,6 +585,10 @@ def typo_word(rng, w):
 POLITE_PRE = ["please ", "could you ", "could you please ", "can you ", "can you please ",
               "would you please ", "hey, could you ", "I'd like you to ", "kindly ",
               "if you don't mind, "]
+# Requests that start with these are questions or statements: politeness goes at the end.
+NOT_IMPERATIVE = {"what", "what's", "whats", "how", "how's", "is", "are", "who", "who's", "where",
+                  "where's", "when", "did", "do", "does", "can", "could", "will", "would", "any",
+                  "which", "why", "i", "i'm", "i'd", "i've", "my", "the", "we", "we're", "it's"}
 POLITE_POST = [" please", ", please", " thanks", ", thank you", " if you could", " please, thanks"]
 
 
@@ -689,14 +693,17 @@ def render(rng, tool, tpl, lists, synonyms):
     text = re.sub(r"\s+", " ", text).strip()
     if tpl.kind == "direct" and rng.random() < 0.25:
         tags.add("polite")
-        if rng.random() < 0.6:
-            text = rng.choice(POLITE_PRE) + text[0].lower() + text[1:] if not text.startswith("I ") else "please, " + text
+        first = re.split(r"[\s']", text, 1)[0].lower()
+        if rng.random() < 0.6 and first not in NOT_IMPERATIVE and text[0].islower():
+            text = rng.choice(POLITE_PRE) + text
         else:
             text = text + rng.choice(POLITE_POST)
     if rng.random() < 0.5:
         text = text[0].upper() + text[1:]
     r = rng.random()
-    if r < 0.12:
+    if text[-1] in ".!?":
+        pass
+    elif r < 0.12:
         text += "."
     elif r < 0.16 and tpl.kind != "terse":
         text += "!"
@@ -720,6 +727,17 @@ def render(rng, tool, tpl, lists, synonyms):
     return text, args, tags
 
 
+def same_pair(args):
+    """True when paired arguments (from_X/to_X, X_a/X_b, origin/destination) are equal."""
+    for k, v in args.items():
+        for a, b in (("from_", "to_"), ("source_", "target_")):
+            if k.startswith(a) and args.get(b + k[len(a):]) == v:
+                return True
+        if k.endswith("_a") and args.get(k[:-2] + "_b") == v:
+            return True
+    return args.get("origin") is not None and args.get("origin") == args.get("destination")
+
+
 def tool_examples(tool, lists, synonyms):
     rng = random.Random(SEED ^ zlib.crc32(tool.name.encode()))
     out, seen = [], set()
@@ -736,7 +754,7 @@ def tool_examples(tool, lists, synonyms):
             continue
         text, args, tags = render(rng, tool, tpl, lists, synonyms)
         key = text.lower().rstrip(".!")
-        if key in seen:
+        if key in seen or same_pair(args):
             continue
         seen.add(key)
         used[id(tpl)] = used.get(id(tpl), 0) + 1
