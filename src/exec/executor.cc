@@ -714,7 +714,7 @@ Status Executor::RunNode(const Node& n) {
     }
 
     case OpKind::kLowRankUp: {
-      // out[s] = y[s] + sum_k (scale * t[s][k]) * bt[k]: r axpys per token, in k order.
+      // out[s] = y[s] + sum_k (scale * t[s][k]) * bt[k], in k order for every element.
       const int64_t S = out.shape[0], N = out.shape[1];
       const int64_t r = values[n.inputs[1]].shape[1];
       const float* y = F32(n.inputs[0]);
@@ -733,10 +733,7 @@ Status Executor::RunNode(const Node& n) {
         return OkStatus();
       }
       MaybeParallel(pool_, S, N * r, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) {
-          if (o != y) std::memcpy(o + i * N, y + i * N, N * sizeof(float));
-          for (int64_t k = 0; k < r; ++k) ops.axpy(scale * t[i * r + k], bt + k * N, o + i * N, N);
-        }
+        ops.low_rank_up(y + lo * N, t + lo * r, bt, scale, hi - lo, r, N, o + lo * N);
       });
       return OkStatus();
     }

@@ -216,6 +216,45 @@ void AxpyAvx512(float alpha, const float* x, float* y, int64_t n) {
   }
 }
 
+// Blocks of up to 4 rows x 32 columns: each bt vector loaded once meets 4 rows. Every element
+// starts from y and takes the r products in k order, fused, whatever the block, so a row's
+// result does not depend on m.
+template <int kRows>
+void LowRankUpBlock(const float* y, const float* t, const float* bt, float scale, int64_t r,
+                    int64_t n, float* out) {
+  for (int64_t j = 0; j < n; j += 32) {
+    const int64_t left = n - j;
+    const __mmask16 m0 = left >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(left);
+    const __mmask16 m1 = left >= 32 ? static_cast<__mmask16>(0xffff)
+                         : left > 16 ? TailMask(left - 16) : static_cast<__mmask16>(0);
+    __m512 acc0[kRows], acc1[kRows];
+    for (int i = 0; i < kRows; ++i) {
+      acc0[i] = _mm512_maskz_loadu_ps(m0, y + i * n + j);
+      acc1[i] = _mm512_maskz_loadu_ps(m1, y + i * n + j + 16);
+    }
+    for (int64_t k = 0; k < r; ++k) {
+      const __m512 b0 = _mm512_maskz_loadu_ps(m0, bt + k * n + j);
+      const __m512 b1 = _mm512_maskz_loadu_ps(m1, bt + k * n + j + 16);
+      for (int i = 0; i < kRows; ++i) {
+        const __m512 a = _mm512_set1_ps(scale * t[i * r + k]);
+        acc0[i] = _mm512_fmadd_ps(a, b0, acc0[i]);
+        acc1[i] = _mm512_fmadd_ps(a, b1, acc1[i]);
+      }
+    }
+    for (int i = 0; i < kRows; ++i) {
+      _mm512_mask_storeu_ps(out + i * n + j, m0, acc0[i]);
+      _mm512_mask_storeu_ps(out + i * n + j + 16, m1, acc1[i]);
+    }
+  }
+}
+
+void LowRankUpAvx512(const float* y, const float* t, const float* bt, float scale, int64_t m,
+                     int64_t r, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) LowRankUpBlock<4>(y + i * n, t + i * r, bt, scale, r, n, out + i * n);
+  for (; i < m; ++i) LowRankUpBlock<1>(y + i * n, t + i * r, bt, scale, r, n, out + i * n);
+}
+
 }  // namespace
 
 namespace internal {
@@ -231,6 +270,7 @@ void FillElementOpsAvx512(ElementOps& t) {
   t.scale = ScaleAvx512;
   t.dot = DotAvx512;
   t.axpy = AxpyAvx512;
+  t.low_rank_up = LowRankUpAvx512;
   t.exp = ExpAvx512;
 }
 

@@ -248,6 +248,28 @@ void AxpyNeon(float alpha, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
 
+// Per 4-lane column block, an accumulator from y takes the r products in order (fused); the
+// tail columns the same products unfused.
+void LowRankUpRowNeon(const float* y, const float* t, const float* bt, float scale, int64_t r,
+                      int64_t n, float* out) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    float32x4_t acc = vld1q_f32(y + j);
+    for (int64_t k = 0; k < r; ++k) acc = Fma(acc, vdupq_n_f32(scale * t[k]), vld1q_f32(bt + k * n + j));
+    vst1q_f32(out + j, acc);
+  }
+  for (; j < n; ++j) {
+    float acc = y[j];
+    for (int64_t k = 0; k < r; ++k) acc += (scale * t[k]) * bt[k * n + j];
+    out[j] = acc;
+  }
+}
+
+void LowRankUpNeon(const float* y, const float* t, const float* bt, float scale, int64_t m,
+                   int64_t r, int64_t n, float* out) {
+  for (int64_t i = 0; i < m; ++i) LowRankUpRowNeon(y + i * n, t + i * r, bt, scale, r, n, out + i * n);
+}
+
 }  // namespace
 
 namespace internal {
@@ -263,6 +285,7 @@ void FillElementOpsNeon(ElementOps& t) {
   t.scale = ScaleNeon;
   t.dot = DotNeon;
   t.axpy = AxpyNeon;
+  t.low_rank_up = LowRankUpNeon;
   t.exp = ExpNeon;
 }
 
