@@ -588,7 +588,7 @@ POLITE_PRE = ["please ", "could you ", "could you please ", "can you ", "can you
 # Requests that start with these are questions or statements: politeness goes at the end.
 NOT_IMPERATIVE = {"what", "what's", "whats", "how", "how's", "is", "are", "who", "who's", "where",
                   "where's", "when", "did", "do", "does", "can", "could", "will", "would", "any",
-                  "which", "why", "i", "i'm", "i'd", "i've", "my", "the", "we", "we're", "it's"}
+                  "which", "why", "new", "no", "a", "an", "i", "i'm", "i'd", "i've", "my", "the", "we", "we're", "it's"}
 POLITE_POST = [" please", ", please", " thanks", ", thank you", " if you could", " please, thanks"]
 
 
