@@ -419,6 +419,7 @@ def parse_specs(spec_dir):
         if not fname.endswith(".txt"):
             continue
         path = os.path.join(spec_dir, fname)
+        cat = tool = None
         with open(path, encoding="utf-8") as f:
             for lineno, raw in enumerate(f, 1):
                 where = "%s:%d" % (fname, lineno)
@@ -443,7 +444,9 @@ def parse_specs(spec_dir):
                         lists[name.strip()] = items
                     elif line.startswith("%"):
                         name, _, body = line[1:].partition(":")
-                        synonyms.setdefault(name.strip(), []).extend(
+                        # after a catalog line in the same file: that catalog's own synonyms
+                        key = (cat.name, name.strip()) if cat is not None else name.strip()
+                        synonyms.setdefault(key, []).extend(
                             s.strip() for s in body.split("|") if s.strip())
                     elif line.startswith("=="):
                         m = re.fullmatch(r"==\s*(\w+)\s*\[(\w+)\]\s*:\s*(.+)", line)
@@ -592,6 +595,50 @@ NOT_IMPERATIVE = {"what", "what's", "whats", "how", "how's", "is", "are", "who",
 POLITE_POST = [" please", ", please", " thanks", ", thank you", " if you could", " please, thanks"]
 
 
+def synonyms_of(synonyms, tool, member):
+    """The catalog's own synonyms of an enum member, else the shared ones."""
+    own = synonyms.get((tool.catalog.name, member))
+    return list(own) if own is not None else list(synonyms.get(member, []))
+
+
+AN_EXCEPTIONS = ("one", "uni", "use", "usb", "uk", "us ", "eu", "uv")
+
+
+def article_for(word):
+    w = word.lower()
+    if re.match(r"\d", w):
+        return "an" if re.match(r"(8|11|18)(\D|$)", w) else "a"
+    if w.startswith(("hour", "honest")):
+        return "an"
+    if w[:1] in "aeiou" and not w.startswith(AN_EXCEPTIONS):
+        return "an"
+    return "a"
+
+
+def fix_articles(parts):
+    """A literal part ending in a/an agrees with the word after it (values are never changed);
+    a value that brings its own article drops the template's."""
+    out = list(parts)
+    for i in range(len(out) - 1):
+        t, lit = out[i]
+        m = re.search(r"(^|\s)([Aa]n?) $", t)
+        if not lit or not m:
+            continue
+        nxt = "".join(x for x, _ in out[i + 1:]).lstrip()
+        if not nxt:
+            continue
+        first = re.split(r"\s", nxt, 1)[0]
+        head = t[:m.start(2)]
+        if first.lower() in ("a", "an", "the"):
+            out[i] = (head, True)
+            continue
+        art = article_for(first)
+        if m.group(2)[0] == "A":
+            art = art.capitalize()
+        out[i] = (head + art + " ", True)
+    return out
+
+
 def sample_slot(rng, tool, pname, gen_name, lists, synonyms, tags):
     p = tool.param(pname)
     if p is None:
@@ -599,7 +646,7 @@ def sample_slot(rng, tool, pname, gen_name, lists, synonyms, tags):
     src = gen_name or p.arg
     if p.kind == "enum":
         member = rng.choice(p.enum)
-        surfaces = [member.replace("_", " ")] + synonyms.get(member, [])
+        surfaces = [member.replace("_", " ")] + synonyms_of(synonyms, tool, member)
         s = rng.choice(surfaces)
         if s != member.replace("_", " "):
             tags.add("enum_synonym")
@@ -609,7 +656,7 @@ def sample_slot(rng, tool, pname, gen_name, lists, synonyms, tags):
         members = rng.sample(p.enum, n)
         ss = []
         for m in members:
-            surf = [m.replace("_", " ")] + synonyms.get(m, [])
+            surf = [m.replace("_", " ")] + synonyms_of(synonyms, tool, m)
             s = rng.choice(surf)
             if s != surf[0]:
                 tags.add("enum_synonym")
@@ -674,6 +721,7 @@ def render(rng, tool, tpl, lists, synonyms):
         parts.append((s, False))
         pos = m.end()
     parts.append((tpl.text[pos:], True))
+    parts = fix_articles(parts)
     # typos, only in the template's own words (never in a value that is copied)
     if tpl.kind != "terse" and rng.random() < 0.16:
         lit = [i for i, (t, l) in enumerate(parts) if l and re.search(r"[A-Za-z]{2,}", t)]
