@@ -30,7 +30,7 @@ EVAL_CATALOGS = [
     "banking", "robot_vacuum", "fitness", "tv_box",
 ]
 
-EXAMPLES_PER_TOOL = 12
+EXAMPLES_PER_TOOL = 14
 MAX_TOOLS = 10
 
 # --------------------------------------------------------------------------- numbers
@@ -388,7 +388,8 @@ class Tool:
 
 class Catalog:
     def __init__(self, name, group, desc):
-        self.name, self.group, self.desc = name, group, desc
+        self.name, self.desc = name, desc
+        self.groups = set(group.split(","))
         self.tools = []
 
     def schema(self):
@@ -449,7 +450,7 @@ def parse_specs(spec_dir):
                         synonyms.setdefault(key, []).extend(
                             s.strip() for s in body.split("|") if s.strip())
                     elif line.startswith("=="):
-                        m = re.fullmatch(r"==\s*(\w+)\s*\[(\w+)\]\s*:\s*(.+)", line)
+                        m = re.fullmatch(r"==\s*(\w+)\s*\[([\w,]+)\]\s*:\s*(.+)", line)
                         if not m:
                             raise SpecError("bad catalog line")
                         cat = Catalog(m.group(1), m.group(2), m.group(3))
@@ -863,7 +864,8 @@ def build(spec_dir=SPEC_DIR):
     # training: random subsets and orders of the catalog, distractors from other train catalogs
     train_lines = []
     for c in train_cats:
-        others = [t for oc in train_cats if oc.group != c.group for t in oc.tools]
+        # distractors only from catalogs that share no group (no tool there could also be meant)
+        others = [t for oc in train_cats if not (oc.groups & c.groups) for t in oc.tools]
         for tool in c.tools:
             rng = random.Random(SEED + 1 ^ zlib.crc32(tool.name.encode()))
             for text, args, tags in tool_examples(tool, lists, synonyms):
