@@ -740,14 +740,17 @@ def render(rng, tool, tpl, lists, synonyms):
                     break
     text = "".join(t for t, _ in parts)
     text = re.sub(r"\s+", " ", text).strip()
+    # a request that starts with a value keeps the value's case (it is copied into the call)
+    starts_with_value = not parts[0][0].strip()
+    first = re.split(r"[\s']", tpl.text.strip(), 1)[0].lower()
     if tpl.kind == "direct" and rng.random() < 0.25:
         tags.add("polite")
-        first = re.split(r"[\s']", text, 1)[0].lower()
-        if rng.random() < 0.6 and first not in NOT_IMPERATIVE and text[0].islower():
+        if rng.random() < 0.6 and not starts_with_value and first not in NOT_IMPERATIVE:
             text = rng.choice(POLITE_PRE) + text
+            starts_with_value = False
         else:
             text = text + rng.choice(POLITE_POST)
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 and not starts_with_value:
         text = text[0].upper() + text[1:]
     r = rng.random()
     if text[-1] in ".!?":
