@@ -640,6 +640,28 @@ def fix_articles(parts):
     return out
 
 
+PLURALS = {"days": "day", "nights": "night", "hours": "hour", "copies": "copy", "portions": "portion",
+           "stars": "star", "servings": "serving", "episodes": "episode", "cups": "cup",
+           "people": "person", "guests": "guest", "times": "time", "notches": "notch",
+           "cartridges": "cartridge", "books": "book", "games": "game", "emails": "email",
+           "stories": "story", "passengers": "passenger", "steps": "step", "weeks": "week",
+           "minutes": "minute", "seconds": "second", "degrees": "degree"}
+
+
+def fix_singular(parts):
+    """"1 days" -> "1 day": a template's plural noun after a value said as one."""
+    out = list(parts)
+    for i in range(1, len(out)):
+        t, lit = out[i]
+        prev, prev_lit = out[i - 1]
+        if not lit or prev_lit or prev.strip().lower() not in ("1", "one"):
+            continue
+        m = re.match(r"(\s+)(\w+)\b", t)
+        if m and m.group(2) in PLURALS:
+            out[i] = (m.group(1) + PLURALS[m.group(2)] + t[m.end():], True)
+    return out
+
+
 def sample_slot(rng, tool, pname, gen_name, lists, synonyms, tags):
     p = tool.param(pname)
     if p is None:
@@ -722,7 +744,7 @@ def render(rng, tool, tpl, lists, synonyms):
         parts.append((s, False))
         pos = m.end()
     parts.append((tpl.text[pos:], True))
-    parts = fix_articles(parts)
+    parts = fix_singular(fix_articles(parts))
     # typos, only in the template's own words (never in a value that is copied)
     if tpl.kind != "terse" and rng.random() < 0.16:
         lit = [i for i, (t, l) in enumerate(parts) if l and re.search(r"[A-Za-z]{2,}", t)]
