@@ -922,6 +922,10 @@ def build(spec_dir=SPEC_DIR):
     files["eval.jsonl"] = ("\n".join(eval_lines) + "\n").encode()
     for st in stats["splits"].values():
         st["tools_per_example"] = round(st["tools_per_example"] / max(1, st["requests"]), 2)
+        st["phenomena"] = dict(sorted(st["phenomena"].items()))
+    stats["eval_requests"] = {c.name: files["eval_requests/%s.jsonl" % c.name].count(b"\n") for c in eval_cats}
+    stats["tools_per_catalog"] = {c.name: len(c.tools) for c in catalogs}
+    files["stats.json"] = (json.dumps(stats, indent=1) + "\n").encode()
     return files, stats
 
 
