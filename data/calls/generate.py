@@ -628,7 +628,7 @@ def fix_articles(parts):
         nxt = "".join(x for x, _ in out[i + 1:]).lstrip()
         if not nxt:
             continue
-        first = re.split(r"\s", nxt, 1)[0]
+        first = re.split(r"\s", nxt, maxsplit=1)[0]
         head = t[:m.start(2)]
         if first.lower() in ("a", "an", "the"):
             out[i] = (head, True)
@@ -764,7 +764,7 @@ def render(rng, tool, tpl, lists, synonyms):
     text = re.sub(r"\s+", " ", text).strip()
     # a request that starts with a value keeps the value's case (it is copied into the call)
     starts_with_value = not parts[0][0].strip()
-    first = re.split(r"[\s']", tpl.text.strip(), 1)[0].lower()
+    first = re.split(r"[\s']", tpl.text.strip(), maxsplit=1)[0].lower()
     if tpl.kind == "direct" and rng.random() < 0.25:
         tags.add("polite")
         if rng.random() < 0.6 and not starts_with_value and first not in NOT_IMPERATIVE:
