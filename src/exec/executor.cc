@@ -124,25 +124,6 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(graph::Graph graph,
             .WithContext("exec: norm weight '" + values[w].name + "'"));
     e->norm_f32_[w] = std::move(f);
   }
-  // LowRankUp reads its b [N, r] as f32 rows of N (b transposed, [r, N]), so each token's
-  // update is r axpys over contiguous rows.
-  for (const Node& n : e->graph_.nodes()) {
-    if (n.op != OpKind::kLowRankUp) continue;
-    const int b = n.inputs[2];
-    if (!e->norm_f32_[b].empty()) continue;  // a weight two nodes share
-    const WeightData& wd = e->weight_data_[b];
-    const int64_t N = wd.shape[0], r = wd.shape[1];
-    const size_t row_bytes = wd.size_bytes / static_cast<size_t>(N);
-    std::vector<float> row(static_cast<size_t>(r)), bt(static_cast<size_t>(N * r));
-    for (int64_t i = 0; i < N; ++i) {
-      FG_RETURN_IF_ERROR(kernels::DequantizeRow(wd.type, static_cast<const uint8_t*>(wd.data) +
-                                                              i * row_bytes,
-                                                row.data(), r)
-                             .WithContext("exec: weight '" + values[b].name + "'"));
-      for (int64_t k = 0; k < r; ++k) bt[static_cast<size_t>(k * N + i)] = row[k];
-    }
-    e->norm_f32_[b] = std::move(bt);
-  }
   FG_RETURN_IF_ERROR(e->Plan());
   return e;
 }
@@ -713,27 +694,28 @@ Status Executor::RunNode(const Node& n) {
       return OkStatus();
     }
 
-    case OpKind::kLowRankUp: {
-      // out[s] = y[s] + sum_k (scale * t[s][k]) * bt[k], in k order for every element.
+    case OpKind::kLowRank: {
+      // out[s] = y[s] + sum_k (scale * x[s][k]) * w[k], in k order for every element.
       const int64_t S = out.shape[0], N = out.shape[1];
-      const int64_t r = values[n.inputs[1]].shape[1];
-      const float* y = F32(n.inputs[0]);
-      const float* t = F32(n.inputs[1]);
-      const float* bt = F32(n.inputs[2]);  // [r, N], made at Create
+      const int64_t K = values[n.inputs[0]].shape[1];
+      const float* x = F32(n.inputs[0]);
+      const float* w = F32(n.inputs[1]);  // f32 [K, N] (the graph checks the type)
+      const float* y = n.inputs.size() > 2 ? F32(n.inputs[2]) : nullptr;
       float* o = F32(n.output);
       const float scale = n.f0;
       if (options_.reference) {
         for (int64_t i = 0; i < S; ++i) {
           for (int64_t j = 0; j < N; ++j) {
             double acc = 0;
-            for (int64_t k = 0; k < r; ++k) acc += static_cast<double>(t[i * r + k]) * bt[k * N + j];
-            o[i * N + j] = static_cast<float>(y[i * N + j] + scale * acc);
+            for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(x[i * K + k]) * w[k * N + j];
+            o[i * N + j] = static_cast<float>((y != nullptr ? y[i * N + j] : 0.0) + scale * acc);
           }
         }
         return OkStatus();
       }
-      MaybeParallel(pool_, S, N * r, [&](int64_t lo, int64_t hi) {
-        ops.low_rank_up(y + lo * N, t + lo * r, bt, scale, hi - lo, r, N, o + lo * N);
+      MaybeParallel(pool_, S, N * K, [&](int64_t lo, int64_t hi) {
+        ops.low_rank(y != nullptr ? y + lo * N : nullptr, x + lo * K, w, scale, hi - lo, K, N,
+                     o + lo * N);
       });
       return OkStatus();
     }

@@ -105,9 +105,7 @@ class Executor {
   ExecOptions options_;
   kernels::Isa isa_ = kernels::Isa::kScalar;
   std::vector<WeightData> weight_data_;      // by value id (kStored values only)
-  // By value id: weights the kernels read as f32 rows: non-F32 norm vectors, and LowRankUp's b
-  // [N, r] transposed to [r, N].
-  std::vector<std::vector<float>> norm_f32_;
+  std::vector<std::vector<float>> norm_f32_;  // by value id: non-F32 norm vectors, converted
   std::vector<uint8_t*> ptr_;                // by value id: where the value lives
   std::vector<size_t> offset_;               // by value id: arena offset (computed values)
   std::vector<bool> state_bound_;

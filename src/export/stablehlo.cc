@@ -613,13 +613,13 @@ Status FnEmitter::Lower(const Node& n) {
                             "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
                             "rhs_contracting_dimensions = [0]>");
       return OkStatus();
-    case OpKind::kLowRankUp: {
-      // y + scale * (t b^T): b's rows contract with t's columns.
-      T y = Val(n.inputs[0]);
-      T tb = Hlo("dot_general", {Val(n.inputs[1]), Weight(n.inputs[2], true)}, out.shape, "f32",
+    case OpKind::kLowRank: {
+      // y + scale * (x w): x's columns contract with w's rows.
+      T xw = Hlo("dot_general", {Val(n.inputs[0]), Weight(n.inputs[1], true)}, out.shape, "f32",
                  "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
-                 "rhs_contracting_dimensions = [1]>");
-      vals_[n.output] = Binary("add", y, Binary("multiply", tb, Splat(ConstF32(n.f0), out.shape, &y)));
+                 "rhs_contracting_dimensions = [0]>");
+      if (n.f0 != 1.0f) xw = Binary("multiply", xw, Splat(ConstF32(n.f0), out.shape, &xw));
+      vals_[n.output] = n.inputs.size() > 2 ? Binary("add", Val(n.inputs[2]), xw) : xw;
       return OkStatus();
     }
   }

@@ -27,7 +27,7 @@ std::string_view OpName(OpKind op) {
     case OpKind::kRopeTable: return "rope_table";
     case OpKind::kAttentionKV: return "attention_kv";
     case OpKind::kDot: return "dot";
-    case OpKind::kLowRankUp: return "low_rank_up";
+    case OpKind::kLowRank: return "low_rank";
   }
   return "?";
 }
@@ -424,28 +424,38 @@ StatusOr<int> Builder::Dot(std::string name, int a, int b) {
   return Add(OpKind::kDot, std::move(name), {a, b}, {av.shape[0], bv.shape[1]}, ValueType::kF32);
 }
 
-StatusOr<int> Builder::LowRankUp(std::string name, int y, int t, int b, float scale) {
-  FG_RETURN_IF_ERROR(CheckId(y, name));
-  FG_RETURN_IF_ERROR(CheckId(t, name));
-  FG_RETURN_IF_ERROR(CheckId(b, name));
-  const Value& yv = g_.values_[y];
-  const Value& tv = g_.values_[t];
-  const Value& bv = g_.values_[b];
-  if (yv.type != ValueType::kF32 || yv.shape.size() != 2 || tv.type != ValueType::kF32 ||
-      tv.shape.size() != 2) {
-    return ShapeError("low_rank_up", name, "y and t must be f32 matrices");
+StatusOr<int> Builder::LowRank(std::string name, int x, int w, float scale, std::optional<int> y) {
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  FG_RETURN_IF_ERROR(CheckId(w, name));
+  if (y) FG_RETURN_IF_ERROR(CheckId(*y, name));
+  const Value& xv = g_.values_[x];
+  const Value& wv = g_.values_[w];
+  if (xv.type != ValueType::kF32 || xv.shape.size() != 2) {
+    return ShapeError("low_rank", name, "x must be f32 [S,K], is " + ShapeString(xv.shape));
   }
-  if (bv.type != ValueType::kStored || bv.shape.size() != 2) {
-    return ShapeError("low_rank_up", name, "b must be a stored [N,r] weight");
+  if (wv.type != ValueType::kStored || wv.shape.size() != 2 ||
+      wv.stored_dtype != tensor::DType::kF32) {
+    return ShapeError("low_rank", name, "w must be a stored f32 [K,N] weight");
   }
-  if (tv.shape[0] != yv.shape[0] || bv.shape[0] != yv.shape[1] || bv.shape[1] != tv.shape[1]) {
-    return ShapeError("low_rank_up", name,
-                      "y " + ShapeString(yv.shape) + ", t " + ShapeString(tv.shape) + " and b " +
-                          ShapeString(bv.shape) + " disagree");
+  if (wv.shape[0] != xv.shape[1]) {
+    return ShapeError("low_rank", name,
+                      "x " + ShapeString(xv.shape) + " and w " + ShapeString(wv.shape) +
+                          " disagree on K");
+  }
+  std::vector<int64_t> shape = {xv.shape[0], wv.shape[1]};
+  std::vector<int> inputs = {x, w};
+  if (y) {
+    const Value& yv = g_.values_[*y];
+    if (yv.type != ValueType::kF32 || yv.shape != shape) {
+      return ShapeError("low_rank", name, "y must be f32 " + ShapeString(shape) + ", is " +
+                                              ShapeString(yv.shape));
+    }
+    inputs.push_back(*y);
   }
   Node n;
   n.f0 = scale;
-  return Add(OpKind::kLowRankUp, std::move(name), {y, t, b}, yv.shape, ValueType::kF32, n);
+  return Add(OpKind::kLowRank, std::move(name), std::move(inputs), std::move(shape),
+             ValueType::kF32, n);
 }
 
 Status Builder::MarkOutput(int value, std::string name) {

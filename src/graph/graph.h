@@ -12,6 +12,7 @@
 #define FGEMMA_GRAPH_GRAPH_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -54,9 +55,10 @@ enum class OpKind {
                 // T-S+i-window+1 .. T-S+i (window 0: 0 .. T-S+i). With a mask (window must be
                 // 0), all T keys with the mask added to the scores (-1e30: masked).
   kDot,         // (a f32 [M,K], b f32 [K,N]) -> f32 [M,N]: a plain f32 matmul (one-hot select)
-  kLowRankUp,   // (y f32 [S,N], t f32 [S,r], b stored [N,r]) -> y + f0 * t b^T: a LoRA's up
-                // projection, scale and add (t = A x), fused: each output element sums its r
-                // products in order, so a token's result does not depend on the batch
+  kLowRank,     // (x f32 [S,K], w stored f32 [K,N] [, y f32 [S,N]]) -> y + f0 * x w (no y: 0):
+                // a LoRA's projections (w = A or B transposed), scale and add, fused; each
+                // output element sums its K products in order, so a token's result does not
+                // depend on the batch
 };
 
 // A dimension only known when the graph runs (the past length P of the with-past functions).
@@ -141,7 +143,7 @@ class Builder {
   StatusOr<int> AttentionKV(std::string name, int q, int k, int v, int mask, float scale,
                             int64_t window);
   StatusOr<int> Dot(std::string name, int a, int b);
-  StatusOr<int> LowRankUp(std::string name, int y, int t, int b, float scale);
+  StatusOr<int> LowRank(std::string name, int x, int w, float scale, std::optional<int> y = {});
   // `name` empty: the value's own name. Output names must be unique.
   Status MarkOutput(int value, std::string name = {});
 

@@ -104,11 +104,11 @@ void Axpy(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
-void LowRankUp(const float* y, const float* t, const float* bt, float scale, int64_t m, int64_t r,
-               int64_t n, float* out) {
+void LowRank(const float* y, const float* t, const float* bt, float scale, int64_t m, int64_t r,
+             int64_t n, float* out) {
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      float acc = y[i * n + j];
+      float acc = y != nullptr ? y[i * n + j] : 0.0f;
       for (int64_t k = 0; k < r; ++k) acc += (scale * t[i * r + k]) * bt[k * n + j];
       out[i * n + j] = acc;
     }
@@ -154,7 +154,7 @@ ElementOps ScalarTable() {
   t.scale = scalar::Scale;
   t.dot = scalar::Dot;
   t.axpy = scalar::Axpy;
-  t.low_rank_up = scalar::LowRankUp;
+  t.low_rank = scalar::LowRank;
   t.exp = scalar::Exp;
   return t;
 }

@@ -43,11 +43,11 @@ struct ElementOps {
   void (*scale)(float* x, float s, int64_t n);                       // x *= s
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*axpy)(float alpha, const float* x, float* y, int64_t n);  // y += alpha * x
-  // For m rows: out[i] = y[i] + sum_k (scale * t[i][k]) * bt[k], k = 0..r-1 in order (y, out
-  // [m, n], t [m, r], bt [r, n]: a LoRA's up projection with B transposed); out may be y. A
-  // row's result does not depend on m or on the other rows.
-  void (*low_rank_up)(const float* y, const float* t, const float* bt, float scale, int64_t m,
-                      int64_t r, int64_t n, float* out);
+  // For m rows: out[i] = y[i] + sum_k (scale * x[i][k]) * w[k], k = 0..kd-1 in order (y, out
+  // [m, n], x [m, kd], w [kd, n]; y null: 0): a LoRA's projections with A or B transposed;
+  // out may be y. A row's result does not depend on m or on the other rows.
+  void (*low_rank)(const float* y, const float* x, const float* w, float scale, int64_t m,
+                   int64_t kd, int64_t n, float* out);
   // y = exp(x) elementwise (the vectorized exp behind softmax and gelu, exposed for tests).
   void (*exp)(const float* x, float* y, int64_t n);
 };
@@ -114,8 +114,8 @@ void Mul(const float* a, const float* b, float* y, int64_t n);
 void Scale(float* x, float s, int64_t n);
 float Dot(const float* a, const float* b, int64_t n);
 void Axpy(float alpha, const float* x, float* y, int64_t n);
-void LowRankUp(const float* y, const float* t, const float* bt, float scale, int64_t m, int64_t r,
-               int64_t n, float* out);
+void LowRank(const float* y, const float* x, const float* w, float scale, int64_t m, int64_t kd,
+             int64_t n, float* out);
 void Exp(const float* x, float* y, int64_t n);
 }  // namespace scalar
 

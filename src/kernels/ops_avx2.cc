@@ -265,26 +265,28 @@ void AxpyAvx2(float alpha, const float* x, float* y, int64_t n) {
 
 // Per 8-lane column block, an accumulator from y takes the r products in order (fused); the
 // tail columns the same products unfused, so an element's result depends only on its column.
-void LowRankUpRowAvx2(const float* y, const float* t, const float* bt, float scale, int64_t r,
+void LowRankRowAvx2(const float* y, const float* t, const float* bt, float scale, int64_t r,
                       int64_t n, float* out) {
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
-    __m256 acc = _mm256_loadu_ps(y + j);
+    __m256 acc = y != nullptr ? _mm256_loadu_ps(y + j) : _mm256_setzero_ps();
     for (int64_t k = 0; k < r; ++k) {
       acc = _mm256_fmadd_ps(_mm256_set1_ps(scale * t[k]), _mm256_loadu_ps(bt + k * n + j), acc);
     }
     _mm256_storeu_ps(out + j, acc);
   }
   for (; j < n; ++j) {
-    float acc = y[j];
+    float acc = y != nullptr ? y[j] : 0.0f;
     for (int64_t k = 0; k < r; ++k) acc += (scale * t[k]) * bt[k * n + j];
     out[j] = acc;
   }
 }
 
-void LowRankUpAvx2(const float* y, const float* t, const float* bt, float scale, int64_t m,
+void LowRankAvx2(const float* y, const float* t, const float* bt, float scale, int64_t m,
                    int64_t r, int64_t n, float* out) {
-  for (int64_t i = 0; i < m; ++i) LowRankUpRowAvx2(y + i * n, t + i * r, bt, scale, r, n, out + i * n);
+  for (int64_t i = 0; i < m; ++i) {
+    LowRankRowAvx2(y ? y + i * n : nullptr, t + i * r, bt, scale, r, n, out + i * n);
+  }
 }
 
 }  // namespace
@@ -302,7 +304,7 @@ void FillElementOpsAvx2(ElementOps& t) {
   t.scale = ScaleAvx2;
   t.dot = DotAvx2;
   t.axpy = AxpyAvx2;
-  t.low_rank_up = LowRankUpAvx2;
+  t.low_rank = LowRankAvx2;
   t.exp = ExpAvx2;
 }
 

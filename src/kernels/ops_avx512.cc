@@ -216,43 +216,58 @@ void AxpyAvx512(float alpha, const float* x, float* y, int64_t n) {
   }
 }
 
-// Blocks of up to 4 rows x 32 columns: each bt vector loaded once meets 4 rows. Every element
-// starts from y and takes the r products in k order, fused, whatever the block, so a row's
-// result does not depend on m.
-template <int kRows>
-void LowRankUpBlock(const float* y, const float* t, const float* bt, float scale, int64_t r,
-                    int64_t n, float* out) {
-  for (int64_t j = 0; j < n; j += 32) {
-    const int64_t left = n - j;
-    const __mmask16 m0 = left >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(left);
-    const __mmask16 m1 = left >= 32 ? static_cast<__mmask16>(0xffff)
-                         : left > 16 ? TailMask(left - 16) : static_cast<__mmask16>(0);
-    __m512 acc0[kRows], acc1[kRows];
-    for (int i = 0; i < kRows; ++i) {
-      acc0[i] = _mm512_maskz_loadu_ps(m0, y + i * n + j);
-      acc1[i] = _mm512_maskz_loadu_ps(m1, y + i * n + j + 16);
-    }
-    for (int64_t k = 0; k < r; ++k) {
-      const __m512 b0 = _mm512_maskz_loadu_ps(m0, bt + k * n + j);
-      const __m512 b1 = _mm512_maskz_loadu_ps(m1, bt + k * n + j + 16);
+// Blocks of up to 4 rows x 16 * kChunks columns: each w vector loaded once meets 4 rows.
+// Every element starts from y (or 0) and takes its k products in order, fused, whatever the
+// block, so a row's result does not depend on m.
+template <int kRows, int kChunks>
+void LowRankBlock(const float* y, const float* x, const float* w, float scale, int64_t kd,
+                  int64_t n, float* out) {
+  for (int64_t j = 0; j < n; j += 16 * kChunks) {
+    __mmask16 mask[kChunks];
+    __m512 acc[kRows][kChunks];
+    for (int c = 0; c < kChunks; ++c) {
+      const int64_t left = n - j - 16 * c;
+      mask[c] = left >= 16 ? static_cast<__mmask16>(0xffff)
+                : left > 0  ? TailMask(left)
+                            : static_cast<__mmask16>(0);
       for (int i = 0; i < kRows; ++i) {
-        const __m512 a = _mm512_set1_ps(scale * t[i * r + k]);
-        acc0[i] = _mm512_fmadd_ps(a, b0, acc0[i]);
-        acc1[i] = _mm512_fmadd_ps(a, b1, acc1[i]);
+        acc[i][c] = y != nullptr ? _mm512_maskz_loadu_ps(mask[c], y + i * n + j + 16 * c)
+                                 : _mm512_setzero_ps();
+      }
+    }
+    for (int64_t k = 0; k < kd; ++k) {
+      __m512 b[kChunks];
+      for (int c = 0; c < kChunks; ++c) b[c] = _mm512_maskz_loadu_ps(mask[c], w + k * n + j + 16 * c);
+      for (int i = 0; i < kRows; ++i) {
+        const __m512 a = _mm512_set1_ps(scale * x[i * kd + k]);
+        for (int c = 0; c < kChunks; ++c) acc[i][c] = _mm512_fmadd_ps(a, b[c], acc[i][c]);
       }
     }
     for (int i = 0; i < kRows; ++i) {
-      _mm512_mask_storeu_ps(out + i * n + j, m0, acc0[i]);
-      _mm512_mask_storeu_ps(out + i * n + j + 16, m1, acc1[i]);
+      for (int c = 0; c < kChunks; ++c) _mm512_mask_storeu_ps(out + i * n + j + 16 * c, mask[c], acc[i][c]);
     }
   }
 }
 
-void LowRankUpAvx512(const float* y, const float* t, const float* bt, float scale, int64_t m,
-                     int64_t r, int64_t n, float* out) {
+template <int kChunks>
+void LowRankRows(const float* y, const float* x, const float* w, float scale, int64_t m,
+                 int64_t kd, int64_t n, float* out) {
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) LowRankUpBlock<4>(y + i * n, t + i * r, bt, scale, r, n, out + i * n);
-  for (; i < m; ++i) LowRankUpBlock<1>(y + i * n, t + i * r, bt, scale, r, n, out + i * n);
+  for (; i + 4 <= m; i += 4) {
+    LowRankBlock<4, kChunks>(y ? y + i * n : nullptr, x + i * kd, w, scale, kd, n, out + i * n);
+  }
+  for (; i < m; ++i) {
+    LowRankBlock<1, kChunks>(y ? y + i * n : nullptr, x + i * kd, w, scale, kd, n, out + i * n);
+  }
+}
+
+void LowRankAvx512(const float* y, const float* x, const float* w, float scale, int64_t m,
+                   int64_t kd, int64_t n, float* out) {
+  if (n <= 16) {
+    LowRankRows<1>(y, x, w, scale, m, kd, n, out);
+  } else {
+    LowRankRows<2>(y, x, w, scale, m, kd, n, out);
+  }
 }
 
 }  // namespace
@@ -270,7 +285,7 @@ void FillElementOpsAvx512(ElementOps& t) {
   t.scale = ScaleAvx512;
   t.dot = DotAvx512;
   t.axpy = AxpyAvx512;
-  t.low_rank_up = LowRankUpAvx512;
+  t.low_rank = LowRankAvx512;
   t.exp = ExpAvx512;
 }
 

@@ -250,24 +250,26 @@ void AxpyNeon(float alpha, const float* x, float* y, int64_t n) {
 
 // Per 4-lane column block, an accumulator from y takes the r products in order (fused); the
 // tail columns the same products unfused.
-void LowRankUpRowNeon(const float* y, const float* t, const float* bt, float scale, int64_t r,
+void LowRankRowNeon(const float* y, const float* t, const float* bt, float scale, int64_t r,
                       int64_t n, float* out) {
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    float32x4_t acc = vld1q_f32(y + j);
+    float32x4_t acc = y != nullptr ? vld1q_f32(y + j) : vdupq_n_f32(0.0f);
     for (int64_t k = 0; k < r; ++k) acc = Fma(acc, vdupq_n_f32(scale * t[k]), vld1q_f32(bt + k * n + j));
     vst1q_f32(out + j, acc);
   }
   for (; j < n; ++j) {
-    float acc = y[j];
+    float acc = y != nullptr ? y[j] : 0.0f;
     for (int64_t k = 0; k < r; ++k) acc += (scale * t[k]) * bt[k * n + j];
     out[j] = acc;
   }
 }
 
-void LowRankUpNeon(const float* y, const float* t, const float* bt, float scale, int64_t m,
+void LowRankNeon(const float* y, const float* t, const float* bt, float scale, int64_t m,
                    int64_t r, int64_t n, float* out) {
-  for (int64_t i = 0; i < m; ++i) LowRankUpRowNeon(y + i * n, t + i * r, bt, scale, r, n, out + i * n);
+  for (int64_t i = 0; i < m; ++i) {
+    LowRankRowNeon(y ? y + i * n : nullptr, t + i * r, bt, scale, r, n, out + i * n);
+  }
 }
 
 }  // namespace
@@ -285,7 +287,7 @@ void FillElementOpsNeon(ElementOps& t) {
   t.scale = ScaleNeon;
   t.dot = DotNeon;
   t.axpy = AxpyNeon;
-  t.low_rank_up = LowRankUpNeon;
+  t.low_rank = LowRankNeon;
   t.exp = ExpNeon;
 }
 

@@ -422,10 +422,10 @@ TEST_P(OpsIsaTest, AxpyMatchesScalar) {
   }
 }
 
-// Every ISA's low_rank_up against the scalar twin and a double reference, for ranks 1..64,
+// Every ISA's low_rank (with y, and without: from 0) against the scalar twin and a double reference, for ranks 1..64,
 // widths around the vector lengths and 1..9 rows; in place too; and each row's bits are those
 // of the row run alone (batch invariance).
-TEST_P(OpsIsaTest, LowRankUpMatchesScalar) {
+TEST_P(OpsIsaTest, LowRankMatchesScalar) {
   for (int64_t r : {1, 3, 16, 64}) {
     for (int64_t n : {1, 7, 16, 33, 64, 100, 640}) {
       for (int64_t m : {1, 4, 9}) {
@@ -433,8 +433,8 @@ TEST_P(OpsIsaTest, LowRankUpMatchesScalar) {
         const auto y = Random(m * n, 71 + n), t = Random(m * r, 72 + r),
                    bt = Random(r * n, 73 + n * r);
         std::vector<float> out(m * n), outs(m * n);
-        ops().low_rank_up(y.data(), t.data(), bt.data(), 0.7f, m, r, n, out.data());
-        scalar::LowRankUp(y.data(), t.data(), bt.data(), 0.7f, m, r, n, outs.data());
+        ops().low_rank(y.data(), t.data(), bt.data(), 0.7f, m, r, n, out.data());
+        scalar::LowRank(y.data(), t.data(), bt.data(), 0.7f, m, r, n, outs.data());
         EXPECT_LE(Nmse(out, outs), 1e-12);
         std::vector<double> ref(m * n);
         for (int64_t i = 0; i < m; ++i) {
@@ -446,11 +446,19 @@ TEST_P(OpsIsaTest, LowRankUpMatchesScalar) {
         }
         EXPECT_LE(Nmse(out, ref), 1e-12);
         auto in_place = y;
-        ops().low_rank_up(in_place.data(), t.data(), bt.data(), 0.7f, m, r, n, in_place.data());
+        ops().low_rank(in_place.data(), t.data(), bt.data(), 0.7f, m, r, n, in_place.data());
         EXPECT_EQ(in_place, out);
+        // Without y: the same sums from 0.
+        std::vector<float> from0(m * n), from0s(m * n);
+        ops().low_rank(nullptr, t.data(), bt.data(), 0.7f, m, r, n, from0.data());
+        scalar::LowRank(nullptr, t.data(), bt.data(), 0.7f, m, r, n, from0s.data());
+        std::vector<double> ref0(m * n);
+        for (int64_t i = 0; i < m * n; ++i) ref0[i] = ref[i] - y[i];
+        EXPECT_LE(Nmse(from0, ref0), 1e-12);
+        EXPECT_LE(Nmse(from0, from0s), 1e-12);
         for (int64_t i = 0; i < m; ++i) {
           std::vector<float> one(n);
-          ops().low_rank_up(y.data() + i * n, t.data() + i * r, bt.data(), 0.7f, 1, r, n, one.data());
+          ops().low_rank(y.data() + i * n, t.data() + i * r, bt.data(), 0.7f, 1, r, n, one.data());
           EXPECT_EQ(0, std::memcmp(one.data(), out.data() + i * n, n * sizeof(float))) << "row " << i;
         }
       }

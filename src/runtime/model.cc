@@ -25,8 +25,12 @@ Status Model::AddLora(std::unique_ptr<model::LoraAdapter> adapter, float scale) 
   }
   const size_t index = adapters_.size();
   for (const model::LoraPair& p : adapter->pairs()) {
+    // lora_a is read as stored (a matmul, or token_embd's row lookup); lora_b transposed, in
+    // f32, by the graph's low_rank op: made once here, shared by every graph.
     lora_tensors_[model::LoraWeightName(p.a->name, index)] = p.a;
-    lora_tensors_[model::LoraWeightName(p.b->name, index)] = p.b;
+    FG_ASSIGN_OR_RETURN(std::vector<float> bt, model::LoraValues(*p.b, true));
+    lora_f32_[model::LoraTransposedName(p.b->name, index)] = {{p.b->shape[1], p.b->shape[0]},
+                                                              std::move(bt)};
   }
   weights_.loras.push_back({adapter.get(), scale});
   adapters_.push_back(std::move(adapter));
@@ -44,9 +48,18 @@ StatusOr<std::unique_ptr<Model>> Model::FromFile(std::unique_ptr<gguf::File> fil
 exec::WeightResolver Model::resolver() const {
   const gguf::File* f = file_.get();
   const auto* lora = &lora_tensors_;
-  return [f, lora](std::string_view name) -> StatusOr<exec::WeightData> {
+  const auto* lora_f32 = &lora_f32_;
+  return [f, lora, lora_f32](std::string_view name) -> StatusOr<exec::WeightData> {
     const gguf::TensorInfo* t = f->FindTensor(name);
     if (t == nullptr) {
+      if (auto d = lora_f32->find(std::string(name)); d != lora_f32->end()) {
+        exec::WeightData w;
+        w.type = tensor::DType::kF32;
+        w.shape = d->second.shape;
+        w.data = d->second.values.data();
+        w.size_bytes = d->second.values.size() * sizeof(float);
+        return w;
+      }
       auto it = lora->find(std::string(name));
       if (it != lora->end()) t = it->second;
     }

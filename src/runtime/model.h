@@ -48,6 +48,12 @@ class Model {
   model::Weights weights_;
   std::vector<std::unique_ptr<model::LoraAdapter>> adapters_;
   std::unordered_map<std::string, const gguf::TensorInfo*> lora_tensors_;
+  // The adapters' tensors as the graph's low_rank op reads them (model::LoraTransposedName).
+  struct F32Tensor {
+    std::vector<int64_t> shape;
+    std::vector<float> values;
+  };
+  std::unordered_map<std::string, F32Tensor> lora_f32_;
 };
 
 }  // namespace fg::runtime

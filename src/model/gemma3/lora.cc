@@ -104,6 +104,21 @@ Status CheckPair(const LoraPair& p, const gguf::TensorInfo& w) {
 
 }  // namespace
 
+std::string LoraTransposedName(std::string_view name, size_t index) {
+  return LoraWeightName(name, index) + ".T";
+}
+
+StatusOr<std::vector<float>> LoraValues(const gguf::TensorInfo& t, bool transposed) {
+  const int64_t cols = t.shape.back(), rows = t.n_elements / cols;
+  const size_t row_bytes = t.size_bytes / static_cast<size_t>(rows);
+  std::vector<float> v(static_cast<size_t>(t.n_elements)), row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    FG_RETURN_IF_ERROR(kernels::DequantizeRow(t.type, t.data + r * row_bytes, row.data(), cols));
+    for (int64_t c = 0; c < cols; ++c) v[transposed ? c * rows + r : r * cols + c] = row[c];
+  }
+  return v;
+}
+
 std::string LoraWeightName(std::string_view name, size_t index) {
   std::string s(name);
   if (index > 0) s += "@" + std::to_string(index);
@@ -281,16 +296,6 @@ StatusOr<gguf::Writer> BuildMerged(const gguf::File& base, const std::vector<Lor
     int64_t rank, cols;
   };
   auto terms = std::make_shared<std::map<std::string, std::vector<Term>, std::less<>>>();
-  auto to_f32 = [](const gguf::TensorInfo& t) -> StatusOr<std::vector<float>> {
-    std::vector<float> v(static_cast<size_t>(t.n_elements));
-    const int64_t cols = t.shape.back(), rows = t.n_elements / cols;
-    const size_t row_bytes = t.size_bytes / static_cast<size_t>(rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      FG_RETURN_IF_ERROR(
-          kernels::DequantizeRow(t.type, t.data + r * row_bytes, v.data() + r * cols, cols));
-    }
-    return v;
-  };
   const bool tied = base.FindTensor("output.weight") == nullptr;
   for (const LoraUse& u : loras) {
     if (u.scale == 0.0f) continue;
@@ -305,8 +310,8 @@ StatusOr<gguf::Writer> BuildMerged(const gguf::File& base, const std::vector<Lor
       Term t;
       t.s = u.adapter->Scale(p, u.scale);
       t.rank = p.rank;
-      FG_ASSIGN_OR_RETURN(t.a, to_f32(*p.a));
-      FG_ASSIGN_OR_RETURN(t.b, to_f32(*p.b));
+      FG_ASSIGN_OR_RETURN(t.a, LoraValues(*p.a, false));
+      FG_ASSIGN_OR_RETURN(t.b, LoraValues(*p.b, false));
       if (embd) {
         // E[v][h] += s sum_k A[v][k] B[h][k]: the same form as W[o][i] += s sum_k B'[o][k]
         // A'[k][i] with B' = A and A' = B transposed.

@@ -111,6 +111,13 @@ StatusOr<gguf::Writer> SyntheticLora(const gguf::File& base, const SyntheticLora
 StatusOr<gguf::Writer> BuildMerged(const gguf::File& base, const std::vector<LoraUse>& loras,
                                    gguf::RequantizeSpec spec);
 
+// The values of an adapter tensor as f32, row-major, transposed when asked ({cols, rows}).
+StatusOr<std::vector<float>> LoraValues(const gguf::TensorInfo& t, bool transposed);
+
+// The graph weight name of the f32 transpose of adapter `index`'s lora_b `name` ({r, n_out}),
+// the form the graph's low_rank op reads; runtime::Model makes it when an adapter is added.
+std::string LoraTransposedName(std::string_view name, size_t index);
+
 // The graph weight name of adapter `index`'s tensor `name`: the name itself for the first
 // adapter, "<name>@<index>" after it (two adapters may adapt the same matrix).
 std::string LoraWeightName(std::string_view name, size_t index);
