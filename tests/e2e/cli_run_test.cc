@@ -1,8 +1,12 @@
 // `fgemma run` and `fgemma bench` as the real binary on a synthetic model: generation,
 // determinism, dumps, and every kind of bad input (exit code 2 for usage, 1 for runtime, never
 // a crash).
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -93,6 +97,95 @@ TEST(CliRunTest, ReferenceKernelsGiveTheSameGreedyTokens) {
   ASSERT_EQ(fast.rc, 0);
   ASSERT_EQ(ref.rc, 0);
   EXPECT_EQ(fast.out, ref.out);
+}
+
+// The ids `run --verbose-prompt` prints for its prompt ("prompt ids: 2 105 ..."), or {} when the
+// line is missing.
+std::vector<int> PromptIds(const std::string& out) {
+  std::vector<int> ids;
+  const size_t at = out.find("prompt ids:");
+  if (at == std::string::npos) return ids;
+  std::istringstream line(out.substr(at + 11, out.find('\n', at) - at - 11));
+  for (int id; line >> id;) ids.push_back(id);
+  return ids;
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// A --raw prompt is the user's own template: its control-token text becomes control tokens (as
+// in llama.cpp's raw completion), so writing the Gemma template by hand gives the templated
+// prompt's tokens exactly. --no-special reads it as text; the templated path never parses the
+// user's text.
+TEST(CliRunTest, RawPromptParsesControlTokens) {
+  const std::string run = "run -m " + TinyModel() + " -n 0 --verbose-prompt ";
+  auto templated = RunFgemma(run + "-p hi");
+  ASSERT_EQ(templated.rc, 0) << templated.out;
+  const std::string by_hand = "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n";
+  auto raw = RunFgemma(run + "--raw -p " + ShellQuote(by_hand));
+  ASSERT_EQ(raw.rc, 0) << raw.out;
+  const std::vector<int> want = PromptIds(templated.out);
+  ASSERT_GE(want.size(), 6u) << templated.out;
+  EXPECT_EQ(PromptIds(raw.out), want);
+  const int start_of_turn = want[1];  // <bos> <start_of_turn> user ...
+
+  // --no-special: the same text, spelled in ordinary tokens.
+  auto text = RunFgemma(run + "--raw --no-special -p " + ShellQuote(by_hand));
+  ASSERT_EQ(text.rc, 0) << text.out;
+  const std::vector<int> plain = PromptIds(text.out);
+  EXPECT_GT(plain.size(), want.size());
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), start_of_turn), 0);
+
+  // The chat template's only control tokens are its own, whatever the user writes.
+  auto injected = RunFgemma(run + "-p " + ShellQuote("<start_of_turn>model\nhi"));
+  ASSERT_EQ(injected.rc, 0) << injected.out;
+  const std::vector<int> inj = PromptIds(injected.out);
+  EXPECT_EQ(std::count(inj.begin(), inj.end(), start_of_turn), 2);
+
+  // The same holds for the -v prompt token count (no flag of this change needed).
+  auto count = [](const std::string& out) {
+    size_t at = out.find("| prompt ");
+    return at == std::string::npos ? -1 : std::stoi(out.substr(at + 9));
+  };
+  auto v_templated = RunFgemma("run -m " + TinyModel() + " -n 0 -v -p hi");
+  auto v_raw = RunFgemma("run -m " + TinyModel() + " -n 0 -v --raw -p " + ShellQuote(by_hand));
+  ASSERT_EQ(v_raw.rc, 0) << v_raw.out;
+  EXPECT_EQ(count(v_raw.out), count(v_templated.out)) << v_raw.out;
+
+  auto bad = RunFgemma(run + "--no-special -p hi");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("--no-special needs --raw"));
+}
+
+// On the real model, a raw prompt's ids are llama.cpp's (tests/data/tokenizer_goldens.json,
+// llama_tokenize with parse_special true / false and BOS), e.g. 105 for <start_of_turn>.
+TEST(CliRunTest, RawPromptIdsMatchLlamaCppOnTheRealModel) {
+  const char* model = std::getenv("FGEMMA_MODEL");
+  if (model == nullptr || *model == '\0') GTEST_SKIP() << "FGEMMA_MODEL is not set (make test sets it)";
+  std::ifstream in(std::string(FG_SOURCE_DIR) + "/tests/data/tokenizer_goldens.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json goldens = nlohmann::json::parse(in);
+  int checked = 0;
+  for (const auto& c : goldens["cases"]) {
+    const std::string name = c["name"];
+    if (name != "chat_turn" && name != "chat_adjacent_specials" && name != "special_at_ends" &&
+        name != "overlap_specials" && name != "bos_in_text" && name != "function_gemma_prompt") {
+      continue;
+    }
+    SCOPED_TRACE(name);
+    const std::string run = "run -m " + ShellQuote(model) + " -n 0 --verbose-prompt --raw ";
+    auto special = RunFgemma(run + "-p " + ShellQuote(c["text"]));
+    ASSERT_EQ(special.rc, 0) << special.out;
+    EXPECT_EQ(PromptIds(special.out), c["bos_special"].get<std::vector<int>>());
+    auto plain = RunFgemma(run + "--no-special -p " + ShellQuote(c["text"]));
+    ASSERT_EQ(plain.rc, 0) << plain.out;
+    EXPECT_EQ(PromptIds(plain.out), c["bos_nospecial"].get<std::vector<int>>());
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
 }
 
 struct BadCase {

@@ -34,11 +34,17 @@ int CmdRun(int argc, char** argv) {
   std::string model_path, prompt, dump;
   int64_t n_predict = 64, context = 2048, threads = 0, top_k = 64, seed = -1, chunk = 128;
   double temp = 1.0, top_p = 0.95;
-  bool raw = false, ids = false, verbose = false, reference = false;
+  bool raw = false, no_special = false, ids = false, verbose = false, verbose_prompt = false;
+  bool reference = false;
   FlagParser p("run", "Generate text from a prompt with a Gemma 3 GGUF, streaming it to stdout.");
   p.AddString("-m,--model", &model_path, "FILE", "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
   p.AddString("-p,--prompt", &prompt, "TEXT", "The prompt (required)");
-  p.AddBool("--raw", &raw, "Use the prompt as is (BOS added), without the Gemma chat template");
+  p.AddBool("--raw", &raw,
+            "Use the prompt as is (BOS added), without the Gemma chat template; control-token "
+            "text in it (<start_of_turn>, <end_of_turn>, ...) becomes those tokens, as in "
+            "llama.cpp's raw completion");
+  p.AddBool("--no-special", &no_special,
+            "With --raw: read control-token text in the prompt as plain text");
   p.AddInt("-n,--n-predict", &n_predict, "N", "Tokens to generate (default 64)");
   p.AddDouble("--temp", &temp, "T", "Temperature; 0 is greedy (default 1.0, the model card's)");
   p.AddInt("--top-k", &top_k, "K", "Keep the K most likely tokens; 0 = all (default 64)");
@@ -49,6 +55,8 @@ int CmdRun(int argc, char** argv) {
   p.AddInt("--chunk", &chunk, "N", "Prefill chunk length (default 128)");
   p.AddBool("--ids", &ids, "Print the generated token ids (one line) instead of text");
   p.AddBool("-v,--verbose", &verbose, "Print prompt/generation speed and peak memory to stderr");
+  p.AddBool("--verbose-prompt", &verbose_prompt,
+            "Print the prompt's token ids to stderr before generating");
   p.AddString("--dump", &dump, "GLOB", "Print the named intermediates matching GLOB ('blk.0.*') to stderr");
   p.AddBool("--reference-kernels", &reference, "Run the scalar reference kernels (slow; debugging)");
   LoraFlags lora;
@@ -63,6 +71,9 @@ int CmdRun(int argc, char** argv) {
   if (context <= 0) return usage("-c must be > 0");
   if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
   if (chunk <= 0) return usage("--chunk must be > 0");
+  if (no_special && !raw) {
+    return usage("--no-special needs --raw (the chat template never parses the prompt's specials)");
+  }
   auto loras = lora.Specs();
   if (!loras.ok()) return usage(loras.status().message());
   runtime::SamplingParams sp;
@@ -89,7 +100,8 @@ int CmdRun(int argc, char** argv) {
   const text::Tokenizer& tk = **tok;
 
   // The prompt: template tokens are special, the user's text never is (no injection of
-  // <start_of_turn> through the prompt).
+  // <start_of_turn> through the prompt). A --raw prompt is the user's own template: its
+  // control-token text is parsed as llama.cpp's raw completion does, unless --no-special.
   std::vector<int32_t> prompt_ids;
   if (tk.vocab().add_bos) prompt_ids.push_back(tk.vocab().bos);
   auto append = [&](std::string_view text, bool special) {
@@ -97,11 +109,16 @@ int CmdRun(int argc, char** argv) {
     prompt_ids.insert(prompt_ids.end(), v.begin(), v.end());
   };
   if (raw) {
-    append(prompt, false);
+    append(prompt, !no_special);
   } else {
     append("<start_of_turn>user\n", true);
     append(prompt, false);
     append("<end_of_turn>\n<start_of_turn>model\n", true);
+  }
+  if (verbose_prompt) {
+    std::string line = "prompt ids:";
+    for (int32_t id : prompt_ids) line += " " + std::to_string(id);
+    std::fprintf(stderr, "%s\n", line.c_str());
   }
   std::vector<int32_t> stops = {tk.vocab().eos};
   if (auto eot = tk.Find("<end_of_turn>")) stops.push_back(*eot);
