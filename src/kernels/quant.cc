@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "src/base/check.h"
 #include "src/kernels/registry.h"
 
 namespace fg::kernels {
@@ -27,11 +28,26 @@ OpsTable BuildTable(Isa isa) {
 
 constexpr int kNumIsas = 4;
 
+// The tables of the ISAs this CPU has (scalar always). The Register* functions of an ISA live
+// in its *_avx2.cc / *_avx512.cc / *_neon.cc file, compiled with that ISA's flags (g++ may store
+// the table with VEX or EVEX moves), so only an ISA of AvailableIsas() may run them: on a CPU
+// without AVX, building the AVX2 table is SIGILL.
+struct Tables {
+  OpsTable by_isa[kNumIsas] = {};
+  bool built[kNumIsas] = {};
+  Tables() {
+    for (Isa isa : AvailableIsas()) {
+      by_isa[static_cast<int>(isa)] = BuildTable(isa);
+      built[static_cast<int>(isa)] = true;
+    }
+  }
+};
+
+// Callers pass one of AvailableIsas().
 const OpsTable& TableFor(Isa isa) {
-  // Function-local statics: thread-safe one-time initialization.
-  static const OpsTable tables[kNumIsas] = {BuildTable(Isa::kScalar), BuildTable(Isa::kAvx2),
-                                            BuildTable(Isa::kAvx512), BuildTable(Isa::kNeon)};
-  return tables[static_cast<int>(isa)];
+  static const Tables tables;  // thread-safe one-time initialization
+  FG_CHECK(tables.built[static_cast<int>(isa)]);
+  return tables.by_isa[static_cast<int>(isa)];
 }
 
 Status CheckRow(DType t, int64_t n, const TypeOps** ops) {
