@@ -21,11 +21,13 @@ int CmdQuantize(int argc, char** argv);
 int CmdExport(int argc, char** argv);
 int CmdInvoke(int argc, char** argv);
 int CmdMerge(int argc, char** argv);
+int CmdEval(int argc, char** argv);
 int CmdMklora(int argc, char** argv);
 
 // Every subcommand, in the order `fgemma --help` lists them.
 inline constexpr Command kCommands[] = {
     {"call", "Turn a request into a function call of a tool catalog (JSON out)", CmdCall},
+    {"eval", "Score calls on labelled requests (valid, right function, right arguments)", CmdEval},
     {"run", "Generate text from a prompt (Gemma chat template), streaming", CmdRun},
     {"quantize", "Requantize a GGUF's weights to another type (like llama-quantize)", CmdQuantize},
     {"inspect", "Show a GGUF file's metadata and tensor table", CmdInspect},

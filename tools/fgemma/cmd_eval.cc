@@ -1,0 +1,208 @@
+// fgemma eval: call accuracy on labelled requests, per catalog (valid calls, right function,
+// right function and arguments), with the misses listed.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fgemma/function_caller.h"
+#include "src/base/file_io.h"
+#include "src/text/tokenizer.h"
+#include "tools/fgemma/commands.h"
+#include "tools/fgemma/flags.h"
+#include "tools/fgemma/lora_flags.h"
+
+namespace fg::cli {
+namespace {
+
+struct Example {
+  int line = 0;
+  std::string request;
+  nlohmann::json want;  // the first expected call {"name", "arguments"}
+};
+
+// Lines {"request": ..., "calls": [{"name", "arguments"}, ...]}; the first call is scored.
+StatusOr<std::vector<Example>> ReadExamples(const std::string& path) {
+  FG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, uint64_t{256} << 20));
+  std::vector<Example> out;
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto fail = [&](const std::string& why) {
+      return InvalidArgumentError("'" + path + "' line " + std::to_string(n) + ": " + why);
+    };
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return fail("not a JSON object");
+    if (!j.contains("request") || !j["request"].is_string()) return fail("no \"request\" string");
+    if (!j.contains("calls") || !j["calls"].is_array() || j["calls"].empty()) {
+      return fail("no \"calls\" array with a call");
+    }
+    const nlohmann::json& c = j["calls"][0];
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) {
+      return fail("the first call has no \"name\"");
+    }
+    Example e;
+    e.line = n;
+    e.request = j["request"];
+    e.want = {{"name", c["name"]},
+              {"arguments", c.contains("arguments") ? c["arguments"] : nlohmann::json::object()}};
+    out.push_back(std::move(e));
+  }
+  if (out.empty()) return InvalidArgumentError("'" + path + "' holds no example");
+  return out;
+}
+
+struct Score {
+  std::string catalog;
+  int n = 0, valid = 0, function = 0, exact = 0;
+  double ms = 0;
+  nlohmann::json misses = nlohmann::json::array();
+};
+
+std::string Pct(int a, int n) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%d/%d (%.1f %%)", a, n, n ? 100.0 * a / n : 0.0);
+  return b;
+}
+
+}  // namespace
+
+int CmdEval(int argc, char** argv) {
+  std::string model_path;
+  std::vector<std::string> tools, data;
+  int64_t max_tokens = 256, threads = 0, limit = 0, show_misses = 10;
+  bool json = false;
+  FlagParser p("eval",
+               "Call accuracy on labelled requests: for each --tools CATALOG and --data FILE "
+               "pair, greedy constrained calls scored as valid, right function, and right "
+               "function with exactly the expected arguments.");
+  p.AddString("-m,--model", &model_path, "FILE", "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
+  p.AddStringList("--tools", &tools, "FILE", "Tool catalog (repeatable, paired with --data in order)");
+  p.AddStringList("--data", &data, "FILE",
+                  "JSONL of {\"request\": ..., \"calls\": [{\"name\", \"arguments\"}]} (repeatable)");
+  LoraFlags lora;
+  lora.Register(p);
+  p.AddInt("-n,--max-tokens", &max_tokens, "N", "Generated tokens per request at most (default 256)");
+  p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
+  p.AddInt("--limit", &limit, "N", "Score only the first N examples of each file (0: all)");
+  p.AddInt("--misses", &show_misses, "N", "Misses listed per catalog (default 10; -1: all)");
+  p.AddBool("--json", &json, "Print the scores and misses as JSON");
+  p.AddNote("Arguments match when they are equal as JSON values (21 equals 21.0). Exit codes: 0 "
+            "ok, 1 runtime error (bad file, model), 2 usage error.");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
+  auto usage = [&](const std::string& m) { return ReportError("eval", InvalidArgumentError(m), true); };
+  if (tools.empty() || tools.size() != data.size()) {
+    return usage("give --tools CATALOG and --data FILE in pairs (at least one)");
+  }
+  if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
+  if (max_tokens < 1) return usage("-n must be >= 1");
+  if (limit < 0) return usage("--limit must be >= 0");
+  auto loras = lora.Specs();
+  if (!loras.ok()) return usage(loras.status().message());
+  FunctionCallerOptions o;
+  o.max_tokens = max_tokens;
+  o.threads = static_cast<int>(threads);
+  if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());
+
+  std::vector<std::vector<Example>> sets;
+  std::vector<std::string> catalogs;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    auto ex = ReadExamples(data[i]);
+    if (!ex.ok()) return ReportError("eval", ex.status());
+    if (limit > 0 && static_cast<int64_t>(ex->size()) > limit) ex->resize(limit);
+    sets.push_back(std::move(*ex));
+    auto c = ReadFileToString(tools[i]);
+    if (!c.ok()) return ReportError("eval", c.status().WithContext("--tools"));
+    catalogs.push_back(std::move(*c));
+  }
+  if (model_path.empty()) {
+    auto d = DefaultModelPath();
+    if (!d.ok()) return ReportError("eval", d.status());
+    model_path = *d;
+  }
+  std::vector<LoraAdapterFile> adapters;
+  for (const runtime::LoraSpec& l : *loras) adapters.push_back({l.path, l.scale});
+  auto model = CallModel::Load(model_path, adapters);
+  if (!model.ok()) return ReportError("eval", model.status());
+
+  std::vector<Score> scores;
+  Score total;
+  total.catalog = "all";
+  for (size_t i = 0; i < tools.size(); ++i) {
+    auto caller = FunctionCaller::Create(*model, catalogs[i], o);
+    if (!caller.ok()) return ReportError("eval", caller.status().WithContext("'" + tools[i] + "'"));
+    Score s;
+    s.catalog = tools[i];
+    for (size_t k = 0; k < sets[i].size(); ++k) {
+      const Example& e = sets[i][k];
+      if (!json) {
+        std::fprintf(stderr, "\r%s: %zu/%zu", tools[i].c_str(), k + 1, sets[i].size());
+      }
+      auto r = (*caller)->Call(e.request);
+      if (!r.ok()) {
+        return ReportError("eval", r.status().WithContext("'" + data[i] + "' line " +
+                                                          std::to_string(e.line)));
+      }
+      ++s.n;
+      s.ms += r->stats.total_ms;
+      const bool valid = r->validity.ok() && !r->calls.empty();
+      const bool fn = valid && r->calls[0].name == e.want["name"];
+      const bool exact = fn && r->calls[0].arguments == e.want["arguments"];
+      s.valid += valid;
+      s.function += fn;
+      s.exact += exact;
+      if (!exact) {
+        s.misses.push_back({{"line", e.line},
+                            {"request", e.request},
+                            {"want", e.want},
+                            {"got", r->ToJson(1)}});
+      }
+    }
+    if (!json) std::fprintf(stderr, "\n");
+    total.n += s.n;
+    total.valid += s.valid;
+    total.function += s.function;
+    total.exact += s.exact;
+    total.ms += s.ms;
+    scores.push_back(std::move(s));
+  }
+  if (scores.size() > 1) scores.push_back(total);
+
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Score& s : scores) {
+      out.push_back({{"catalog", s.catalog}, {"requests", s.n}, {"valid", s.valid},
+                     {"function", s.function}, {"exact", s.exact},
+                     {"ms_per_request", s.n ? s.ms / s.n : 0.0}, {"misses", s.misses}});
+    }
+    std::printf("%s\n", out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return kExitOk;
+  }
+  std::printf("| catalog | requests | valid calls | right function | right function and arguments | ms/request |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (const Score& s : scores) {
+    std::printf("| %s | %d | %s | %s | %s | %.0f |\n", s.catalog.c_str(), s.n,
+                Pct(s.valid, s.n).c_str(), Pct(s.function, s.n).c_str(),
+                Pct(s.exact, s.n).c_str(), s.n ? s.ms / s.n : 0.0);
+  }
+  for (const Score& s : scores) {
+    if (s.catalog == "all" || s.misses.empty() || show_misses == 0) continue;
+    std::printf("\nmisses in %s:\n", s.catalog.c_str());
+    int shown = 0;
+    for (const auto& m : s.misses) {
+      if (show_misses >= 0 && shown++ >= show_misses) break;
+      std::printf("  line %d: %s\n    want %s\n    got  %s\n", m["line"].get<int>(),
+                  m["request"].get<std::string>().c_str(),
+                  m["want"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(),
+                  m["got"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace fg::cli
