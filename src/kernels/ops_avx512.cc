@@ -216,12 +216,22 @@ void AxpyAvx512(float alpha, const float* x, float* y, int64_t n) {
   }
 }
 
-// Blocks of up to 4 rows x 16 * kChunks columns: each w vector loaded once meets 4 rows.
+// Blocks of up to 8 rows x 16 * kChunks columns: each w vector loaded once meets 8 rows.
 // Every element starts from y (or 0) and takes its k products in order, fused, whatever the
 // block, so a row's result does not depend on m.
 template <int kRows, int kChunks>
 void LowRankBlock(const float* y, const float* x, const float* w, float scale, int64_t kd,
                   int64_t n, float* out) {
+  // The rows' scaled coefficients, once (each broadcast is then a plain load); the same
+  // products as scaling inside the loop.
+  constexpr int64_t kMaxKd = 256;
+  float xs[kRows * kMaxKd];
+  const bool pre = kd <= kMaxKd;
+  if (pre) {
+    for (int i = 0; i < kRows; ++i) {
+      for (int64_t k = 0; k < kd; ++k) xs[i * kd + k] = scale * x[i * kd + k];
+    }
+  }
   for (int64_t j = 0; j < n; j += 16 * kChunks) {
     __mmask16 mask[kChunks];
     __m512 acc[kRows][kChunks];
@@ -239,7 +249,7 @@ void LowRankBlock(const float* y, const float* x, const float* w, float scale, i
       __m512 b[kChunks];
       for (int c = 0; c < kChunks; ++c) b[c] = _mm512_maskz_loadu_ps(mask[c], w + k * n + j + 16 * c);
       for (int i = 0; i < kRows; ++i) {
-        const __m512 a = _mm512_set1_ps(scale * x[i * kd + k]);
+        const __m512 a = _mm512_set1_ps(pre ? xs[i * kd + k] : scale * x[i * kd + k]);
         for (int c = 0; c < kChunks; ++c) acc[i][c] = _mm512_fmadd_ps(a, b[c], acc[i][c]);
       }
     }
@@ -253,6 +263,9 @@ template <int kChunks>
 void LowRankRows(const float* y, const float* x, const float* w, float scale, int64_t m,
                  int64_t kd, int64_t n, float* out) {
   int64_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    LowRankBlock<8, kChunks>(y ? y + i * n : nullptr, x + i * kd, w, scale, kd, n, out + i * n);
+  }
   for (; i + 4 <= m; i += 4) {
     LowRankBlock<4, kChunks>(y ? y + i * n : nullptr, x + i * kd, w, scale, kd, n, out + i * n);
   }
