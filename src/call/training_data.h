@@ -1,0 +1,63 @@
+// Training examples for `fgemma tune`: JSONL in the Hugging Face / TRL tool-calling format
+// FunctionGemma's docs use, or the short form with a catalog given separately, each rendered
+// by the code `fgemma call` uses, so the prompt a model is trained on is byte for byte the one
+// it is asked with.
+//
+//   TRL:   {"tools": [OpenAI function schemas], "messages": [{"role": "developer"|"system",
+//           "content": ...}, {"role": "user", "content": ...}, {"role": "assistant",
+//           "tool_calls": [{"type": "function", "function": {"name": ..., "arguments": {...}}}]}]}
+//           (arguments may also be a JSON string, as OpenAI sends them)
+//   short: {"request": ..., "calls": [{"name": ..., "arguments": {...}}]} with a catalog
+//
+// Every call must validate against its tools (text::ValidateCall): an invalid call is an error
+// naming the line, never a training example.
+#ifndef FGEMMA_CALL_TRAINING_DATA_H_
+#define FGEMMA_CALL_TRAINING_DATA_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fgemma/status.h"
+#include "src/text/function_prompt.h"
+#include "src/text/tokenizer.h"
+#include "src/text/tool_catalog.h"
+
+namespace fg::call {
+
+struct TrainingExample {
+  int line = 0;  // 1-based line in its file
+  // The catalog and developer message the prompt declares; examples that share them share the
+  // prompt's prefix (catalog_key is equal for them).
+  std::shared_ptr<const text::ToolCatalog> catalog;
+  std::string catalog_key;
+  text::PromptOptions prompt;
+  std::string request;
+  std::vector<std::pair<std::string, nlohmann::json>> calls;  // name, arguments (an object)
+};
+
+// Parses every non-empty line of `jsonl` (`source` names it in errors: "FILE line N: ...").
+// `catalog` is the catalog of short-form lines (nullptr: they are an error).
+StatusOr<std::vector<TrainingExample>> ParseTrainingData(
+    std::string_view jsonl, std::string_view source,
+    std::shared_ptr<const text::ToolCatalog> catalog = nullptr);
+
+// The tokens of one example: <bos> + prefix + request (call::PrefixTokens, call::RequestTokens:
+// what FunctionCaller prefills) then the target, the calls as the model writes them
+// (RenderCall each) through the last <end_function_call>. The loss covers
+// tokens[target_start..]: each target token is predicted from the tokens before it.
+struct TrainingTokens {
+  std::vector<int32_t> tokens;
+  int64_t prefix_len = 0;    // <bos> + the catalog prefix (the same for one catalog_key)
+  int64_t target_start = 0;  // index of the first target token
+};
+StatusOr<TrainingTokens> RenderTrainingExample(const text::Tokenizer& tk,
+                                               const TrainingExample& example);
+
+}  // namespace fg::call
+
+#endif  // FGEMMA_CALL_TRAINING_DATA_H_
