@@ -134,7 +134,8 @@ struct CallResult {
   std::string content;  // text outside calls (usually empty)
   std::string text;     // the raw output, special tokens as text
   std::vector<int32_t> tokens;
-  std::string stop_reason;  // "stop token N", "grammar done", "max calls", "max tokens", ...
+  std::string stop_reason;  // "stop token N", "grammar done", "max calls", "max tokens",
+                            // "context full" (the context ran out before max_tokens), ...
   // OK when every call parsed and validated against the catalog; otherwise the reason (the
   // output was not a valid call: possible without a grammar, or when max_tokens cut it short).
   Status validity;

@@ -240,7 +240,7 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   m.sampling = SamplingOf(options);
   {
     auto cat = text::ParseToolCatalog(catalog_json);
-    if (!cat.ok()) return cat.status().WithContext("tool catalog");
+    if (!cat.ok()) return cat.status();  // its messages begin with "tool catalog: "
     m.catalog = std::move(*cat);
   }
   if (m.catalog.tools.empty()) return InvalidArgumentError("tool catalog: no tools");
@@ -655,8 +655,15 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   st.generated_tokens = static_cast<int64_t>(r.tokens.size());
   for (int32_t t : r.tokens) r.text += m.tk->TokenToPiece(t, /*special=*/true);
   r.validity = m.Parse(&r);
+  if (r.stop_reason == "max tokens" && max_new < m.opt.max_tokens) {
+    r.stop_reason = "context full";  // the context ran out before -n did
+  }
   if (!r.validity.ok() && r.stop_reason == "max tokens") {
     r.validity = r.validity.WithContext("output cut at " + std::to_string(max_new) + " tokens");
+  } else if (!r.validity.ok() && r.stop_reason == "context full") {
+    r.validity = r.validity.WithContext("the context of " + std::to_string(context) +
+                                        " tokens is full after " + std::to_string(max_new) +
+                                        " generated tokens (-c)");
   }
   if (!r.validity.ok()) {
     r.calls.clear();

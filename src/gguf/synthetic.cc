@@ -360,6 +360,7 @@ StatusOr<Writer> BuildSyntheticGemma3(const SyntheticSpec& spec) {
           " is not a multiple of the " + std::string(tensor::DTypeName(type)) + " block size " +
           std::to_string(tensor::Info(type).block_elems) + " (choose another --type)");
     }
+    if (spec.metadata_only) continue;
     auto progress = spec.progress;
     uint64_t seed = spec.seed;
     int64_t hidden = spec.hidden;
@@ -369,6 +370,11 @@ StatusOr<Writer> BuildSyntheticGemma3(const SyntheticSpec& spec) {
           if (progress) progress(k, count, t.name);
           return Generate(t, type, seed, hidden, out);
         }));
+  }
+  if (spec.metadata_only) {
+    // The loader reads the vocabulary from the embedding's rows: one column stands for it.
+    FG_RETURN_IF_ERROR(w.AddTensor("token_embd.weight", DType::kF32, {spec.vocab, 1},
+                                   std::vector<uint8_t>(static_cast<size_t>(spec.vocab) * 4)));
   }
   return w;
 }

@@ -43,6 +43,10 @@ struct SyntheticSpec {
   // (pattern, type): the first pattern that is a substring of the tensor name wins
   // ("token_embd", "ffn_down", "blk.3.attn_v.").
   std::vector<std::pair<std::string, tensor::DType>> type_overrides;
+  // Only the metadata (and a one-column token_embd.weight, whose rows are the vocabulary), no
+  // weights: for checking a spec with the model loader's own rules (ConfigFromGguf) before
+  // writing a whole model (fgemma mkmodel).
+  bool metadata_only = false;
   // Called before each tensor is generated (index, count, name); for progress output.
   std::function<void(size_t index, size_t count, const std::string& name)> progress;
 };

@@ -31,6 +31,23 @@ Status CheckText(const std::string& path, const char* field, std::string_view te
   return OkStatus();
 }
 
+// A catalog is JSON text. A file that is not (a GGUF model given by mistake, other binary data)
+// is named as such before the JSON checks, whose messages ("nested deeper than 64 levels")
+// would only mislead. JSON allows no control byte but \t \n \r anywhere (strings escape them).
+Status CheckIsText(std::string_view text) {
+  if (text.substr(0, 4) == "GGUF") {
+    return InvalidArgumentError("tool catalog: a GGUF file (a model?), not JSON");
+  }
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+      return InvalidArgumentError("tool catalog: binary data (byte " + std::to_string(c) +
+                                  " at offset " + std::to_string(i) + "), not JSON text");
+    }
+  }
+  return OkStatus();
+}
+
 // Rejects text nested deeper than kMaxJsonNesting before nlohmann sees it: its parser is
 // iterative, but everything we do afterwards (validation, dump) recurses.
 Status CheckNesting(std::string_view text) {
@@ -291,6 +308,7 @@ StatusOr<ToolCatalog> ParseToolCatalog(std::string_view json_text) {
     return InvalidArgumentError("tool catalog: larger than " + std::to_string(kMaxCatalogBytes) +
                                 " bytes");
   }
+  FG_RETURN_IF_ERROR(CheckIsText(json_text));
   FG_RETURN_IF_ERROR(CheckNesting(json_text));
   json doc;
   try {

@@ -197,6 +197,17 @@ TEST(ToolCatalog, InvalidJsonReportsPosition) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("invalid JSON at byte 16")));
 }
 
+// A model or other binary file given as catalog is named as such, not as deep nesting.
+TEST(ToolCatalog, BinaryDataIsNotJson) {
+  EXPECT_THAT(ParseToolCatalog(std::string("GGUF\x03\0\0\0[[[[", 12)),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("tool catalog: a GGUF file (a model?), not JSON")));
+  EXPECT_THAT(ParseToolCatalog(std::string("[{\"name\": \"f\"}\0]", 16)),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("binary data (byte 0 at offset 14), not JSON text")));
+  FG_EXPECT_OK(ParseToolCatalog("[\r\n\t{\"name\": \"f\"}]"));
+}
+
 TEST(ToolCatalog, DeepNestingIsRefusedBeforeParsing) {
   std::string deep(100000, '[');
   EXPECT_THAT(ParseToolCatalog(deep),
