@@ -10,7 +10,7 @@ CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps build venv model run test test-unit test-asan bench plot fuzz fuzz-text clean \
-	cross cross-deps cross-aarch64 cross-armv7 cross-i686 test-i686
+	cross cross-deps cross-aarch64 cross-armv7 cross-i686 cross-x86 test-i686
 
 all: build
 
@@ -95,17 +95,21 @@ fuzz-text:
 
 # Cross builds of every module, the CLI and the tests, running the CROSS_LABELS tests: aarch64 and
 # armv7 (NEON) under qemu user-mode emulation (the toolchain's CMAKE_CROSSCOMPILING_EMULATOR, which
-# ctest prepends), i686 (-m32) natively. Tests that need the real model get it from
-# $(BUILD)/model_path.txt when `make model` has written it, and skip with a reason otherwise.
+# ctest prepends), i686 (-m32) natively, and x86-64 under qemu-x86_64 as older CPUs (one build,
+# run once per CROSS_X86_CPUS model: Nehalem has SSE4.2 and no AVX, Haswell AVX2 and no
+# AVX-512). Tests that need the real model get it from $(BUILD)/model_path.txt when `make model`
+# has written it, and skip with a reason otherwise.
 # Extra packages: scripts/install_cross_deps.sh. `make -k cross` keeps going to the other targets
 # when one fails.
 BUILD_AARCH64 ?= build-aarch64
 BUILD_ARMV7 ?= build-armv7
 BUILD_I686 ?= build-i686
+BUILD_X86 ?= build-x86
+CROSS_X86_CPUS ?= Nehalem Haswell
 CROSS_LABELS ?= unit
 CROSS_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=Release -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
 
-cross: cross-aarch64 cross-armv7 cross-i686
+cross: cross-aarch64 cross-armv7 cross-i686 cross-x86
 
 cross-deps:
 	@scripts/install_cross_deps.sh
@@ -127,6 +131,15 @@ cross-armv7: cross-deps
 cross-i686: cross-deps
 	$(call cross_run,$(BUILD_I686),i686-linux-gnu)
 
+# The emulator (cmake/toolchains/qemu-x86_64-cpu.sh) reads the CPU model from $$QEMU_CPU.
+cross-x86:
+	@scripts/install_cross_deps.sh x86
+	cmake -S . -B $(BUILD_X86) $(CROSS_FLAGS) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/x86_64-qemu.cmake
+	cmake --build $(BUILD_X86) -j $(JOBS)
+	set -e; for cpu in $(CROSS_X86_CPUS); do echo "== qemu-x86_64 -cpu $$cpu"; \
+	  (cd $(BUILD_X86) && QEMU_CPU=$$cpu FGEMMA_MODEL=$$(cat $(abspath $(BUILD))/model_path.txt 2>/dev/null) \
+	    ctest --output-on-failure -j $(JOBS) -L '$(CROSS_LABELS)'); done
+
 # The whole project as a 32-bit x86 process (-m32): every library, the CLI and the unit and e2e
 # tests (the footprint target: fgemma must fit a 32-bit address space).
 test-i686: cross-deps model
@@ -136,4 +149,5 @@ test-i686: cross-deps model
 	  FGEMMA_VENV=$(abspath $(VENV)) ctest --output-on-failure -j $(JOBS) -L 'unit|e2e'
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_AARCH64) $(BUILD_ARMV7) $(BUILD_I686)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_AARCH64) $(BUILD_ARMV7) $(BUILD_I686) \
+	  $(BUILD_X86)

@@ -4,15 +4,20 @@
 # /usr/src/googletest (package googletest, installed by install_deps.sh).
 set -euo pipefail
 
+# `install_cross_deps.sh x86` installs only what `make cross-x86` needs (qemu-user).
 pkgs=()
 need() { command -v "$1" >/dev/null 2>&1 || pkgs+=("$2"); }
-need aarch64-linux-gnu-g++ g++-aarch64-linux-gnu
-need arm-linux-gnueabihf-g++ g++-arm-linux-gnueabihf
-need qemu-aarch64 qemu-user
-need qemu-arm qemu-user
-# -m32 needs the 32-bit libc and C++ runtime. Not g++-multilib: Debian makes it conflict with
-# the ARM cross compilers (both own /usr/include/asm); cmake/toolchains/i686-include has the link.
-dpkg -s g++-12-multilib >/dev/null 2>&1 || pkgs+=(g++-12-multilib)
+need qemu-x86_64 qemu-user
+if [ "${1:-all}" != x86 ]; then
+  need aarch64-linux-gnu-g++ g++-aarch64-linux-gnu
+  need arm-linux-gnueabihf-g++ g++-arm-linux-gnueabihf
+  need qemu-aarch64 qemu-user
+  need qemu-arm qemu-user
+  # -m32 needs the 32-bit libc and C++ runtime. Not g++-multilib: Debian makes it conflict with
+  # the ARM cross compilers (both own /usr/include/asm); cmake/toolchains/i686-include has the
+  # link.
+  dpkg -s g++-12-multilib >/dev/null 2>&1 || pkgs+=(g++-12-multilib)
+fi
 [ -d /usr/src/googletest ] || pkgs+=(googletest)
 
 if [ ${#pkgs[@]} -eq 0 ]; then exit 0; fi
