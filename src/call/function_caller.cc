@@ -240,7 +240,10 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   m.sampling = SamplingOf(options);
   {
     auto cat = text::ParseToolCatalog(catalog_json);
-    if (!cat.ok()) return cat.status();  // its messages begin with "tool catalog: "
+    if (!cat.ok()) {  // "tool catalog: " once (the parser's own messages may begin with it)
+      const Status& st = cat.status();
+      return st.message().rfind("tool catalog", 0) == 0 ? st : st.WithContext("tool catalog");
+    }
     m.catalog = std::move(*cat);
   }
   if (m.catalog.tools.empty()) return InvalidArgumentError("tool catalog: no tools");
