@@ -150,8 +150,8 @@ TEST(CliExportTest, BadInput) {
       {"--chunk 70000 -o " + dir, 2, "--chunk"},
       {"--dtype q8_0 -o " + dir, 2, "--dtype"},
       {"", 2, "-o DIR"},
-      {"--tool-map " + bad_map + " -o " + dir, 2, "object"},
-      {"--tool-map /nonexistent.json -o " + dir, 2, "cannot read"},
+      {"--tool-map " + bad_map + " -o " + dir, 1, "object"},
+      {"--tool-map /nonexistent.json -o " + dir, 1, "--tool-map: cannot open"},
       {"-o /nonexistent/folder/out", 1, "does not exist"},
   };
   for (const Case& c : cases) {

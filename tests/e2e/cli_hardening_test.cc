@@ -218,7 +218,7 @@ TEST(CliHardening, FifosAndDevicesAreRefusedWithoutHanging) {
       {"tokenize -m " + Model() + " --file " + fifo, 1},
       {"invoke -m " + Model() + " --function gemma_at --input=@" + fifo, 1},
       {"invoke -m " + Model() + " --function gemma_at --input=1x4xi32=@" + fifo, 1},
-      {"export -m " + Model() + " --tool-map " + fifo + " -o " + TempPath("exp_fifo"), 2},
+      {"export -m " + Model() + " --tool-map " + fifo + " -o " + TempPath("exp_fifo"), 1},
       {"quantize -m " + fifo + " -o " + TempPath("q_fifo.gguf") + " --type q8_0", 1},
       {"call -m " + Model() + " --tools /dev/zero x", 1},
       {"tokenize -m " + Model() + " --file /dev/zero", 1},

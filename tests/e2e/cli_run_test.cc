@@ -229,7 +229,7 @@ TEST(CliRunTest, BadInputsGiveClearErrors) {
       {"truncated model", "-m " + truncated + " -p hi", 1, "gguf"},
       {"other architecture", "-m " + llama + " -p hi", 1, "llama"},
       {"prompt over context", m + "-c 16 -p '" + long_prompt + "'", 1, "more than the context"},
-      {"context over trained", m + "-c 100000 -p hi", 1, "trained context"},
+      {"context over trained", m + "-c 100000 -p hi", 2, "trained context"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);

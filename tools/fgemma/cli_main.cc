@@ -21,7 +21,8 @@ void PrintHelp(std::FILE* out) {
                "call out.\n\nCommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
   std::fprintf(out,
-               "\nRun 'fgemma <command> --help' for the options of a command.\n"
+               "\nRun 'fgemma <command> --help' (or 'fgemma help <command>') for the options of a "
+               "command.\n"
                "Exit codes: 0 success, 1 runtime error, 2 usage error.\n");
 }
 
@@ -69,6 +70,18 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   std::string cmd = argv[1];
+  if (cmd == "help" && argc >= 3) {  // fgemma help CMD: CMD's own help
+    for (const auto& c : kCommands) {
+      if (argv[2] == std::string(c.name)) {
+        char help_flag[] = "--help";
+        char* args[] = {argv[2], help_flag, nullptr};
+        return FinishStdout(c.name, RunCommand(c, 2, args));
+      }
+    }
+    std::fprintf(stderr, "fgemma help: unknown command '%s'\n\n", argv[2]);
+    PrintHelp(stderr);
+    return kExitUsage;
+  }
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     PrintHelp(stdout);
     return FinishStdout("help", kExitOk);

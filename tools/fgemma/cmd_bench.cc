@@ -17,9 +17,10 @@
 #include "src/kernels/cpu.h"
 #include "src/runtime/model.h"
 #include "src/runtime/session.h"
+#include "src/text/tool_catalog.h"
 #include "tools/fgemma/commands.h"
+#include "tools/fgemma/common_flags.h"
 #include "tools/fgemma/flags.h"
-#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
@@ -81,9 +82,8 @@ std::string BaseName(const std::string& path) { return path.substr(path.find_las
 // request, decode) and warm (the same caller again: the session rewinds to its pinned catalog
 // prefix).
 Status TimeToCall(const std::shared_ptr<const CallModel>& model, const std::string& catalog_path,
-                  const std::string& request, int64_t threads, int64_t reps, bool json,
-                  nlohmann::json* results) {
-  FG_ASSIGN_OR_RETURN(const std::string catalog, ReadFileToString(catalog_path));
+                  const std::string& catalog, const std::string& request, int64_t threads,
+                  int64_t reps, bool json, nlohmann::json* results) {
   FunctionCallerOptions opt;
   opt.threads = static_cast<int>(threads);
   // Warm means the catalog prefix is cached and the request is prefilled again (what the
@@ -162,12 +162,13 @@ Status TimeToCall(const std::shared_ptr<const CallModel>& model, const std::stri
 }  // namespace
 
 int CmdBench(int argc, char** argv) {
-  std::string model_path, pp_list = "64,512,1024", tg_list = "128", th_list, tools_list;
+  std::string pp_list = "64,512,1024", tg_list = "128", th_list, tools_list;
   std::string request = "turn on the light in the kitchen please";
   int64_t reps = 5, chunk = 512;
   bool json = false;
   FlagParser p("bench", "Measure prompt processing (ppN) and generation (tgN) in tokens/s.");
-  p.AddString("-m,--model", &model_path, "FILE", "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
+  CommonFlags common;
+  common.Register(p, CommonFlags::kModel);
   p.AddString("-p,--n-prompt", &pp_list, "N,..", "Prompt lengths (default 64,512,1024; empty: none)");
   p.AddString("-n,--n-gen", &tg_list, "N,..", "Generation lengths (default 128; empty: none)");
   p.AddString("-t,--threads", &th_list, "N,..", "Thread counts (default: 1 and the core count)");
@@ -178,8 +179,7 @@ int CmdBench(int argc, char** argv) {
               "Tool catalogs: also measure time to call (ttc_cold, ttc_warm) for each");
   p.AddString("--request", &request, "TEXT",
               "The request for time to call (default: 'turn on the light in the kitchen please')");
-  LoraFlags lora;
-  lora.Register(p);
+  common.Register(p, CommonFlags::kLora);
   p.AddNote("ppN: time to process N prompt tokens from an empty context. tgN: time to generate N "
             "tokens one at a time from an empty context (as llama-bench measures them). ttc_cold: a new "
             "FunctionCaller for the catalog (grammar, catalog prefix prefill) and one call, "
@@ -203,17 +203,11 @@ int CmdBench(int argc, char** argv) {
     ths = *t;
   }
   for (int64_t t : ths) {
-    if (t < 1 || t > 256) return ReportError("bench", InvalidArgumentError("-t values must be in [1, 256]"), true);
+    if (Status s = CheckThreads(t); !s.ok()) return UsageError("bench", s.message());
   }
-  if (reps < 1) return ReportError("bench", InvalidArgumentError("-r must be >= 1"), true);
-  if (chunk < 1) return ReportError("bench", InvalidArgumentError("--chunk must be >= 1"), true);
-  auto loras = lora.Specs();
-  if (!loras.ok()) return ReportError("bench", loras.status(), true);
-  if (model_path.empty()) {
-    auto d = DefaultModelPath();
-    if (!d.ok()) return ReportError("bench", d.status());
-    model_path = *d;
-  }
+  if (reps < 1) return UsageError("bench", "-r must be >= 1");
+  if (chunk < 1) return UsageError("bench", "--chunk must be >= 1");
+  if (Status s = common.Check(); !s.ok()) return UsageError("bench", s.message());
   std::vector<std::string> catalogs;
   {
     std::stringstream ss(tools_list);
@@ -222,13 +216,32 @@ int CmdBench(int argc, char** argv) {
       if (!item.empty()) catalogs.push_back(item);
     }
   }
+  // Everything the time-to-call tests need is checked before any measuring: the request
+  // (usage), each catalog file and its contents (runtime, as in fgemma call).
+  std::vector<std::string> catalog_texts;
+  if (!catalogs.empty()) {
+    if (Status s = CheckRequest(request); !s.ok()) {
+      return UsageError("bench", "--request: " + s.message());
+    }
+  }
+  for (const std::string& c : catalogs) {
+    auto text = ReadFileToString(c);
+    if (!text.ok()) return ReportError("bench", text.status().WithContext("--tools"));
+    if (auto cat = text::ParseToolCatalog(*text); !cat.ok()) {
+      return ReportError("bench", cat.status().WithContext("'" + c + "'"));
+    }
+    catalog_texts.push_back(std::move(*text));
+  }
+  auto model_path_or = common.ModelPath();
+  if (!model_path_or.ok()) return ReportError("bench", model_path_or.status());
+  const std::string model_path = *model_path_or;
   const bool speed_tests = std::any_of(pps->begin(), pps->end(), [](int64_t n) { return n > 0; }) ||
                            std::any_of(tgs->begin(), tgs->end(), [](int64_t n) { return n > 0; });
   // Loaded only when pp/tg tests run, so a ttc-only run's peak RSS is the call's alone.
   StatusOr<std::unique_ptr<runtime::Model>> model = std::unique_ptr<runtime::Model>();
   int64_t vocab = 0;
   if (speed_tests) {
-    model = runtime::Model::Load(model_path, *loras);
+    model = runtime::Model::Load(model_path, common.Loras());
     if (!model.ok()) return ReportError("bench", model.status());
     vocab = (*model)->config().vocab;
   }
@@ -290,13 +303,14 @@ int CmdBench(int argc, char** argv) {
       std::printf("\n| model | catalog | test (prompt+generated tokens) | threads | median | "
                   "stddev |\n|---|---|---|---|---|---|\n");
     }
-    std::vector<LoraAdapterFile> adapters;
-    for (const runtime::LoraSpec& l : *loras) adapters.push_back({l.path, l.scale});
-    auto call_model = CallModel::Load(model_path, adapters);
+    auto call_model = CallModel::Load(model_path, common.Adapters());
     if (!call_model.ok()) return ReportError("bench", call_model.status());
     for (int64_t t : ths) {
-      for (const std::string& c : catalogs) {
-        if (Status s = TimeToCall(*call_model, c, request, t, reps, json, &results); !s.ok()) {
+      for (size_t i = 0; i < catalogs.size(); ++i) {
+        const std::string& c = catalogs[i];
+        if (Status s = TimeToCall(*call_model, c, catalog_texts[i], request, t, reps, json,
+                                  &results);
+            !s.ok()) {
           return ReportError("bench", s.WithContext("time to call '" + c + "'"));
         }
       }

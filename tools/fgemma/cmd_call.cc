@@ -15,8 +15,8 @@
 #include "src/text/call_grammar.h"
 #include "tools/fgemma/cli_text.h"
 #include "tools/fgemma/commands.h"
+#include "tools/fgemma/common_flags.h"
 #include "tools/fgemma/flags.h"
-#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
@@ -56,9 +56,9 @@ void PrintStats(const CallResult& r, double cpu_ms) {
 }  // namespace
 
 int CmdCall(int argc, char** argv) {
-  std::string model_path, tools_path, dialect = "official", constrain = "call", cache_dir,
+  std::string tools_path, dialect = "official", constrain = "call", cache_dir,
                                       tool_map_path;
-  int64_t context = 0, threads = 0, top_k = 64, seed = 0, max_calls = 1, max_tokens = 256,
+  int64_t top_k = 64, seed = 0, max_calls = 1, max_tokens = 256,
           draft = FunctionCallerOptions{}.draft_tokens;
   double temp = 0.0, top_p = 0.95;
   bool repl = false, stats = false, full_head = false, show_text = false, no_reuse = false;
@@ -66,8 +66,8 @@ int CmdCall(int argc, char** argv) {
   FlagParser p("call",
                "Turn a natural-language request into a function call of a tool catalog, printed "
                "as JSON on stdout.");
-  p.AddString("-m,--model", &model_path, "FILE",
-              "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
+  CommonFlags common;
+  common.Register(p, CommonFlags::kModel);
   p.AddString("--tools", &tools_path, "FILE", "Tool catalog JSON (required; see examples/)");
   p.AddString("--dialect", &dialect, "NAME",
               "official (FunctionGemma declarations, default) or compact (<tool_N> tokens of the "
@@ -81,9 +81,7 @@ int CmdCall(int argc, char** argv) {
   p.AddInt("--top-k", &top_k, "K", "Keep the K most likely tokens; 0 = all (default 64)");
   p.AddDouble("--top-p", &top_p, "P", "Nucleus sampling mass in (0, 1] (default 0.95)");
   p.AddInt("--seed", &seed, "S", "Sampling seed (default 0; each request starts from it)");
-  p.AddInt("-c,--ctx-size", &context, "N",
-           "Context length in tokens (default 2048, or the model's trained context if shorter)");
-  p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
+  common.Register(p, CommonFlags::kContext | CommonFlags::kThreads);
   p.AddInt("--max-calls", &max_calls, "N",
            "Calls before the output stops (default 1); with N > 1 the JSON is an array");
   p.AddInt("-n,--max-tokens", &max_tokens, "N", "Generated tokens at most (default 256)");
@@ -110,8 +108,7 @@ int CmdCall(int argc, char** argv) {
   p.AddBool("--text", &show_text,
             "Also print the raw model output (special tokens as text) to stderr");
   p.SetPositionals(&pos, "\"REQUEST\"", 0, 1);
-  LoraFlags lora;
-  lora.Register(p);
+  common.Register(p, CommonFlags::kLora);
   p.AddNote(
       "Output: with --max-calls 1, the call as {\"name\": ..., \"arguments\": {...}}; with "
       "--max-calls N > 1, an array of such objects; when the model wrote no valid call "
@@ -136,14 +133,14 @@ int CmdCall(int argc, char** argv) {
   if (!repl) {
     if (Status s = CheckRequest(pos[0]); !s.ok()) return usage(s.message());
   }
-  if (context < 0 || (p.WasSet("-c") && context == 0)) return usage("-c must be > 0");
-  if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
+  if (Status s = common.Check(); !s.ok()) return usage(s.message());
   if (max_calls < 1 || max_calls > 64) return usage("--max-calls must be in [1, 64]");
   if (max_tokens < 1) return usage("-n must be >= 1");
   if (draft < 0 || draft > 16) return usage("--draft must be in [0, 16]");
   if (seed < 0) return usage("--seed must be >= 0");
-  auto loras = lora.Specs();
-  if (!loras.ok()) return usage(loras.status().message());
+  if (p.WasSet("--cache-dir") && cache_dir.empty()) {
+    return usage("--cache-dir needs a folder, got ''");
+  }
   if (dialect == "compact" && tool_map_path.empty()) {
     return usage("--dialect compact needs --tool-map FILE");
   }
@@ -161,8 +158,8 @@ int CmdCall(int argc, char** argv) {
   o.max_calls = static_cast<int>(max_calls);
   o.max_tokens = max_tokens;
   o.draft_tokens = static_cast<int>(draft);
-  o.context = context;
-  o.threads = static_cast<int>(threads);
+  o.context = common.ContextOrZero();
+  o.threads = common.ThreadsOrZero();
   o.cache_dir = cache_dir;
   o.fast_head = !full_head;
   o.reuse_request_prefix = !no_reuse;
@@ -173,19 +170,17 @@ int CmdCall(int argc, char** argv) {
   if (!catalog.ok()) return ReportError("call", catalog.status().WithContext("--tools"));
   if (!tool_map_path.empty()) {
     auto map = LoadToolMap(tool_map_path);
-    if (!map.ok()) return ReportError("call", map.status());
+    if (!map.ok()) return ReportError("call", map.status().WithContext("--tool-map"));
     o.tool_map = std::move(*map);
   }
-  if (model_path.empty()) {
-    auto d = DefaultModelPath();
-    if (!d.ok()) return ReportError("call", d.status());
-    model_path = *d;
-  }
+  auto model_path = common.ModelPath();
+  if (!model_path.ok()) return ReportError("call", model_path.status());
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<LoraAdapterFile> adapters;
-  for (const runtime::LoraSpec& l : *loras) adapters.push_back({l.path, l.scale});
-  auto model = CallModel::Load(model_path, adapters);
+  auto model = CallModel::Load(*model_path, common.Adapters());
   if (!model.ok()) return ReportError("call", model.status());
+  if (Status s = common.CheckContext((*model)->trained_context()); !s.ok()) {
+    return usage(s.message());
+  }
   auto caller = FunctionCaller::Create(*model, *catalog, o);
   if (!caller.ok()) {
     const Status& st = caller.status();

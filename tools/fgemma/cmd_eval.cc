@@ -13,8 +13,8 @@
 #include "src/base/file_io.h"
 #include "src/text/tokenizer.h"
 #include "tools/fgemma/commands.h"
+#include "tools/fgemma/common_flags.h"
 #include "tools/fgemma/flags.h"
-#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 namespace {
@@ -73,22 +73,21 @@ std::string Pct(int a, int n) {
 }  // namespace
 
 int CmdEval(int argc, char** argv) {
-  std::string model_path;
   std::vector<std::string> tools, data;
-  int64_t max_tokens = 256, threads = 0, limit = 0, show_misses = 10;
+  int64_t max_tokens = 256, limit = 0, show_misses = 10;
   bool json = false;
   FlagParser p("eval",
                "Call accuracy on labelled requests: for each --tools CATALOG and --data FILE "
                "pair, greedy constrained calls scored as valid, right function, and right "
                "function with exactly the expected arguments.");
-  p.AddString("-m,--model", &model_path, "FILE", "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
+  CommonFlags common;
+  common.Register(p, CommonFlags::kModel);
   p.AddStringList("--tools", &tools, "FILE", "Tool catalog (repeatable, paired with --data in order)");
   p.AddStringList("--data", &data, "FILE",
                   "JSONL of {\"request\": ..., \"calls\": [{\"name\", \"arguments\"}]} (repeatable)");
-  LoraFlags lora;
-  lora.Register(p);
+  common.Register(p, CommonFlags::kLora);
   p.AddInt("-n,--max-tokens", &max_tokens, "N", "Generated tokens per request at most (default 256)");
-  p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
+  common.Register(p, CommonFlags::kThreads);
   p.AddInt("--limit", &limit, "N", "Score only the first N examples of each file (0: all)");
   p.AddInt("--misses", &show_misses, "N", "Misses listed per catalog (default 10; -1: all)");
   p.AddBool("--json", &json, "Print the scores and misses as JSON");
@@ -99,14 +98,12 @@ int CmdEval(int argc, char** argv) {
   if (tools.empty() || tools.size() != data.size()) {
     return usage("give --tools CATALOG and --data FILE in pairs (at least one)");
   }
-  if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
+  if (Status s = common.Check(); !s.ok()) return usage(s.message());
   if (max_tokens < 1) return usage("-n must be >= 1");
   if (limit < 0) return usage("--limit must be >= 0");
-  auto loras = lora.Specs();
-  if (!loras.ok()) return usage(loras.status().message());
   FunctionCallerOptions o;
   o.max_tokens = max_tokens;
-  o.threads = static_cast<int>(threads);
+  o.threads = common.ThreadsOrZero();
   if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());
 
   std::vector<std::vector<Example>> sets;
@@ -120,14 +117,9 @@ int CmdEval(int argc, char** argv) {
     if (!c.ok()) return ReportError("eval", c.status().WithContext("--tools"));
     catalogs.push_back(std::move(*c));
   }
-  if (model_path.empty()) {
-    auto d = DefaultModelPath();
-    if (!d.ok()) return ReportError("eval", d.status());
-    model_path = *d;
-  }
-  std::vector<LoraAdapterFile> adapters;
-  for (const runtime::LoraSpec& l : *loras) adapters.push_back({l.path, l.scale});
-  auto model = CallModel::Load(model_path, adapters);
+  auto model_path = common.ModelPath();
+  if (!model_path.ok()) return ReportError("eval", model_path.status());
+  auto model = CallModel::Load(*model_path, common.Adapters());
   if (!model.ok()) return ReportError("eval", model.status());
 
   std::vector<Score> scores;

@@ -34,8 +34,8 @@
 #include "src/model/gemma3/config.h"
 #include "src/model/gemma3/weights.h"
 #include "tools/fgemma/commands.h"
+#include "tools/fgemma/common_flags.h"
 #include "tools/fgemma/flags.h"
-#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
@@ -170,14 +170,15 @@ Status Publish(TempPath& tmp, const fs::path& dir, const std::string& shown) {
 }  // namespace
 
 int CmdExport(int argc, char** argv) {
-  std::string model_path, graph_name, dtype_name = "bf16", tool_map_path, out_dir;
+  std::string graph_name, dtype_name = "bf16", tool_map_path, out_dir;
   int64_t seq = 24, chunk = 32;
   bool emb_input = false, stats = false, progress = false, one_module = false;
   FlagParser p("export",
                "Export the compiled-graph contract's functions (gemma, gemma_at, gemma_prefill, "
                "gemma_prefill_at, gemma_with_past, gemma_prefill_with_past) as StableHLO MLIR "
                "for iree-compile, with one IREE parameter archive and manifest.json.");
-  p.AddString("-m,--model", &model_path, "FILE", "Gemma 3 GGUF (default: $FGEMMA_MODEL)");
+  CommonFlags common;
+  common.Register(p, CommonFlags::kModel);
   p.AddString("--graph", &graph_name, "NAME",
               "all (default, or $GEMMA_GRAPH), redecode, redecode_at, prefill, prefill_at, "
               "with_past, prefill_with_past");
@@ -196,8 +197,7 @@ int CmdExport(int argc, char** argv) {
             "All functions in one DIR/module.mlir (one compiled module) instead of <function>.mlir");
   p.AddBool("--stats", &stats, "Print each function's largest intermediate and scratch bytes");
   p.AddBool("--progress", &progress, "Progress bar on stderr even when it is not a terminal");
-  LoraFlags lora;
-  lora.Register(p);
+  common.Register(p, CommonFlags::kLora);
   p.AddNote("Writes DIR/<function>.mlir, DIR/model.irpa (weights keyed by GGUF tensor name, "
             "quantized types dequantized; norm vectors stay f32) and DIR/manifest.json. Compile "
             "with: iree-compile --iree-hal-target-backends=llvm-cpu DIR/gemma_at.mlir -o "
@@ -225,8 +225,7 @@ int CmdExport(int argc, char** argv) {
   auto dtype = exporter::ParseWeightType(dtype_name);
   if (!dtype) return usage("unknown --dtype '" + dtype_name + "' (bf16, f16, f32)");
   if (out_dir.empty()) return usage("missing -o DIR");
-  auto loras = lora.Specs();
-  if (!loras.ok()) return usage(loras.status().message());
+  if (Status s = common.Check(); !s.ok()) return usage(s.message());
   // The folder by its absolute path without "." or ".." ("out/" names the folder "out"; "-o ."
   // the current folder), checked before any work: never replace what an export did not write.
   std::error_code path_ec;
@@ -237,25 +236,27 @@ int CmdExport(int argc, char** argv) {
 
   nlohmann::ordered_json tool_map = exporter::DefaultToolMap();
   if (!tool_map_path.empty()) {
+    // A file problem (exit 1), as in fgemma call.
     auto text = ReadFileToString(tool_map_path);
-    if (!text.ok()) return ReportError("export", text.status().WithContext("cannot read --tool-map"), true);
+    if (!text.ok()) return ReportError("export", text.status().WithContext("--tool-map"));
     auto m = exporter::ParseToolMap(*text);
-    if (!m.ok()) return ReportError("export", m.status().WithContext("'" + tool_map_path + "'"), true);
+    if (!m.ok()) {
+      return ReportError("export", m.status().WithContext("--tool-map: '" + tool_map_path + "'"));
+    }
     tool_map = *m;
   }
 
-  if (model_path.empty()) {
-    auto d = DefaultModelPath();
-    if (!d.ok()) return ReportError("export", d.status());
-    model_path = *d;
-  }
+  auto model_path_or = common.ModelPath();
+  if (!model_path_or.ok()) return ReportError("export", model_path_or.status());
+  const std::string model_path = *model_path_or;
+  const std::vector<runtime::LoraSpec> loras = common.Loras();
   auto file = gguf::File::Open(model_path);
   if (!file.ok()) return ReportError("export", file.status());
   // With adapters, the archive holds the merged weights (the adapted matrices in f32, so the
   // archive's own rounding is the only one), and the graphs are the plain model's.
   std::vector<uint8_t> merged_bytes;
-  if (!loras->empty()) {
-    auto adapted = runtime::Model::Load(model_path, *loras);
+  if (!loras.empty()) {
+    auto adapted = runtime::Model::Load(model_path, loras);
     if (!adapted.ok()) return ReportError("export", adapted.status());
     gguf::RequantizeSpec rs;
     rs.keep_types = true;

