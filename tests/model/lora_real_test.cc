@@ -38,20 +38,6 @@ std::string ModelPath() {
   return p ? p : "";
 }
 
-// The largest final-logits NMSE llama.cpp keeps from its own goldens on `prompt`
-// (tests/data/llama_self_spread.json).
-double SelfSpread(const std::string& prompt) {
-  const nlohmann::json spread = LoadGoldenJson("llama_self_spread.json");
-  double worst = 0;
-  for (const auto& [build, b] : spread["builds"].items()) {
-    for (const auto& [config, c] : b["configs"].items()) {
-      const auto& p = c["prompts"][prompt];
-      if (p.contains("nmse_vs_stored")) worst = std::max(worst, p["nmse_vs_stored"].get<double>());
-    }
-  }
-  return worst;
-}
-
 // The adapter file `name` of the goldens, as the script made it.
 std::string AdapterPath(const std::string& name, const runtime::Model& base,
                         const nlohmann::json& g) {
@@ -103,7 +89,8 @@ TEST(LoraRealTest, MatchesLlamaCppWithTheSameAdapter) {
             LoadGoldenF16("lora_logits_" + adapter + ".f16", (*s)->logits().size());
         ASSERT_FALSE(want.empty());
         const double nmse = Nmse((*s)->logits(), want);
-        const double bound = 2 * SelfSpread(name);
+        const double bound =
+            2 * ::fg::testing::SpreadOf(LoadGoldenJson("llama_self_spread.json"), name).max_nmse;
         std::printf("[ %-7s ] chat final logits NMSE vs llama.cpp %.3g (bound %.3g)\n",
                     adapter.c_str(), nmse, bound);
         EXPECT_LE(nmse, bound);

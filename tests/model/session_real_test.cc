@@ -43,6 +43,8 @@ using ::fg::testing::Nmse;
 
 using ::fg::testing::FollowGreedy;
 using ::fg::testing::LoadGoldenF16;
+using ::fg::testing::LlamaSpread;
+using ::fg::testing::SpreadOf;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
@@ -50,29 +52,6 @@ std::string ModelPath() {
 }
 
 nlohmann::json LoadJson(const std::string& name) { return ::fg::testing::LoadGoldenJson(name); }
-
-// How far llama.cpp is from its own goldens on one prompt: the largest final-logits NMSE over
-// its builds and configurations (tests/data/llama_self_spread.json), and which one it was.
-struct LlamaSpread {
-  double max_nmse = 0;
-  std::string worst;
-};
-
-LlamaSpread SpreadOf(const nlohmann::json& spread, const std::string& prompt) {
-  LlamaSpread out;
-  for (const auto& [build, b] : spread["builds"].items()) {
-    for (const auto& [config, c] : b["configs"].items()) {
-      const auto& p = c["prompts"][prompt];
-      if (!p.contains("nmse_vs_stored")) continue;
-      const double n = p["nmse_vs_stored"].get<double>();
-      if (n > out.max_nmse) {
-        out.max_nmse = n;
-        out.worst = build + "/" + config;
-      }
-    }
-  }
-  return out;
-}
 
 class SessionRealTest : public ::testing::Test {
  protected:

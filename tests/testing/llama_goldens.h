@@ -42,6 +42,29 @@ inline std::vector<float> LoadGoldenF16(const std::string& name, size_t n) {
   return f;
 }
 
+// How far llama.cpp is from its own goldens on one prompt: the largest final-logits NMSE over
+// its builds and configurations (tests/data/llama_self_spread.json), and which one it was.
+struct LlamaSpread {
+  double max_nmse = 0;
+  std::string worst;
+};
+
+inline LlamaSpread SpreadOf(const nlohmann::json& spread, const std::string& prompt) {
+  LlamaSpread out;
+  for (const auto& [build, b] : spread["builds"].items()) {
+    for (const auto& [config, c] : b["configs"].items()) {
+      const auto& p = c["prompts"][prompt];
+      if (!p.contains("nmse_vs_stored")) continue;
+      const double n = p["nmse_vs_stored"].get<double>();
+      if (n > out.max_nmse) {
+        out.max_nmse = n;
+        out.worst = build + "/" + config;
+      }
+    }
+  }
+  return out;
+}
+
 // Continues `s` (whose logits are the prompt's final position) greedily against llama.cpp's
 // `want` tokens and `margins`: equal until the first step where the engines disagree, and
 // there the disagreement must be a near-tie in fgemma's own logits. Returns whether all steps
