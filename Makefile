@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build venv model run test test-unit test-asan bench plot fuzz fuzz-text clean \
+.PHONY: all deps build venv model run test test-unit test-asan bench plot fuzz fuzz-text llama-cpp clean \
 	cross cross-deps cross-aarch64 cross-armv7 cross-i686 cross-x86 test-i686
 
 all: build
@@ -69,11 +69,20 @@ fuzz:
 	cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DFG_FUZZ=ON -DFG_WERROR=OFF -DFG_BUILD_TESTS=OFF \
 	  -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
-	cmake --build $(BUILD_FUZZ) --target gguf_reader_fuzz -j $(JOBS)
-	mkdir -p $(BUILD_FUZZ)/corpus/gguf_reader
+	cmake --build $(BUILD_FUZZ) --target gguf_reader_fuzz model_lora_fuzz -j $(JOBS)
+	mkdir -p $(BUILD_FUZZ)/corpus/gguf_reader $(BUILD_FUZZ)/corpus/model_lora
 	cd $(BUILD_FUZZ) && ./gguf_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  -dict=$(abspath fuzz/gguf.dict) -print_final_stats=1 \
 	  corpus/gguf_reader $(abspath fuzz/corpus/gguf_reader)
+	cd $(BUILD_FUZZ) && ./model_lora_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
+	  -dict=$(abspath fuzz/gguf.dict) -print_final_stats=1 \
+	  corpus/model_lora $(abspath fuzz/corpus/model_lora)
+
+# llama.cpp's own tools (llama-bench, llama-cli, llama-completion, llama-server,
+# llama-export-lora) from the pinned llama-cpp-python sdist's source, for the benchmarks and the
+# LoRA goldens (~15 min on 2 cores; cached; not part of `make test`).
+llama-cpp:
+	@scripts/build_llama_cpp.sh $(BUILD)
 
 # FunctionGemma text: the call parser (model output in, calls or a Status out), the tool
 # catalog parser/renderer (catalog JSON in) and the call grammar (walks driven by the input).
