@@ -231,7 +231,10 @@ class HostileLoraTest : public ::testing::Test {
     auto w = model::LoraWriter("gemma3", 8.0f, t);
     if (!w.ok()) return w.status();
     if (edit_meta) edit_meta(*w);
-    const std::string path = ::testing::TempDir() + "/hostile_lora.gguf";
+    // One file per test: ctest runs the tests of this suite in parallel processes.
+    const std::string path = ::testing::TempDir() + "/hostile_lora_" +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                             ".gguf";
     FG_RETURN_IF_ERROR(w->WriteFile(path));
     return model_->AddLora({path, 1.0f});
   }
