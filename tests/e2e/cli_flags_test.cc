@@ -58,6 +58,7 @@ TEST(CliFlags, ThreadsOutOfRangeIsOneUsageError) {
       "merge " + m + "-o " + TempPath("flags_merged.gguf") + " --lora " + TempPath("no.gguf"),
       "bench " + m + "-p 4 -n 0 -r 1",
   };
+  fs::remove(TempPath("flags_q.gguf"));  // a leftover of an earlier run must not decide
   for (const std::string& c : commands) {
     for (const char* t : {"0", "257"}) {
       auto r = RunFgemma(c + " -t " + t);
@@ -182,6 +183,7 @@ TEST(CliFlags, EmptyCacheDirIsAUsageError) {
 // mkmodel refuses, by the loader's own rules, a model that run would refuse; nothing written.
 TEST(CliFlags, MkmodelRefusesWhatTheLoaderRefuses) {
   const std::string out = TempPath("flags_hd1.gguf");
+  fs::remove(out);  // a leftover of an earlier run must not decide
   auto r = RunFgemma("mkmodel -o " + out + " --head-dim 1");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("must be even for RoPE"));
