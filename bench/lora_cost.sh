@@ -2,7 +2,9 @@
 # What a LoRA adapter costs, fgemma against llama.cpp's own tools on the same GGUF and adapter:
 # pp512 and tg128 with and without the adapter, engines and configurations alternating, R
 # rounds, medians. fgemma: `fgemma bench`; llama.cpp: llama-completion (built by
-# scripts/build_llama_cpp.sh) on a 512-token prompt generating 128 tokens, its own timings.
+# scripts/build_llama_cpp.sh) on a 512-token prompt generating 128 tokens, its own timings. With
+# an adapter set, llama-completion reports no prompt time (0 ms), so llama.cpp's pp512 cost comes
+# from bench/llama_lora_pp.py instead and only its tg128 is printed here.
 # Usage: bench/lora_cost.sh [MODEL] [ADAPTER] [ROUNDS]   (default: the installed model, a
 # rank-16 random adapter on all seven projections of every layer, 3 rounds; 2 threads)
 set -euo pipefail
@@ -39,6 +41,7 @@ done
 printf "| engine | test | base tok/s | with adapter tok/s | cost |\n|---|---|---|---|---|\n"
 for e in fg ll; do
   for t in pp tg; do
+    [ "$e$t" = llpp ] && continue
     b=$(echo ${res[${e}_${t}_base]} | tr ' ' '\n' | med)
     l=$(echo ${res[${e}_${t}_lora]} | tr ' ' '\n' | med)
     name=$([ $e = fg ] && echo fgemma || echo llama.cpp)
