@@ -250,12 +250,14 @@ int CmdExport(int argc, char** argv) {
   if (!model_path_or.ok()) return ReportError("export", model_path_or.status());
   const std::string model_path = *model_path_or;
   const std::vector<runtime::LoraSpec> loras = common.Loras();
-  auto file = gguf::File::Open(model_path);
-  if (!file.ok()) return ReportError("export", file.status());
   // With adapters, the archive holds the merged weights (the adapted matrices in f32, so the
   // archive's own rounding is the only one), and the graphs are the plain model's.
   std::vector<uint8_t> merged_bytes;
-  if (!loras.empty()) {
+  StatusOr<std::unique_ptr<gguf::File>> file = std::unique_ptr<gguf::File>();
+  if (loras.empty()) {
+    file = gguf::File::Open(model_path);
+    if (!file.ok()) return ReportError("export", file.status());
+  } else {  // the model is read once, by the merge
     auto adapted = runtime::Model::Load(model_path, loras);
     if (!adapted.ok()) return ReportError("export", adapted.status());
     gguf::RequantizeSpec rs;

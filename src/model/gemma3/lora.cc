@@ -58,16 +58,10 @@ bool AdapterType(tensor::DType t) {
 
 // Every value of `t` is finite (dequantized row by row).
 Status CheckFinite(const gguf::TensorInfo& t) {
-  const int64_t cols = t.shape.back();
-  const int64_t rows = t.n_elements / cols;
-  const size_t row_bytes = t.size_bytes / static_cast<size_t>(rows);
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    FG_RETURN_IF_ERROR(kernels::DequantizeRow(t.type, t.data + r * row_bytes, row.data(), cols));
-    for (float v : row) {
-      if (!std::isfinite(v)) {
-        return InvalidArgumentError("tensor '" + std::string(t.name) + "' holds a non-finite value");
-      }
+  FG_ASSIGN_OR_RETURN(std::vector<float> values, LoraValues(t, /*transposed=*/false));
+  for (float v : values) {
+    if (!std::isfinite(v)) {
+      return InvalidArgumentError("tensor '" + std::string(t.name) + "' holds a non-finite value");
     }
   }
   return OkStatus();
