@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build venv model run test test-unit test-asan bench plot fuzz fuzz-text llama-cpp clean \
+.PHONY: all deps build install venv model run test test-unit test-asan bench plot fuzz fuzz-text llama-cpp clean \
 	cross cross-deps cross-aarch64 cross-armv7 cross-i686 cross-x86 test-i686
 
 all: build
@@ -22,6 +22,12 @@ $(BUILD)/build.ninja: CMakeLists.txt | deps
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
+
+# Headers, libfgemma.so (C ABI), libfgemma_cpp.a (C++ API), the JNI library and jar, the CLI,
+# a CMake package and pkg-config files under PREFIX (docs/bindings.md).
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 venv: deps
 	@scripts/setup_venv.sh $(VENV) scripts/requirements-bench.txt

@@ -16,6 +16,7 @@
 #include "src/base/thread_pool.h"
 #include "src/call/prefix_cache.h"
 #include "src/call/prompt.h"
+#include "src/call/runtime_model.h"
 #include "src/kernels/cpu.h"
 #include "src/model/gemma3/forward.h"
 #include "src/runtime/model.h"
@@ -707,3 +708,7 @@ StatusOr<std::vector<std::string>> LoadToolMap(const std::string& path) {
 }
 
 }  // namespace fg
+
+namespace fg::call {
+const runtime::Model& RuntimeModel(const CallModel& model) { return *model.impl().model; }
+}  // namespace fg::call

@@ -1,0 +1,76 @@
+package org.fgemma;
+
+/**
+ * One tool catalog's function caller: a request in, the call as JSON out (the bytes fgemma call
+ * prints). Used by one thread at a time (its methods are synchronized); close() it, or use
+ * try-with-resources.
+ */
+public final class FunctionCaller implements AutoCloseable {
+  /** fg_caller_options: null strings keep the library's defaults. */
+  public static final class Options {
+    public String dialect = "official";
+    public String constrain = "call";
+    public double temperature = 0.0;
+    public long topK = 64;
+    public double topP = 0.95;
+    public long seed = 0;
+    public int maxCalls = 1;
+    public long maxTokens = 256;
+    public long context = 0;
+    public int threads = 0;
+    public String cacheDir = null;
+    public String toolMapJson = null;
+    public int draftTokens = 2;
+    public boolean reuseRequestPrefix = true;
+  }
+
+  private long handle;
+
+  FunctionCaller(Model model, String catalogJson, Options o) {
+    if (o == null) o = new Options();
+    byte[] dialect = o.dialect == null ? null : Fgemma.cString(o.dialect, "dialect");
+    byte[] constrain = o.constrain == null ? null : Fgemma.cString(o.constrain, "constrain");
+    byte[] cacheDir = o.cacheDir == null ? null : Fgemma.cString(o.cacheDir, "cache dir");
+    byte[] toolMap = o.toolMapJson == null ? null : Fgemma.cString(o.toolMapJson, "tool map");
+    byte[] catalog = Fgemma.cString(catalogJson, "catalog");
+    synchronized (model) {
+      handle =
+          Native.callerCreate(
+              model.handle(), catalog, dialect, constrain, o.temperature, o.topK, o.topP, o.seed,
+              o.maxCalls, o.maxTokens, o.context, o.threads, cacheDir, toolMap, o.draftTokens,
+              o.reuseRequestPrefix);
+    }
+  }
+
+  /** The catalog given as raw bytes (checked as UTF-8 JSON by the library). */
+  public static FunctionCaller fromCatalogBytes(Model model, byte[] catalog, Options o) {
+    return new FunctionCaller(model, catalog, o == null ? new Options() : o);
+  }
+
+  private FunctionCaller(Model model, byte[] catalog, Options o) {
+    synchronized (model) {
+      handle =
+          Native.callerCreate(
+              model.handle(), Fgemma.cBytes(catalog, "catalog"), null, null, o.temperature,
+              o.topK, o.topP, o.seed, o.maxCalls, o.maxTokens, o.context, o.threads, null, null,
+              o.draftTokens, o.reuseRequestPrefix);
+    }
+  }
+
+  /** The call for a request as JSON text (what fgemma call prints, without the newline). */
+  public synchronized String call(String request) {
+    return Fgemma.utf8(Native.callerCall(handle, Fgemma.cString(request, "request")));
+  }
+
+  /** The same for a request given as bytes (the library rejects invalid UTF-8). */
+  public synchronized String call(byte[] request) {
+    return Fgemma.utf8(Native.callerCall(handle, Fgemma.cBytes(request, "request")));
+  }
+
+  @Override
+  public synchronized void close() {
+    long h = handle;
+    handle = 0;
+    if (h != 0) Native.callerFree(h);
+  }
+}

@@ -1,0 +1,139 @@
+package org.fgemma;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+
+/**
+ * The JVM binding on a model (plain test: no JUnit needed). Usage: FgemmaTest MODEL CATALOG.
+ * Prints "N passed, N failed"; exit status 1 when any check failed.
+ */
+public final class FgemmaTest {
+  private static int passed;
+  private static int failed;
+
+  private static void check(boolean ok, String what) {
+    if (ok) {
+      ++passed;
+    } else {
+      ++failed;
+      System.err.println("FAILED: " + what);
+    }
+  }
+
+  interface Body {
+    void run() throws Exception;
+  }
+
+  /** body must throw an FgemmaException with this status. */
+  private static void expectError(int status, String what, Body body) {
+    try {
+      body.run();
+      ++failed;
+      System.err.println("FAILED (no exception): " + what);
+    } catch (FgemmaException e) {
+      check(e.status() == status, what + ": status " + e.statusName() + " (" + e.getMessage() + ")");
+      check(e.getMessage() != null && e.getMessage().length() > 20, what + ": a message");
+      System.out.println("ok   " + what + ": " + e.getMessage());
+    } catch (Throwable t) {
+      ++failed;
+      System.err.println("FAILED (wrong exception " + t + "): " + what);
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    String modelPath = args[0];
+    String catalog = new String(Files.readAllBytes(Paths.get(args[1])), StandardCharsets.UTF_8);
+    check(Fgemma.apiVersion() >> 16 == 1, "api version 1.x");
+    check(Fgemma.version().split("\\.").length == 3, "version string");
+
+    expectError(FgemmaException.NOT_FOUND, "missing model", () -> new Model("/nonexistent.gguf"));
+    expectError(FgemmaException.INVALID_ARGUMENT, "null model path", () -> new Model(null));
+    expectError(
+        FgemmaException.INVALID_ARGUMENT,
+        "non-UTF-16 path",
+        () -> new Model("bad\ud800path"));
+
+    FunctionCaller kept;
+    String first;
+    try (Model model = new Model(modelPath)) {
+      check(model.trainedContext() > 0, "trained context");
+      check(model.vocabSize() > 0, "vocab size");
+      int[] ids = model.tokenize("turn the light on", false, false);
+      check(ids.length >= 1, "tokenize");
+      check(model.detokenize(ids, false).equals("turn the light on"), "detokenize round trip");
+
+      FunctionCaller.Options o = new FunctionCaller.Options();
+      o.threads = 1;
+      try (FunctionCaller caller = model.caller(catalog, o)) {
+        first = caller.call("turn the light on in the kitchen");
+        check(first.startsWith("{\"arguments\":"), "call JSON: " + first);
+        check(first.equals(caller.call("turn the light on in the kitchen")), "deterministic");
+        expectError(FgemmaException.INVALID_ARGUMENT, "empty request", () -> caller.call(""));
+        expectError(
+            FgemmaException.INVALID_ARGUMENT,
+            "unpaired surrogate",
+            () -> caller.call("turn \udc00 on"));
+        expectError(
+            FgemmaException.INVALID_ARGUMENT,
+            "non-UTF-8 bytes",
+            () -> caller.call(new byte[] {'c', 'a', 'f', (byte) 0xc3}));
+        expectError(FgemmaException.INVALID_ARGUMENT, "NUL in request", () -> caller.call("a\0b"));
+        expectError(
+            FgemmaException.INVALID_ARGUMENT, "null request", () -> caller.call((String) null));
+      }
+      expectError(FgemmaException.INVALID_ARGUMENT, "invalid catalog", () -> model.caller("{x"));
+      expectError(
+          FgemmaException.INVALID_ARGUMENT, "empty catalog", () -> model.caller("{\"tools\": []}"));
+      expectError(
+          FgemmaException.INVALID_ARGUMENT,
+          "non-UTF-8 catalog",
+          () ->
+              FunctionCaller.fromCatalogBytes(
+                  model, new byte[] {'[', '{', '"', (byte) 0xff, '"', '}', ']'}, null));
+      FunctionCaller.Options bad = new FunctionCaller.Options();
+      bad.dialect = "klingon";
+      expectError(
+          FgemmaException.INVALID_ARGUMENT, "bad dialect", () -> model.caller(catalog, bad));
+
+      try (Session s = model.session(256, 1)) {
+        Session.GenerateOptions g = new Session.GenerateOptions();
+        g.temperature = 0;
+        g.maxTokens = 8;
+        StringBuilder streamed = new StringBuilder();
+        String a = s.generate("Hello", g, (tok, text) -> streamed.append(text) != null);
+        check(a.equals(streamed.toString()), "streamed text is the returned text");
+        check(s.generatedTokens() <= 8, "at most 8 tokens");
+        check(a.equals(s.generate("Hello", g, null)), "generation is deterministic");
+        int[] count = {0};
+        s.generate("Hello", g, (tok, text) -> ++count[0] < 1);
+        check(count[0] <= 1, "a listener returning false stops it");
+        try {
+          s.generate("Hello", g, (tok, text) -> {
+            throw new IllegalStateException("listener failed");
+          });
+          check(s.generatedTokens() == 0 || false, "the listener's exception propagates");
+        } catch (IllegalStateException e) {
+          check(true, "the listener's exception propagates");
+        }
+        g.temperature = -1;
+        expectError(
+            FgemmaException.INVALID_ARGUMENT, "bad temperature", () -> s.generate("x", g, null));
+      }
+      kept = model.caller(catalog, o);
+    }
+    // The model handle is closed; the caller made from it still works.
+    check(kept.call("turn the light on in the kitchen").equals(first), "caller outlives model");
+    kept.close();
+    kept.close();
+    expectError(
+        FgemmaException.INVALID_ARGUMENT, "closed caller", () -> kept.call("turn the light on"));
+    Model closed = new Model(modelPath);
+    closed.close();
+    expectError(FgemmaException.INVALID_ARGUMENT, "closed model", () -> closed.caller(catalog));
+    expectError(FgemmaException.INVALID_ARGUMENT, "closed model tokenize", () -> closed.vocabSize());
+
+    System.out.println(passed + " passed, " + failed + " failed");
+    System.exit(failed == 0 ? 0 : 1);
+  }
+}

@@ -1,0 +1,216 @@
+"""The Python binding over libfgemma.so (run by `make test` through ctest, or by hand):
+
+    FGEMMA_LIBRARY=build/libfgemma.so FGEMMA_TEST_MODEL=tiny.gguf pytest python/tests
+
+FGEMMA_TEST_MODEL: a GGUF (ctest passes a synthetic one from `fgemma mkmodel`); without it,
+FGEMMA_CLI (the fgemma binary) makes one; without either the tests skip with the reason.
+FGEMMA_TEST_CATALOG: the tool catalog (default: tests/bindings/catalog.json of the repository).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import fgemma
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def model_path(tmp_path_factory) -> str:
+    p = os.environ.get("FGEMMA_TEST_MODEL")
+    if p:
+        return p
+    cli = os.environ.get("FGEMMA_CLI")
+    if not cli:
+        pytest.skip("set FGEMMA_TEST_MODEL (a GGUF) or FGEMMA_CLI (to make a synthetic one)")
+    out = tmp_path_factory.mktemp("model") / "tiny.gguf"
+    subprocess.run([cli, "mkmodel", "-o", str(out), "--context", "4096"], check=True)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def catalog() -> str:
+    p = os.environ.get("FGEMMA_TEST_CATALOG", str(REPO / "tests/bindings/catalog.json"))
+    return Path(p).read_text()
+
+
+@pytest.fixture(scope="session")
+def model(model_path):
+    m = fgemma.Model(model_path)
+    yield m
+    m.close()
+
+
+def test_versions():
+    major, minor = fgemma.api_version()
+    assert major == 1 and minor >= 0
+    assert fgemma.library_version().count(".") == 2
+
+
+def test_call_returns_a_valid_call(model, catalog):
+    caller = model.caller(catalog, threads=1)
+    r = caller.call("turn the light on in the kitchen")
+    assert isinstance(r, dict)
+    names = [t["function"]["name"] for t in json.loads(catalog)["tools"]]
+    assert r["name"] in names
+    assert isinstance(r["arguments"], dict)
+    # Deterministic (greedy) and the JSON text is what call() parsed.
+    text = caller.call_json("turn the light on in the kitchen")
+    assert json.loads(text) == r
+    caller.close()
+
+
+def test_catalog_as_dict_and_context_manager(model, catalog):
+    with model.caller(json.loads(catalog), threads=1, max_calls=2) as caller:
+        r = caller.call("stop the music")
+        assert isinstance(r, (list, dict))
+
+
+def test_bad_catalogs_raise(model):
+    for bad in ["{not json", '{"tools": []}', "", b'[{"name": "a\xff"}]', "[1, 2]"]:
+        with pytest.raises(fgemma.InvalidArgumentError) as e:
+            model.caller(bad)
+        assert e.value.status == 1 and e.value.message
+
+
+def test_bad_options_raise(model, catalog):
+    with pytest.raises(fgemma.InvalidArgumentError, match="dialect"):
+        model.caller(catalog, dialect="klingon")
+    with pytest.raises(fgemma.InvalidArgumentError, match="max_calls"):
+        model.caller(catalog, max_calls=0)
+    with pytest.raises(fgemma.InvalidArgumentError):
+        model.caller(catalog, top_p=2.0)
+    with pytest.raises(TypeError):
+        model.caller(catalog, colour="blue")
+
+
+def test_bad_requests_raise(model, catalog):
+    caller = model.caller(catalog, threads=1)
+    for bad in ["", "   ", b"caf\xc3", "lone \udcff surrogate"]:
+        with pytest.raises(fgemma.InvalidArgumentError):
+            caller.call(bad)
+    with pytest.raises(fgemma.InvalidArgumentError, match="NUL"):
+        caller.call("a\0b")
+    with pytest.raises(TypeError):
+        caller.call(42)
+
+
+def test_closed_handles_raise(model_path, catalog):
+    m = fgemma.Model(model_path)
+    caller = m.caller(catalog, threads=1)
+    m.close()
+    m.close()  # twice is fine
+    # The caller keeps the model alive.
+    assert "name" in caller.call("turn the light on")
+    with pytest.raises(fgemma.InvalidArgumentError, match="null model"):
+        m.caller(catalog)
+    with pytest.raises(fgemma.InvalidArgumentError):
+        m.tokenize("x")
+    with pytest.raises(fgemma.InvalidArgumentError):
+        list(m.generate("x"))
+    caller.close()
+    with pytest.raises(fgemma.InvalidArgumentError, match="null caller"):
+        caller.call("turn the light on")
+
+
+def test_missing_files_raise(tmp_path):
+    with pytest.raises(fgemma.FgemmaError) as e:
+        fgemma.Model(tmp_path / "missing.gguf")
+    assert e.value.status_name == "NOT_FOUND"
+    not_gguf = tmp_path / "x.gguf"
+    not_gguf.write_text("{}")
+    with pytest.raises(fgemma.FgemmaError):
+        fgemma.Model(not_gguf)
+
+
+def test_missing_adapter_raises(model_path, tmp_path):
+    with pytest.raises(fgemma.FgemmaError):
+        fgemma.Model(model_path, lora=[(tmp_path / "none.gguf", 0.5)])
+
+
+def test_tokenize_roundtrip(model):
+    ids = model.tokenize("turn the light on")
+    assert len(ids) >= 2
+    assert model.detokenize(ids[1:]) == "turn the light on"
+    long = model.tokenize("word " * 500)  # more ids than the first buffer guess
+    assert len(long) > 100
+    with pytest.raises(fgemma.InvalidArgumentError):
+        model.tokenize(b"\xff")
+    with pytest.raises(fgemma.FgemmaError):
+        model.detokenize([model.vocab_size])
+
+
+def test_generate_iterates_and_is_deterministic(model):
+    a = "".join(model.generate("Hello", max_tokens=8, temperature=0, threads=1))
+    b = "".join(model.generate("Hello", max_tokens=8, temperature=0, threads=1))
+    assert a == b
+    with model.session(threads=1) as s:
+        c = "".join(s.generate("Hello", max_tokens=8, temperature=0))
+        assert c == a
+        assert s.last_result is not None and s.last_result.generated_tokens <= 8
+        assert s.last_result.prompt_tokens > 2
+
+
+def test_generate_can_be_stopped(model):
+    with model.session(threads=1) as s:
+        it = s.generate("Hello", max_tokens=64, temperature=0)
+        first = next(it, None)
+        it.close()  # stops the generation; the session is usable again
+        again = "".join(s.generate("Hello", max_tokens=4, temperature=0))
+        assert first is None or isinstance(first, str)
+        assert isinstance(again, str)
+
+
+def test_generate_errors_raise(model):
+    with pytest.raises(fgemma.InvalidArgumentError):
+        list(model.generate(b"\xc0\xaf"))
+    with pytest.raises(fgemma.InvalidArgumentError):
+        list(model.generate("x", temperature=-1))
+    with pytest.raises(fgemma.FgemmaError) as e:
+        list(model.generate("word " * 3000, context=256))
+    assert e.value.status_name == "OUT_OF_RANGE"
+
+
+def test_gil_is_released_during_compute(model, catalog):
+    caller = model.caller(catalog, threads=1, reuse_request_prefix=False)
+    ticks = 0
+    done = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            time.sleep(0)
+
+    t = threading.Thread(target=count)
+    t.start()
+    try:
+        for _ in range(3):
+            caller.call("turn the light on in the kitchen")
+    finally:
+        done.set()
+        t.join()
+    assert ticks > 10
+
+
+def test_threads_share_a_model(model, catalog):
+    out = {}
+
+    def work(i):
+        with model.caller(catalog, threads=1) as c:
+            out[i] = c.call_json("turn the light on in the kitchen")
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert out[0] == out[1]

@@ -1,0 +1,269 @@
+/* The C ABI from C (libfgemma.so): every function once on a model, and every kind of bad input
+ * (null handles and pointers, freed handles, invalid catalogs and options, non-UTF-8 text) an
+ * error status with a message, never a crash. Run under ASan by `make test-asan`.
+ *
+ * Usage: c_api_test MODEL.gguf CATALOG.json
+ * Prints one line per check and "N passed, N failed" at the end; exit 0 when none failed. */
+#include <fgemma/fgemma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_passed, g_failed;
+
+#define CHECK(cond)                                                              \
+  do {                                                                           \
+    if (cond) {                                                                  \
+      ++g_passed;                                                                \
+    } else {                                                                     \
+      ++g_failed;                                                                \
+      fprintf(stderr, "%s:%d: FAILED: %s (last error: %s)\n", __FILE__, __LINE__, \
+              #cond, fg_last_error());                                           \
+    }                                                                            \
+  } while (0)
+
+/* An error with a non-empty message. */
+#define CHECK_ERR(expr, code)                                                       \
+  do {                                                                              \
+    fg_status s_ = (expr);                                                          \
+    CHECK(s_ == (code));                                                            \
+    CHECK(fg_last_error()[0] != '\0');                                              \
+    if (s_ == (code)) printf("ok   %-22s %s\n", fg_status_name(s_), fg_last_error()); \
+  } while (0)
+
+static char* ReadFile(const char* path) {
+  FILE* f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char* s = (char*)malloc((size_t)n + 1);
+  if (s == NULL || fread(s, 1, (size_t)n, f) != (size_t)n) {
+    fclose(f);
+    free(s);
+    return NULL;
+  }
+  s[n] = '\0';
+  fclose(f);
+  return s;
+}
+
+struct Collect {
+  char text[4096];
+  size_t len;
+  int tokens;
+  int stop_after; /* stop after this many tokens (0: never) */
+};
+
+static int OnToken(void* user, int32_t token, const char* text, size_t len) {
+  struct Collect* c = (struct Collect*)user;
+  if (c->len + len < sizeof(c->text)) {
+    memcpy(c->text + c->len, text, len);
+    c->len += len;
+    c->text[c->len] = '\0';
+  }
+  if (token >= 0) ++c->tokens;
+  return c->stop_after > 0 && c->tokens >= c->stop_after;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: c_api_test MODEL.gguf CATALOG.json\n");
+    return 2;
+  }
+  char* catalog = ReadFile(argv[2]);
+  if (catalog == NULL) {
+    fprintf(stderr, "cannot read %s\n", argv[2]);
+    return 2;
+  }
+
+  /* Versions. */
+  CHECK((fg_api_version() >> 16) == FG_API_VERSION_MAJOR);
+  CHECK(fg_api_version() == FG_API_VERSION);
+  CHECK(strlen(fg_version()) >= 5);
+  CHECK(strcmp(fg_status_name(FG_OK), "OK") == 0);
+  CHECK(strcmp(fg_status_name(FG_INVALID_ARGUMENT), "INVALID_ARGUMENT") == 0);
+  CHECK(strcmp(fg_status_name((fg_status)99), "UNKNOWN") == 0);
+
+  /* Loading: bad paths and arguments. */
+  fg_model* model = NULL;
+  CHECK_ERR(fg_model_load(NULL, NULL, 0, &model), FG_INVALID_ARGUMENT);
+  CHECK_ERR(fg_model_load(argv[1], NULL, 0, NULL), FG_INVALID_ARGUMENT);
+  CHECK_ERR(fg_model_load(argv[1], NULL, 1, &model), FG_INVALID_ARGUMENT);
+  CHECK_ERR(fg_model_load("/nonexistent/model.gguf", NULL, 0, &model), FG_NOT_FOUND);
+  CHECK(fg_model_load(argv[2], NULL, 0, &model) != FG_OK); /* a JSON file */
+  {
+    fg_lora bad = {"/nonexistent/adapter.gguf", 1.0f};
+    fg_status s = fg_model_load(argv[1], &bad, 1, &model);
+    CHECK(s != FG_OK);
+  }
+  CHECK(model == NULL);
+  CHECK(fg_model_load(argv[1], NULL, 0, &model) == FG_OK);
+  CHECK(model != NULL);
+  if (model == NULL) goto done;
+
+  int64_t trained = -1;
+  int32_t vocab = -1;
+  CHECK(fg_model_trained_context(model, &trained) == FG_OK && trained > 0);
+  CHECK(fg_model_vocab_size(model, &vocab) == FG_OK && vocab > 0);
+  CHECK_ERR(fg_model_trained_context(NULL, &trained), FG_INVALID_ARGUMENT);
+  CHECK_ERR(fg_model_vocab_size(model, NULL), FG_INVALID_ARGUMENT);
+  /* A pointer fgemma never returned is refused, not dereferenced. */
+  CHECK_ERR(fg_model_vocab_size((const fg_model*)catalog, &vocab), FG_INVALID_ARGUMENT);
+
+  /* Tokenizer. */
+  {
+    int32_t ids[64];
+    size_t n = 0;
+    CHECK(fg_tokenize(model, "turn the light on", 1, 0, ids, 64, &n) == FG_OK);
+    CHECK(n >= 2);
+    size_t need = 0;
+    CHECK_ERR(fg_tokenize(model, "turn the light on", 1, 0, ids, 1, &need), FG_OUT_OF_RANGE);
+    CHECK(need == n);
+    CHECK(fg_tokenize(model, "turn the light on", 1, 0, NULL, 0, &need) == FG_OUT_OF_RANGE);
+    CHECK_ERR(fg_tokenize(model, "bad \xff\xfe utf-8", 1, 0, ids, 64, &n), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_tokenize(model, NULL, 1, 0, ids, 64, &n), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_tokenize(model, "x", 1, 0, NULL, 64, &n), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_tokenize(NULL, "x", 1, 0, ids, 64, &n), FG_INVALID_ARGUMENT);
+    char* text = NULL;
+    CHECK(fg_tokenize(model, "turn the light on", 0, 0, ids, 64, &n) == FG_OK);
+    CHECK(fg_detokenize(model, ids, n, 0, &text) == FG_OK);
+    CHECK(text != NULL && strcmp(text, "turn the light on") == 0);
+    fg_free(text);
+    int32_t bad_ids[2] = {1, -5};
+    CHECK_ERR(fg_detokenize(model, bad_ids, 2, 0, &text), FG_OUT_OF_RANGE);
+    bad_ids[1] = vocab;
+    CHECK_ERR(fg_detokenize(model, bad_ids, 2, 0, &text), FG_OUT_OF_RANGE);
+    CHECK_ERR(fg_detokenize(model, NULL, 2, 0, &text), FG_INVALID_ARGUMENT);
+  }
+
+  /* Function calling: bad catalogs and options. */
+  {
+    fg_caller* caller = NULL;
+    CHECK_ERR(fg_caller_create(NULL, catalog, NULL, &caller), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_create(model, NULL, NULL, &caller), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_create(model, catalog, NULL, NULL), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_create(model, "{not json", NULL, &caller), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_create(model, "{\"tools\": []}", NULL, &caller), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_create(model, "[{\"name\": \"a\xff\"}]", NULL, &caller),
+              FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_create(model, "", NULL, &caller), FG_INVALID_ARGUMENT);
+    fg_caller_options o;
+    fg_caller_options_init(&o);
+    o.dialect = "klingon";
+    CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
+    fg_caller_options_init(&o);
+    o.max_calls = 0;
+    CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
+    fg_caller_options_init(&o);
+    o.top_p = 2.0;
+    CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
+    fg_caller_options_init(&o);
+    o.context = trained + 1;
+    CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
+    fg_caller_options_init(&o);
+    o.struct_size = 8; /* an uninitialized or foreign struct */
+    CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
+    fg_caller_options_init(&o);
+    o.dialect = "compact";
+    o.tool_map_json = "{\"0\": 5}";
+    CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
+    CHECK(caller == NULL);
+
+    fg_caller_options_init(&o);
+    o.threads = 1;
+    CHECK(fg_caller_create(model, catalog, &o, &caller) == FG_OK);
+    CHECK(caller != NULL);
+    char* json = NULL;
+    int valid = -1;
+    CHECK(fg_caller_call(caller, "turn the light on in the kitchen", &json, &valid) == FG_OK);
+    CHECK(json != NULL && json[0] == '{');
+    CHECK(valid == 1);
+    if (json != NULL) printf("call: %s\n", json);
+    char* again = NULL;
+    CHECK(fg_caller_call(caller, "turn the light on in the kitchen", &again, NULL) == FG_OK);
+    CHECK(json != NULL && again != NULL && strcmp(json, again) == 0); /* deterministic */
+    fg_free(again);
+    fg_free(json);
+    json = NULL;
+    CHECK_ERR(fg_caller_call(caller, "", &json, NULL), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_call(caller, "  \n", &json, NULL), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_call(caller, "caf\xc3", &json, NULL), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_call(caller, NULL, &json, NULL), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_call(caller, "hi", NULL, NULL), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_caller_call(NULL, "hi", &json, NULL), FG_INVALID_ARGUMENT);
+    CHECK(json == NULL);
+    /* The model handle may go before its callers: they keep the model alive. */
+    fg_caller_free(caller);
+    CHECK_ERR(fg_caller_call(caller, "hi", &json, NULL), FG_INVALID_ARGUMENT); /* freed */
+    fg_caller_free(caller); /* a double free is ignored */
+  }
+
+  /* Generation. */
+  {
+    fg_session* session = NULL;
+    CHECK_ERR(fg_session_create(NULL, 0, 1, &session), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_session_create(model, -1, 1, &session), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_session_create(model, trained + 1, 1, &session), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_session_create(model, 0, -3, &session), FG_INVALID_ARGUMENT);
+    CHECK(fg_session_create(model, 256, 1, &session) == FG_OK);
+    fg_generate_options g;
+    fg_generate_options_init(&g);
+    g.temperature = 0;
+    g.max_tokens = 8;
+    struct Collect a = {{0}, 0, 0, 0}, b = {{0}, 0, 0, 0};
+    fg_generate_result r;
+    CHECK(fg_session_generate(session, "Hello", &g, OnToken, &a, &r) == FG_OK);
+    CHECK(r.prompt_tokens > 2);
+    CHECK(r.generated_tokens == a.tokens);
+    CHECK(r.generated_tokens <= 8);
+    CHECK(fg_session_generate(session, "Hello", &g, OnToken, &b, NULL) == FG_OK);
+    CHECK(a.len == b.len && memcmp(a.text, b.text, a.len) == 0); /* starts afresh */
+    struct Collect c = {{0}, 0, 0, 1};
+    g.max_tokens = 8;
+    CHECK(fg_session_generate(session, "Hello", &g, OnToken, &c, &r) == FG_OK);
+    CHECK(c.tokens <= 1);
+    CHECK(r.generated_tokens == 0 || r.stop_reason == FG_STOP_CALLBACK);
+    CHECK(fg_session_generate(session, "Hello", NULL, NULL, NULL, NULL) == FG_OK);
+    CHECK_ERR(fg_session_generate(session, "\xc0\xaf", &g, OnToken, &a, NULL),
+              FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_session_generate(session, NULL, &g, OnToken, &a, NULL), FG_INVALID_ARGUMENT);
+    CHECK_ERR(fg_session_generate(NULL, "Hello", &g, OnToken, &a, NULL), FG_INVALID_ARGUMENT);
+    g.temperature = -1;
+    CHECK_ERR(fg_session_generate(session, "Hello", &g, OnToken, &a, NULL), FG_INVALID_ARGUMENT);
+    fg_generate_options_init(&g);
+    g.no_special = 1;
+    CHECK_ERR(fg_session_generate(session, "Hello", &g, OnToken, &a, NULL), FG_INVALID_ARGUMENT);
+    fg_generate_options_init(&g);
+    {
+      /* A prompt longer than the context (256). */
+      size_t n = 4000;
+      char* long_prompt = (char*)malloc(n + 1);
+      for (size_t i = 0; i < n; ++i) long_prompt[i] = (i % 2) ? ' ' : 'a' + (char)(i % 26);
+      long_prompt[n] = '\0';
+      CHECK_ERR(fg_session_generate(session, long_prompt, &g, NULL, NULL, NULL), FG_OUT_OF_RANGE);
+      free(long_prompt);
+    }
+    fg_model_free(model); /* the session keeps the model alive */
+    CHECK_ERR(fg_model_vocab_size(model, &vocab), FG_INVALID_ARGUMENT); /* freed */
+    model = NULL;
+    g.temperature = 0;
+    struct Collect d = {{0}, 0, 0, 0};
+    g.max_tokens = 8;
+    CHECK(fg_session_generate(session, "Hello", &g, OnToken, &d, NULL) == FG_OK);
+    CHECK(d.len == a.len && memcmp(d.text, a.text, a.len) == 0);
+    fg_session_free(session);
+    CHECK_ERR(fg_session_generate(session, "Hello", &g, NULL, NULL, NULL), FG_INVALID_ARGUMENT);
+    fg_session_free(session);
+  }
+  fg_model_free(NULL);
+  fg_caller_free(NULL);
+  fg_session_free(NULL);
+  fg_free(NULL);
+
+done:
+  fg_model_free(model);
+  free(catalog);
+  printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}
