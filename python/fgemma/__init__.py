@@ -74,6 +74,16 @@ def _bytes(text: Union[str, bytes], what: str) -> bytes:
     return b
 
 
+def _path(p: Union[str, bytes, os.PathLike], what: str) -> bytes:
+    """A file name as the OS's bytes (os.fsencode: any bytes a Linux name may hold)."""
+    if not isinstance(p, (str, bytes, os.PathLike)):
+        raise TypeError(f"{what} must be a path, not {type(p).__name__}")
+    b = os.fsencode(p)
+    if b"\0" in b:
+        raise InvalidArgumentError(1, f"the {what} contains a NUL character")
+    return b
+
+
 def api_version() -> Tuple[int, int]:
     """The loaded library's C API version (major, minor)."""
     v = _capi.lib().fg_api_version()
@@ -108,12 +118,12 @@ class Model:
         arr = (_capi.fg_lora * max(1, len(items)))()
         for i, it in enumerate(items):
             p, scale = (it if isinstance(it, tuple) else (it, 1.0))
-            b = _bytes(os.fsdecode(p), "adapter path")
+            b = _path(p, "adapter path")
             keep.append(b)
             arr[i].path = b
             arr[i].scale = float(scale)
         out = ctypes.c_void_p()
-        _check(lib.fg_model_load(_bytes(os.fsdecode(path), "model path"), arr, len(items),
+        _check(lib.fg_model_load(_path(path, "model path"), arr, len(items),
                                  ctypes.byref(out)))
         self._handle = out.value
 
@@ -221,7 +231,7 @@ class FunctionCaller:
             if k in ("dialect", "constrain", "cache_dir", "tool_map_json"):
                 if v is None:
                     continue
-                b = _bytes(os.fsdecode(v) if k == "cache_dir" else v, k)
+                b = _path(v, k) if k == "cache_dir" else _bytes(v, k)
                 keep.append(b)
                 setattr(o, k, b)
             elif k == "reuse_request_prefix":

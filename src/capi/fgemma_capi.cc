@@ -341,7 +341,7 @@ fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
     };
     FG_RETURN_IF_ERROR(str(o.dialect, "dialect", &co.dialect));
     FG_RETURN_IF_ERROR(str(o.constrain, "constrain", &co.constrain));
-    FG_RETURN_IF_ERROR(str(o.cache_dir, "cache_dir", &co.cache_dir));
+    if (o.cache_dir != nullptr) co.cache_dir = o.cache_dir;  // a file name: any bytes
     co.temperature = o.temperature;
     co.top_k = o.top_k;
     co.top_p = o.top_p;
