@@ -6,6 +6,7 @@
 #include <new>
 
 #include "src/kernels/attention.h"
+#include "src/kernels/grad.h"
 #include "src/kernels/matmul.h"
 #include "src/kernels/ops.h"
 #include "src/kernels/quant.h"
@@ -33,7 +34,9 @@ uint64_t ValueBytes(const Value& v) {
   return static_cast<uint64_t>(v.elements()) * 4;  // f32 and i32 alike
 }
 
-bool IsAlias(OpKind op) { return op == OpKind::kReshape || op == OpKind::kCacheWrite; }
+bool IsAlias(OpKind op) {
+  return op == OpKind::kReshape || op == OpKind::kCacheWrite || op == OpKind::kSlice;
+}
 
 // Runs fn(begin, end) over [0, n) on the pool when the work is large enough to pay for a job.
 template <typename F>
@@ -113,8 +116,9 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(graph::Graph graph,
   }
   // Norm weights are read as f32 vectors: convert the rare F16/BF16 ones once.
   for (const Node& n : e->graph_.nodes()) {
-    if (n.op != OpKind::kRmsNorm) continue;
+    if (n.op != OpKind::kRmsNorm && n.op != OpKind::kRmsNormBack) continue;
     int w = n.inputs[1];
+    if (!e->norm_f32_[w].empty()) continue;
     if (values[w].type != ValueType::kStored) continue;
     const WeightData& wd = e->weight_data_[w];
     if (wd.type == tensor::DType::kF32) continue;
@@ -247,7 +251,11 @@ void Executor::RebindAliases() {
   // Aliases (reshapes, cache writes) share their input's storage; in node order, so an alias of
   // an alias follows.
   for (const Node& n : graph_.nodes()) {
-    if (IsAlias(n.op)) ptr_[n.output] = ptr_[n.inputs[0]];
+    if (IsAlias(n.op)) {
+      ptr_[n.output] = ptr_[n.inputs[0]] == nullptr
+                           ? nullptr
+                           : ptr_[n.inputs[0]] + (n.op == OpKind::kSlice ? n.index * 4 : 0);
+    }
   }
 }
 
@@ -388,33 +396,21 @@ Status Executor::RunNode(const Node& n) {
       return OkStatus();
     }
 
-    case OpKind::kRope: {
+    case OpKind::kRope:
+    case OpKind::kRopeBack: {
       const int64_t S = out.shape[0], heads = out.shape[1], D = out.shape[2];
-      const int32_t* pos = I32(n.inputs[1]);
-      RopeCache* rc = nullptr;
-      for (auto& c : rope_cache_) {
-        if (c.pos_value == n.inputs[1] && c.base == n.base) rc = &c;
-      }
-      if (rc == nullptr) {
-        for (auto& c : rope_cache_) {
-          if (c.pos_value == -1) rc = &c;
-        }
-        if (rc == nullptr) rc = &rope_cache_.emplace_back();
-        rc->pos_value = n.inputs[1];
-        rc->base = n.base;
-        rc->cos.resize(S * D / 2);
-        rc->sin.resize(S * D / 2);
-        for (int64_t t = 0; t < S; ++t) {
-          if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
-          kernels::RopeTable(pos[t], D, n.base, rc->cos.data() + t * D / 2, rc->sin.data() + t * D / 2);
-        }
+      FG_ASSIGN_OR_RETURN(const RopeCache* rc, RopeTables(n.inputs[1], n.base, S, D));
+      const float* sin = rc->sin.data();
+      if (n.op == OpKind::kRopeBack) {  // the inverse rotation: sin negated
+        rope_neg_sin_.resize(rc->sin.size());
+        for (size_t i = 0; i < rc->sin.size(); ++i) rope_neg_sin_[i] = -rc->sin[i];
+        sin = rope_neg_sin_.data();
       }
       const float* x = F32(n.inputs[0]);
       float* y = F32(n.output);
       if (x != y) std::memcpy(y, x, ValueBytes(out));
       for (int64_t t = 0; t < S; ++t) {
-        ops.apply_rope(y + t * heads * D, heads, D, rc->cos.data() + t * D / 2,
-                       rc->sin.data() + t * D / 2);
+        ops.apply_rope(y + t * heads * D, heads, D, rc->cos.data() + t * D / 2, sin + t * D / 2);
       }
       return OkStatus();
     }
@@ -719,8 +715,225 @@ Status Executor::RunNode(const Node& n) {
       });
       return OkStatus();
     }
+    case OpKind::kSlice:
+      return OkStatus();  // a view (RebindAliases)
+
+    case OpKind::kRmsNormBack: {
+      const int64_t width = out.shape.back();
+      const int64_t rows = out.elements() / width;
+      const float* x = F32(n.inputs[0]);
+      const float* w = F32(n.inputs[1]);
+      const float* dy = F32(n.inputs[2]);
+      float* dx = F32(n.output);
+      MaybeParallel(pool_, rows, width * 2, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          if (options_.reference) {
+            kernels::scalar::RmsNormBackRow(x + r * width, w, dy + r * width, dx + r * width,
+                                            width, n.f0);
+          } else {
+            kernels::RmsNormBackRow(ops, x + r * width, w, dy + r * width, dx + r * width, width,
+                                    n.f0);
+          }
+        }
+      });
+      return OkStatus();
+    }
+
+    case OpKind::kCacheRead: {
+      const Value& cache = values[n.inputs[0]];
+      const int64_t R = cache.shape[0], row = cache.shape[1] * cache.shape[2];
+      const int32_t* pos = I32(n.inputs[1]);
+      for (int64_t t = 0; t < out.shape[0]; ++t) {
+        if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
+        std::memcpy(F32(n.output) + t * row, F32(n.inputs[0]) + (pos[t] % R) * row,
+                    row * sizeof(float));
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kAttentionBack:
+      return RunAttentionBack(n);
+
+    case OpKind::kGeluMulBack: {
+      const float* g = F32(n.inputs[0]);
+      const float* u = F32(n.inputs[1]);
+      const float* dy = F32(n.inputs[2]);
+      float* y = F32(n.output);
+      const int64_t total = out.elements();
+      const int operand = static_cast<int>(n.index);
+      constexpr int64_t kChunk = 4096;
+      MaybeParallel(pool_, (total + kChunk - 1) / kChunk, kChunk * 8, [&](int64_t b, int64_t e) {
+        int64_t lo = b * kChunk, hi = std::min(total, e * kChunk);
+        if (options_.reference) {
+          kernels::scalar::GeluMulBack(g + lo, u + lo, dy + lo, y + lo, hi - lo, operand);
+        } else {
+          kernels::GeluMulBack(ops, g + lo, u + lo, dy + lo, y + lo, hi - lo, operand);
+        }
+      });
+      return OkStatus();
+    }
+
+    case OpKind::kScatterRows: {
+      const int64_t R = values[n.inputs[0]].shape[0], width = out.shape[1], S = out.shape[0];
+      const int32_t* rows = I32(n.inputs[1]);
+      float* y = F32(n.output);
+      std::memset(y, 0, ValueBytes(out));
+      for (int64_t r = 0; r < R; ++r) {
+        if (rows[r] < 0 || rows[r] >= S) {
+          return OutOfRangeError("exec: row " + std::to_string(rows[r]) + " is outside [0, " +
+                                 std::to_string(S) + ")");
+        }
+        ops.add(y + rows[r] * width, F32(n.inputs[0]) + r * width, y + rows[r] * width, width);
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kCrossEntropy:
+    case OpKind::kCrossEntropyBack: {
+      const Value& lv = values[n.inputs[0]];
+      const int64_t R = lv.shape[0], V = lv.shape[1];
+      const float* x = F32(n.inputs[0]);
+      const int32_t* t = I32(n.inputs[1]);
+      for (int64_t r = 0; r < R; ++r) {
+        if (t[r] >= V) {
+          return OutOfRangeError("exec: target " + std::to_string(t[r]) + " is outside [0, " +
+                                 std::to_string(V) + ")");
+        }
+      }
+      const bool back = n.op == OpKind::kCrossEntropyBack;
+      const float* dloss = back ? F32(n.inputs[2]) : nullptr;
+      float* y = F32(n.output);
+      MaybeParallel(pool_, R, V * 4, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const float* xr = x + r * V;
+          if (!back) {
+            y[r] = t[r] < 0 ? 0.0f
+                   : options_.reference ? kernels::scalar::CrossEntropyRow(xr, V, t[r])
+                                        : kernels::CrossEntropyRow(ops, xr, V, t[r]);
+          } else if (t[r] < 0) {
+            std::memset(y + r * V, 0, V * sizeof(float));
+          } else if (options_.reference) {
+            kernels::scalar::CrossEntropyBackRow(xr, V, t[r], dloss[r], y + r * V);
+          } else {
+            kernels::CrossEntropyBackRow(ops, xr, V, t[r], dloss[r], y + r * V);
+          }
+        }
+      });
+      return OkStatus();
+    }
+
+    case OpKind::kDotTN: {
+      // y [M,N] = a^T b, a [K,M], b [K,N]: each thread owns rows of y and adds the K products
+      // of each element in k order, so the result does not depend on the threads.
+      const Value& a = values[n.inputs[0]];
+      const int64_t K = a.shape[0], M = a.shape[1], N = out.shape[1];
+      const float* pa = F32(n.inputs[0]);
+      const float* pb = F32(n.inputs[1]);
+      float* y = F32(n.output);
+      if (options_.reference) {
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t j = 0; j < N; ++j) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(pa[k * M + m]) * pb[k * N + j];
+            y[m * N + j] = static_cast<float>(acc);
+          }
+        }
+        return OkStatus();
+      }
+      MaybeParallel(pool_, M, K * N, [&](int64_t lo, int64_t hi) {
+        std::memset(y + lo * N, 0, (hi - lo) * N * sizeof(float));
+        for (int64_t k = 0; k < K; ++k) {
+          for (int64_t m = lo; m < hi; ++m) ops.axpy(pa[k * M + m], pb + k * N, y + m * N, N);
+        }
+      });
+      return OkStatus();
+    }
   }
   return InternalError("exec: unknown op");
+}
+
+Status Executor::RunAttentionBack(const Node& n) {
+  const auto& values = graph_.values();
+  const Value& q = values[n.inputs[0]];
+  const Value& kc = values[n.inputs[1]];
+  const int64_t S = q.shape[0], Hq = q.shape[1], D = q.shape[2];
+  const int64_t R = kc.shape[0], KV = kc.shape[1];
+  const int32_t* pos = I32(n.inputs[3]);
+  int64_t lowest = INT64_MAX, highest = -1;
+  for (int64_t t = 0; t < S; ++t) {
+    if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
+    lowest = std::min<int64_t>(lowest, n.window > 0 ? std::max<int64_t>(0, pos[t] - n.window + 1) : 0);
+    highest = std::max<int64_t>(highest, pos[t]);
+  }
+  if (highest - lowest + 1 > R) {
+    return OutOfRangeError("exec: positions " + std::to_string(lowest) + ".." +
+                           std::to_string(highest) + " need " +
+                           std::to_string(highest - lowest + 1) + " cached keys, the cache holds " +
+                           std::to_string(R));
+  }
+  float* dq = F32(n.output);
+  const int64_t cache = R * KV * D;
+  float* dk = dq + S * Hq * D;
+  float* dv = dk + cache;
+  kernels::AttentionBackArgs a{F32(n.inputs[0]), F32(n.inputs[1]), F32(n.inputs[2]), pos,
+                               F32(n.inputs[4]), Hq, D, R, KV, n.window, n.f0, dq, dk, dv};
+  std::memset(dk, 0, 2 * cache * sizeof(float));
+  if (options_.reference) {
+    kernels::scalar::AttentionBack(a, 0, S);
+    return OkStatus();
+  }
+  // A fixed number of query chunks, each adding into its own K/V gradient, summed in chunk
+  // order afterwards: the result does not depend on the threads that ran the chunks.
+  const int64_t chunks = std::min<int64_t>(S, kAttentionBackChunks);
+  attn_back_scratch_.resize(static_cast<size_t>(chunks * 2 * cache));
+  const kernels::ElementOps& ops = kernels::GetElementOps(isa_);
+  auto run = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* part = attn_back_scratch_.data() + c * 2 * cache;
+      kernels::AttentionBackArgs ac = a;
+      if (c > 0) {
+        std::memset(part, 0, 2 * cache * sizeof(float));
+        ac.dk = part;
+        ac.dv = part + cache;
+      }
+      kernels::AttentionBack(isa_, ac, S * c / chunks, S * (c + 1) / chunks);
+    }
+  };
+  if (pool_ == nullptr || pool_->size() == 1 || chunks == 1) {
+    run(0, chunks);
+  } else {
+    pool_->ParallelFor(chunks, run, 1);
+  }
+  for (int64_t c = 1; c < chunks; ++c) {
+    const float* part = attn_back_scratch_.data() + c * 2 * cache;
+    ops.add(dk, part, dk, 2 * cache);  // dk and dv are adjacent, as in the part
+  }
+  return OkStatus();
+}
+
+StatusOr<const Executor::RopeCache*> Executor::RopeTables(int pos_value, double base, int64_t S,
+                                                          int64_t D) {
+  for (auto& c : rope_cache_) {
+    if (c.pos_value == pos_value && c.base == base) return &c;
+  }
+  RopeCache* rc = nullptr;
+  for (auto& c : rope_cache_) {
+    if (c.pos_value == -1) rc = &c;
+  }
+  if (rc == nullptr) rc = &rope_cache_.emplace_back();
+  const int32_t* pos = I32(pos_value);
+  rc->pos_value = pos_value;
+  rc->base = base;
+  rc->cos.resize(S * D / 2);
+  rc->sin.resize(S * D / 2);
+  for (int64_t t = 0; t < S; ++t) {
+    if (pos[t] < 0) {
+      rc->pos_value = -1;
+      return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
+    }
+    kernels::RopeTable(pos[t], D, base, rc->cos.data() + t * D / 2, rc->sin.data() + t * D / 2);
+  }
+  return rc;
 }
 
 int Executor::FindOutput(std::string_view name) const {

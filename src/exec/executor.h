@@ -97,6 +97,7 @@ class Executor {
   int FindOutput(std::string_view name) const;  // value id of an output name, or -1
   Status CopyInput(std::string_view name, graph::ValueType type, const void* data, size_t count);
   Status RunNode(const graph::Node& node);
+  Status RunAttentionBack(const graph::Node& node);
   float* F32(int value) const { return reinterpret_cast<float*>(ptr_[value]); }
   int32_t* I32(int value) const { return reinterpret_cast<int32_t*>(ptr_[value]); }
 
@@ -121,6 +122,12 @@ class Executor {
     std::vector<float> cos, sin;
   };
   std::vector<RopeCache> rope_cache_;
+  // The tables of (positions value, base), made on first use in a run.
+  StatusOr<const RopeCache*> RopeTables(int pos_value, double base, int64_t S, int64_t D);
+  std::vector<float> rope_neg_sin_;  // rope_back's inverse rotation
+  // attention_back: per query chunk, its K/V gradients and scores (grown on first use).
+  static constexpr int64_t kAttentionBackChunks = 4;
+  std::vector<float> attn_back_scratch_;
   std::vector<float> scores_;  // attention scores: scores_stride_ floats per thread
   int64_t scores_stride_ = 0;  // cache length x query heads per KV head (largest attention)
 };

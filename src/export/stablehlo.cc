@@ -622,6 +622,19 @@ Status FnEmitter::Lower(const Node& n) {
       vals_[n.output] = n.inputs.size() > 2 ? Binary("add", Val(n.inputs[2]), xw) : xw;
       return OkStatus();
     }
+    case OpKind::kRmsNormBack:
+    case OpKind::kRopeBack:
+    case OpKind::kCacheRead:
+    case OpKind::kAttentionBack:
+    case OpKind::kSlice:
+    case OpKind::kGeluMulBack:
+    case OpKind::kScatterRows:
+    case OpKind::kCrossEntropy:
+    case OpKind::kCrossEntropyBack:
+    case OpKind::kDotTN:
+      return UnimplementedError("stablehlo: '" + g_.value(n.output).name + "' is a " +
+                                std::string(graph::OpName(n.op)) +
+                                " (a training op; training graphs are not exported)");
   }
   return InternalError("stablehlo: unknown op");
 }

@@ -28,6 +28,16 @@ std::string_view OpName(OpKind op) {
     case OpKind::kAttentionKV: return "attention_kv";
     case OpKind::kDot: return "dot";
     case OpKind::kLowRank: return "low_rank";
+    case OpKind::kRmsNormBack: return "rms_norm_back";
+    case OpKind::kRopeBack: return "rope_back";
+    case OpKind::kCacheRead: return "cache_read";
+    case OpKind::kAttentionBack: return "attention_back";
+    case OpKind::kSlice: return "slice";
+    case OpKind::kGeluMulBack: return "gelu_mul_back";
+    case OpKind::kScatterRows: return "scatter_rows";
+    case OpKind::kCrossEntropy: return "cross_entropy";
+    case OpKind::kCrossEntropyBack: return "cross_entropy_back";
+    case OpKind::kDotTN: return "dot_tn";
   }
   return "?";
 }
@@ -456,6 +466,160 @@ StatusOr<int> Builder::LowRank(std::string name, int x, int w, float scale, std:
   n.f0 = scale;
   return Add(OpKind::kLowRank, std::move(name), std::move(inputs), std::move(shape),
              ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::RmsNormBack(std::string name, int x, int w, int dy, float eps) {
+  for (int id : {x, w, dy}) FG_RETURN_IF_ERROR(CheckId(id, name));
+  const Value& xv = g_.values_[x];
+  const Value& wv = g_.values_[w];
+  if (xv.type != ValueType::kF32 || xv.shape.empty() || g_.values_[dy].shape != xv.shape ||
+      g_.values_[dy].type != ValueType::kF32) {
+    return ShapeError("rms_norm_back", name, "x and dy must be f32 of one shape");
+  }
+  if (wv.shape.size() != 1 || wv.shape[0] != xv.shape.back() || wv.type == ValueType::kI32) {
+    return ShapeError("rms_norm_back", name, "weight " + ShapeString(wv.shape) +
+                                                 " does not match x " + ShapeString(xv.shape));
+  }
+  Node n;
+  n.f0 = eps;
+  return Add(OpKind::kRmsNormBack, std::move(name), {x, w, dy}, xv.shape, ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::RopeBack(std::string name, int dy, int pos, double base) {
+  FG_RETURN_IF_ERROR(CheckId(dy, name));
+  FG_RETURN_IF_ERROR(CheckId(pos, name));
+  const Value& xv = g_.values_[dy];
+  const Value& pv = g_.values_[pos];
+  if (xv.type != ValueType::kF32 || xv.shape.size() != 3 || xv.shape[2] % 2 != 0) {
+    return ShapeError("rope_back", name, "dy must be f32 [S,heads,D] with even D");
+  }
+  if (pv.type != ValueType::kI32 || pv.shape != std::vector<int64_t>{xv.shape[0]}) {
+    return ShapeError("rope_back", name, "positions must be i32 [S]");
+  }
+  if (!(base > 1.0)) return ShapeError("rope_back", name, "base must be > 1");
+  Node n;
+  n.base = base;
+  return Add(OpKind::kRopeBack, std::move(name), {dy, pos}, xv.shape, ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::CacheRead(std::string name, int cache, int pos) {
+  FG_RETURN_IF_ERROR(CheckId(cache, name));
+  FG_RETURN_IF_ERROR(CheckId(pos, name));
+  const Value& cv = g_.values_[cache];
+  const Value& pv = g_.values_[pos];
+  if (cv.type != ValueType::kF32 || cv.shape.size() != 3) {
+    return ShapeError("cache_read", name, "cache must be f32 [R,KV,D]");
+  }
+  if (pv.type != ValueType::kI32 || pv.shape.size() != 1) {
+    return ShapeError("cache_read", name, "positions must be i32 [S]");
+  }
+  return Add(OpKind::kCacheRead, std::move(name), {cache, pos},
+             {pv.shape[0], cv.shape[1], cv.shape[2]}, ValueType::kF32);
+}
+
+StatusOr<int> Builder::AttentionBack(std::string name, const Node& attention, int dout) {
+  if (attention.op != OpKind::kAttention) {
+    return ShapeError("attention_back", name, "needs an attention node");
+  }
+  FG_RETURN_IF_ERROR(CheckId(dout, name));
+  for (int id : attention.inputs) FG_RETURN_IF_ERROR(CheckId(id, name));
+  const Value& qv = g_.values_[attention.inputs[0]];
+  const Value& kv = g_.values_[attention.inputs[1]];
+  const Value& dv = g_.values_[dout];
+  if (dv.type != ValueType::kF32 || dv.shape != std::vector<int64_t>{qv.shape[0], qv.shape[1] * qv.shape[2]}) {
+    return ShapeError("attention_back", name, "dout must be f32 [S,Hq*D], is " + ShapeString(dv.shape));
+  }
+  Node n;
+  n.f0 = attention.f0;
+  n.window = attention.window;
+  std::vector<int> inputs = attention.inputs;
+  inputs.push_back(dout);
+  return Add(OpKind::kAttentionBack, std::move(name), std::move(inputs),
+             {qv.elements() + 2 * kv.elements()}, ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::Slice(std::string name, int x, int64_t offset, std::vector<int64_t> shape) {
+  FG_RETURN_IF_ERROR(CheckId(x, name));
+  const Value& xv = g_.values_[x];
+  Value probe;
+  probe.shape = shape;
+  if (xv.type == ValueType::kStored || HasDynamic(shape) || HasDynamic(xv.shape) ||
+      !ValidShape(shape) || offset < 0 || offset + probe.elements() > xv.elements()) {
+    return ShapeError("slice", name, ShapeString(shape) + " at " + std::to_string(offset) +
+                                         " does not fit in " + ShapeString(xv.shape));
+  }
+  Node n;
+  n.index = offset;
+  return Add(OpKind::kSlice, std::move(name), {x}, std::move(shape), xv.type, n);
+}
+
+StatusOr<int> Builder::GeluMulBack(std::string name, int gate, int up, int dy, int64_t operand) {
+  for (int id : {gate, up, dy}) FG_RETURN_IF_ERROR(CheckId(id, name));
+  const auto& shape = g_.values_[gate].shape;
+  if (g_.values_[up].shape != shape || g_.values_[dy].shape != shape) {
+    return ShapeError("gelu_mul_back", name, "shapes differ");
+  }
+  if (operand != 0 && operand != 1) return ShapeError("gelu_mul_back", name, "operand is 0 or 1");
+  Node n;
+  n.index = operand;
+  return Add(OpKind::kGeluMulBack, std::move(name), {gate, up, dy}, shape, ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::ScatterRows(std::string name, int dy, int rows, int64_t n_rows) {
+  FG_RETURN_IF_ERROR(CheckId(dy, name));
+  FG_RETURN_IF_ERROR(CheckId(rows, name));
+  const Value& dv = g_.values_[dy];
+  const Value& rv = g_.values_[rows];
+  if (dv.type != ValueType::kF32 || dv.shape.size() != 2 || rv.type != ValueType::kI32 ||
+      rv.shape != std::vector<int64_t>{dv.shape[0]} || n_rows < 0) {
+    return ShapeError("scatter_rows", name, "dy f32 [R,N] and rows i32 [R] expected");
+  }
+  Node n;
+  n.index = n_rows;
+  return Add(OpKind::kScatterRows, std::move(name), {dy, rows}, {n_rows, dv.shape[1]},
+             ValueType::kF32, n);
+}
+
+StatusOr<int> Builder::CrossEntropy(std::string name, int logits, int targets) {
+  FG_RETURN_IF_ERROR(CheckId(logits, name));
+  FG_RETURN_IF_ERROR(CheckId(targets, name));
+  const Value& lv = g_.values_[logits];
+  const Value& tv = g_.values_[targets];
+  if (lv.type != ValueType::kF32 || lv.shape.size() != 2 || lv.shape[1] == 0 ||
+      tv.type != ValueType::kI32 || tv.shape != std::vector<int64_t>{lv.shape[0]}) {
+    return ShapeError("cross_entropy", name, "logits f32 [R,V] and targets i32 [R] expected");
+  }
+  return Add(OpKind::kCrossEntropy, std::move(name), {logits, targets}, {lv.shape[0]},
+             ValueType::kF32);
+}
+
+StatusOr<int> Builder::CrossEntropyBack(std::string name, int logits, int targets, int dloss) {
+  for (int id : {logits, targets, dloss}) FG_RETURN_IF_ERROR(CheckId(id, name));
+  const Value& lv = g_.values_[logits];
+  const Value& tv = g_.values_[targets];
+  const Value& dv = g_.values_[dloss];
+  if (lv.type != ValueType::kF32 || lv.shape.size() != 2 || lv.shape[1] == 0 ||
+      tv.type != ValueType::kI32 || tv.shape != std::vector<int64_t>{lv.shape[0]} ||
+      dv.type != ValueType::kF32 || dv.shape != tv.shape) {
+    return ShapeError("cross_entropy_back", name,
+                      "logits f32 [R,V], targets i32 [R] and dloss f32 [R] expected");
+  }
+  return Add(OpKind::kCrossEntropyBack, std::move(name), {logits, targets, dloss}, lv.shape,
+             ValueType::kF32);
+}
+
+StatusOr<int> Builder::DotTN(std::string name, int a, int b) {
+  FG_RETURN_IF_ERROR(CheckId(a, name));
+  FG_RETURN_IF_ERROR(CheckId(b, name));
+  const Value& av = g_.values_[a];
+  const Value& bv = g_.values_[b];
+  if (av.type != ValueType::kF32 || bv.type != ValueType::kF32 || av.shape.size() != 2 ||
+      bv.shape.size() != 2 || av.shape[0] != bv.shape[0]) {
+    return ShapeError("dot_tn", name,
+                      "f32 [K,M]^T x [K,N] expected, got " + ShapeString(av.shape) + " x " +
+                          ShapeString(bv.shape));
+  }
+  return Add(OpKind::kDotTN, std::move(name), {a, b}, {av.shape[1], bv.shape[1]}, ValueType::kF32);
 }
 
 Status Builder::MarkOutput(int value, std::string name) {

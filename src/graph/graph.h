@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "fgemma/status.h"
@@ -59,6 +60,23 @@ enum class OpKind {
                 // a LoRA's projections (w = A or B transposed), scale and add, fused; each
                 // output element sums its K products in order, so a token's result does not
                 // depend on the batch
+  // Ops of the backward pass (src/graph/backward.h; training only, never exported).
+  kRmsNormBack,   // (x [..,N], w f32 [N], dy) -> dx of rms_norm(x, w) (w frozen); attr eps
+  kRopeBack,      // (dy f32 [S,heads,D], pos i32 [S]) -> dx: the inverse rotation; attr base
+  kCacheRead,     // (cache [R,KV,D], pos i32 [S]) -> f32 [S,KV,D]: rows pos % R (cache_write's
+                  // gradient for its rows)
+  kAttentionBack, // (q, kcache, vcache, pos, dout f32 [S,Hq*D]) -> f32 [S*Hq*D + 2*R*KV*D]:
+                  // dq, then d kcache and d vcache (zero outside the rows read); attrs as
+                  // attention. Read the parts with slice.
+  kSlice,         // (x) -> x's elements offset .. offset+n-1 as attr shape (a view); attr offset
+  kGeluMulBack,   // (gate, up, dy) -> d gate (attr operand 0) or d up (operand 1)
+  kScatterRows,   // (dy f32 [R,N], rows i32 [R]) -> f32 [S,N] (S = attr rows): zeros, then
+                  // dy's row i added to row rows[i] (select_rows' gradient)
+  kCrossEntropy,  // (logits f32 [R,V], targets i32 [R]) -> f32 [R]: -log softmax(row)[target];
+                  // a negative target gives 0 (a row without a target)
+  kCrossEntropyBack,  // (logits, targets, dloss f32 [R]) -> f32 [R,V]:
+                      // dloss[r] (softmax(row) - onehot(target)); rows without a target: 0
+  kDotTN,         // (a f32 [K,M], b f32 [K,N]) -> f32 [M,N] = a^T b (weight gradients)
 };
 
 // A dimension only known when the graph runs (the past length P of the with-past functions).
@@ -89,6 +107,7 @@ struct Node {
   int64_t window = 0;       // Attention, AttentionKV
   int64_t axis = 0;         // Concat
   std::vector<int64_t> perm;  // Transpose
+  int64_t index = 0;          // Slice: element offset; GeluMulBack: operand; ScatterRows: rows
 };
 
 class Graph {
@@ -119,6 +138,12 @@ class Graph {
 // Builds a graph op by op, checking shapes. Each method returns the new value's id.
 class Builder {
  public:
+  Builder() = default;
+  // Goes on building `g` (a finished graph: the backward pass appends to the forward).
+  explicit Builder(Graph g) : g_(std::move(g)) {}
+  // The graph so far.
+  const Graph& graph() const { return g_; }
+
   StatusOr<int> Input(std::string name, std::vector<int64_t> shape, ValueType type);
   StatusOr<int> Weight(std::string name, std::vector<int64_t> shape, tensor::DType dtype);
   StatusOr<int> State(std::string name, std::vector<int64_t> shape);
@@ -144,6 +169,17 @@ class Builder {
                             int64_t window);
   StatusOr<int> Dot(std::string name, int a, int b);
   StatusOr<int> LowRank(std::string name, int x, int w, float scale, std::optional<int> y = {});
+  // Backward-pass ops (see OpKind).
+  StatusOr<int> RmsNormBack(std::string name, int x, int w, int dy, float eps);
+  StatusOr<int> RopeBack(std::string name, int dy, int pos, double base);
+  StatusOr<int> CacheRead(std::string name, int cache, int pos);
+  StatusOr<int> AttentionBack(std::string name, const Node& attention, int dout);
+  StatusOr<int> Slice(std::string name, int x, int64_t offset, std::vector<int64_t> shape);
+  StatusOr<int> GeluMulBack(std::string name, int gate, int up, int dy, int64_t operand);
+  StatusOr<int> ScatterRows(std::string name, int dy, int rows, int64_t n_rows);
+  StatusOr<int> CrossEntropy(std::string name, int logits, int targets);
+  StatusOr<int> CrossEntropyBack(std::string name, int logits, int targets, int dloss);
+  StatusOr<int> DotTN(std::string name, int a, int b);
   // `name` empty: the value's own name. Output names must be unique.
   Status MarkOutput(int value, std::string name = {});
 

@@ -1,0 +1,50 @@
+// Reverse mode over the graph IR: appends the gradient of a loss to a graph.
+//
+// AddBackward walks the nodes backwards from `loss` and applies one rule per op (the table in
+// backward.cc: a reader can scan it op by op), adding the backward ops of graph.h
+// (rms_norm_back, rope_back, attention_back, ...) and the forward ones they reuse (matmul,
+// low_rank, dot_tn, scale, reshape, add). Gradients flow only where they lead to a value in
+// `wrt`; two paths into one value are added. What may be differentiated: f32 inputs and
+// stored f32 weights used by matmul or low_rank (a LoRA's A and B^T). Frozen weights stay
+// frozen: a gradient through matmul(x, W) with a quantized W is matmul(dy, W^T), where W^T is
+// a stored weight the caller serves (`transposed`: its name and type; f32 weights use low_rank
+// with W itself). States (KV caches) are constants; cache_write passes its rows' gradient to
+// the rows written. An op without a rule (argmax, the contract's ops, the backward ops
+// themselves) on a gradient's path is an Unimplemented error naming the value.
+#ifndef FGEMMA_GRAPH_BACKWARD_H_
+#define FGEMMA_GRAPH_BACKWARD_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fgemma/status.h"
+#include "src/graph/graph.h"
+#include "src/tensor/dtype.h"
+
+namespace fg::graph {
+
+// The stored transpose [K, N] of a frozen weight [N, K].
+struct TransposedWeight {
+  std::string name;
+  tensor::DType type = tensor::DType::kF32;
+};
+
+struct BackwardSpec {
+  int loss = -1;          // an f32 value
+  int seed = -1;          // d(objective)/d(loss): an f32 value of loss's shape (an input)
+  std::vector<int> wrt;   // f32 inputs or stored f32 weights
+  std::function<TransposedWeight(const Value& weight)> transposed;
+  std::string prefix = "grad.";  // gradient values are named prefix + the value's name
+};
+
+// Returns, for each value of spec.wrt, its gradient (same shape), named spec.prefix + its name.
+// A wrt value the loss does not depend on is an InvalidArgument error.
+StatusOr<std::vector<int>> AddBackward(Builder& b, const BackwardSpec& spec);
+
+// The default TransposedWeight: "<name>^T" in `type`.
+TransposedWeight TransposedName(const Value& weight, tensor::DType type);
+
+}  // namespace fg::graph
+
+#endif  // FGEMMA_GRAPH_BACKWARD_H_

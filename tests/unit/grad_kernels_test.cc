@@ -1,0 +1,248 @@
+// The backward-pass kernels (src/kernels/grad.h): every ISA in AvailableIsas() against the
+// scalar twin (which computes in double), and the scalar twin against central differences of
+// the forward formula in double.
+//
+// Bounds: NMSE <= 1e-7 for fast vs scalar (the docs/design.md kernel bound on f32 paths);
+// CrossEntropyRow relative error <= 1e-6 (a logsumexp of up to 5000 f32 exps, summed in
+// double per chunk). The scalar twins vs finite differences: relative 1e-6 (central
+// differences in double with h = 1e-5 are good to ~1e-9; the twins round only their result to
+// f32, 6e-8).
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "src/kernels/cpu.h"
+#include "src/kernels/grad.h"
+#include "src/kernels/ops.h"
+
+namespace fg::kernels {
+namespace {
+
+constexpr int64_t kLengths[] = {1, 7, 16, 17, 64, 255, 640, 1000};
+
+std::vector<float> Rand(int64_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+double Nmse(const std::vector<float>& y, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = static_cast<double>(y[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return den == 0 ? num : num / den;
+}
+
+// sum (y - ref)^2 / sum scale^2: the error against the size of `scale` (for results that are
+// small by cancellation of terms of that size).
+double NmseScaled(const std::vector<float>& y, const std::vector<float>& ref,
+                  const std::vector<float>& scale) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = static_cast<double>(y[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(scale[i]) * scale[i];
+  }
+  return den == 0 ? num : num / den;
+}
+
+class GradIsaTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  const ElementOps& ops() const { return GetElementOps(GetParam()); }
+};
+
+TEST_P(GradIsaTest, RmsNormBackMatchesScalar) {
+  for (int64_t n : kLengths) {
+    for (bool with_w : {true, false}) {
+      SCOPED_TRACE("n " + std::to_string(n) + (with_w ? " w" : " no w"));
+      const auto x = Rand(n, 1 + n, -3, 3), w = Rand(n, 2 + n, 0.2f, 1.8f), dy = Rand(n, 3 + n);
+      std::vector<float> got(n), want(n);
+      RmsNormBackRow(ops(), x.data(), with_w ? w.data() : nullptr, dy.data(), got.data(), n, 1e-6f);
+      scalar::RmsNormBackRow(x.data(), with_w ? w.data() : nullptr, dy.data(), want.data(), n, 1e-6f);
+      // dx = r (w dy) minus its projection on x: for short rows the two terms nearly cancel
+      // (n = 1: dx ~ eps / |x|^3), so the error is measured against the first term's size.
+      double ss = 0;
+      for (float v : x) ss += static_cast<double>(v) * v;
+      const double r = 1.0 / std::sqrt(ss / n + 1e-6);
+      std::vector<float> first(n);
+      for (int64_t i = 0; i < n; ++i) first[i] = static_cast<float>(r * (with_w ? w[i] : 1.0f) * dy[i]);
+      EXPECT_LE(NmseScaled(got, want, first), 1e-7);
+    }
+  }
+}
+
+TEST_P(GradIsaTest, GeluMulBackMatchesScalar) {
+  for (int64_t n : kLengths) {
+    for (int operand : {0, 1}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " operand " + std::to_string(operand));
+      // Gates over the curved part and both tails (exp(-2a) overflows to inf for large -g).
+      const auto g = Rand(n, 5 + n, -12, 12), u = Rand(n, 6 + n), dy = Rand(n, 7 + n);
+      std::vector<float> got(n), want(n);
+      GeluMulBack(ops(), g.data(), u.data(), dy.data(), got.data(), n, operand);
+      scalar::GeluMulBack(g.data(), u.data(), dy.data(), want.data(), n, operand);
+      for (float v : got) ASSERT_TRUE(std::isfinite(v));
+      EXPECT_LE(Nmse(got, want), 1e-7);
+    }
+  }
+}
+
+TEST_P(GradIsaTest, CrossEntropyMatchesScalar) {
+  for (int64_t n : {1, 7, 16, 17, 1000, 1025, 5000}) {
+    for (float spread : {1.0f, 30.0f}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " spread " + std::to_string(spread));
+      const auto x = Rand(n, 9 + n, -spread, spread);
+      for (int32_t t : {int32_t{0}, static_cast<int32_t>(n / 2), static_cast<int32_t>(n - 1)}) {
+        const float got = CrossEntropyRow(ops(), x.data(), n, t);
+        const float want = scalar::CrossEntropyRow(x.data(), n, t);
+        EXPECT_NEAR(got, want, 1e-6 * std::max(1.0f, std::fabs(want)));
+        std::vector<float> dgot(n), dwant(n);
+        CrossEntropyBackRow(ops(), x.data(), n, t, 0.75f, dgot.data());
+        scalar::CrossEntropyBackRow(x.data(), n, t, 0.75f, dwant.data());
+        // dloss (p - onehot) with f32 probabilities: each element within a few f32 ulps of
+        // dloss (when the target holds nearly all the mass, p - 1 is pure cancellation and the
+        // whole gradient is tiny, so a relative bound would measure only that).
+        for (int64_t i = 0; i < n; ++i) {
+          EXPECT_NEAR(dgot[i], dwant[i], 0.75 * 1e-6) << i;
+        }
+      }
+    }
+  }
+}
+
+struct AttnCase {
+  int64_t S, Hq, KV, D, R, window;
+  int32_t first_pos;
+};
+
+TEST_P(GradIsaTest, AttentionBackMatchesScalar) {
+  const AttnCase cases[] = {
+      {4, 4, 2, 16, 8, 0, 2},    // global, a prefix of 2
+      {5, 4, 1, 32, 7, 3, 9},    // sliding, a ring that wraps
+      {1, 2, 1, 64, 5, 5, 20},   // decode
+      {6, 8, 2, 17, 16, 0, 0},   // odd head_dim, no prefix
+      {3, 2, 2, 256, 6, 4, 30},  // the 270M's head_dim
+  };
+  for (const AttnCase& c : cases) {
+    SCOPED_TRACE("S " + std::to_string(c.S) + " R " + std::to_string(c.R) + " window " +
+                 std::to_string(c.window) + " D " + std::to_string(c.D));
+    const int64_t cache = c.R * c.KV * c.D;
+    auto q = Rand(c.S * c.Hq * c.D, 11, -2, 2);
+    auto k = Rand(cache, 12), v = Rand(cache, 13), dout = Rand(c.S * c.Hq * c.D, 14);
+    std::vector<int32_t> pos(c.S);
+    for (int64_t t = 0; t < c.S; ++t) pos[t] = c.first_pos + static_cast<int32_t>(t);
+    // dk, dv start nonzero: the kernels add to them.
+    const auto base_k = Rand(cache, 15), base_v = Rand(cache, 16);
+    std::vector<float> dq(c.S * c.Hq * c.D), dk = base_k, dv = base_v;
+    std::vector<float> dq2(dq.size()), dk2 = base_k, dv2 = base_v;
+    AttentionBackArgs a{q.data(), k.data(), v.data(), pos.data(), dout.data(), c.Hq, c.D, c.R,
+                        c.KV, c.window, 0.3f, dq.data(), dk.data(), dv.data()};
+    AttentionBackArgs a2 = a;
+    a2.dq = dq2.data();
+    a2.dk = dk2.data();
+    a2.dv = dv2.data();
+    AttentionBack(GetParam(), a, 0, c.S);
+    scalar::AttentionBack(a2, 0, c.S);
+    EXPECT_LE(Nmse(dq, dq2), 1e-7);
+    EXPECT_LE(Nmse(dk, dk2), 1e-7);
+    EXPECT_LE(Nmse(dv, dv2), 1e-7);
+    // Split in two query ranges, the same result (each range writes its dq rows, adds to dk/dv).
+    std::vector<float> dq3(dq.size()), dk3 = base_k, dv3 = base_v;
+    AttentionBackArgs a3 = a;
+    a3.dq = dq3.data();
+    a3.dk = dk3.data();
+    a3.dv = dv3.data();
+    AttentionBack(GetParam(), a3, 0, c.S / 2);
+    AttentionBack(GetParam(), a3, c.S / 2, c.S);
+    EXPECT_LE(Nmse(dq3, dq2), 1e-7);
+    EXPECT_LE(Nmse(dk3, dk2), 1e-7);
+    EXPECT_LE(Nmse(dv3, dv2), 1e-7);
+  }
+}
+
+std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
+  return std::string(IsaName(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, GradIsaTest, ::testing::ValuesIn(AvailableIsas()),
+                         IsaParamName);
+
+// --- The scalar twins against central differences of the forward formulas, in double. ---
+
+constexpr double kH = 1e-5;
+
+double RmsNormDot(const std::vector<double>& x, const std::vector<float>& w,
+                  const std::vector<float>& dy, double eps) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double r = 1.0 / std::sqrt(ss / x.size() + eps);
+  double j = 0;
+  for (size_t i = 0; i < x.size(); ++i) j += dy[i] * x[i] * r * w[i];
+  return j;
+}
+
+TEST(GradScalarTest, RmsNormBackIsTheDerivative) {
+  const int64_t n = 24;
+  const auto xf = Rand(n, 21, -2, 2), w = Rand(n, 22, 0.5f, 1.5f), dy = Rand(n, 23);
+  const float eps = 1e-6f;
+  std::vector<float> dx(n);
+  scalar::RmsNormBackRow(xf.data(), w.data(), dy.data(), dx.data(), n, eps);
+  std::vector<double> x(xf.begin(), xf.end());
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> xp = x, xm = x;
+    xp[i] += kH;
+    xm[i] -= kH;
+    const double fd = (RmsNormDot(xp, w, dy, eps) - RmsNormDot(xm, w, dy, eps)) / (2 * kH);
+    EXPECT_NEAR(dx[i], fd, 1e-6 * std::max(1.0, std::fabs(fd))) << i;
+  }
+}
+
+double Gelu(double g) {
+  return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+}
+
+TEST(GradScalarTest, GeluMulBackIsTheDerivative) {
+  const int64_t n = 64;
+  const auto g = Rand(n, 31, -6, 6), u = Rand(n, 32), dy = Rand(n, 33);
+  std::vector<float> dg(n), du(n);
+  scalar::GeluMulBack(g.data(), u.data(), dy.data(), dg.data(), n, 0);
+  scalar::GeluMulBack(g.data(), u.data(), dy.data(), du.data(), n, 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const double fd = dy[i] * u[i] * (Gelu(g[i] + kH) - Gelu(g[i] - kH)) / (2 * kH);
+    EXPECT_NEAR(dg[i], fd, 1e-6 * std::max(1.0, std::fabs(fd))) << g[i];
+    EXPECT_NEAR(du[i], dy[i] * Gelu(g[i]), 1e-6 * std::max(1.0, std::fabs(static_cast<double>(du[i])))) << g[i];
+  }
+}
+
+TEST(GradScalarTest, CrossEntropyBackIsTheDerivative) {
+  const int64_t n = 50;
+  const auto xf = Rand(n, 41, -5, 5);
+  const int32_t t = 17;
+  auto loss = [&](const std::vector<double>& x) {
+    double m = *std::max_element(x.begin(), x.end()), s = 0;
+    for (double v : x) s += std::exp(v - m);
+    return std::log(s) + m - x[t];
+  };
+  std::vector<double> x(xf.begin(), xf.end());
+  EXPECT_NEAR(scalar::CrossEntropyRow(xf.data(), n, t), loss(x), 1e-6 * loss(x));
+  std::vector<float> dx(n);
+  scalar::CrossEntropyBackRow(xf.data(), n, t, 0.5f, dx.data());
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> xp = x, xm = x;
+    xp[i] += kH;
+    xm[i] -= kH;
+    const double fd = 0.5 * (loss(xp) - loss(xm)) / (2 * kH);
+    EXPECT_NEAR(dx[i], fd, 1e-7 + 1e-6 * std::fabs(fd)) << i;
+  }
+}
+
+}  // namespace
+}  // namespace fg::kernels
