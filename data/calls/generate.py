@@ -32,6 +32,9 @@ EVAL_CATALOGS = [
 
 EXAMPLES_PER_TOOL = 14
 MAX_TOOLS = 10
+# Training prompts per catalog (FULL_VIEWS of them list every tool of the catalog).
+VIEWS_PER_CATALOG = 6
+FULL_VIEWS = 3
 
 # --------------------------------------------------------------------------- numbers
 
@@ -886,23 +889,34 @@ def build(spec_dir=SPEC_DIR):
             {"role": "assistant", "tool_calls": [{"type": "function", "function": call}]}]}
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
-    # training: random subsets and orders of the catalog, distractors from other train catalogs
+    # training: per catalog a few views (the whole catalog or a random part of it, in a random
+    # order, with distractors from other train catalogs); each request is asked against a view
+    # holding its tool. Requests share a view's prompt prefix, so `fgemma tune` computes the
+    # prefix once per run of requests (src/train/trainer.h); the whole-catalog views match how
+    # `fgemma call --tools CATALOG` prompts.
     train_lines = []
     for c in train_cats:
         # distractors only from catalogs that share no group (no tool there could also be meant)
         others = [t for oc in train_cats if not (oc.groups & c.groups) for t in oc.tools]
+        views = []
+        for v in range(VIEWS_PER_CATALOG):
+            vr = random.Random(SEED + 7 ^ zlib.crc32(("%s/%d" % (c.name, v)).encode()))
+            if v < FULL_VIEWS:
+                chosen = list(c.tools)
+            else:
+                chosen = vr.sample(c.tools, vr.randrange(max(1, len(c.tools) // 2), len(c.tools) + 1))
+            k_dist = min(vr.choice([0, 1, 2, 3, 4]), MAX_TOOLS - len(chosen))
+            chosen = chosen + vr.sample(others, max(0, k_dist))
+            vr.shuffle(chosen)
+            views.append((chosen, k_dist > 0))
         for tool in c.tools:
             rng = random.Random(SEED + 1 ^ zlib.crc32(tool.name.encode()))
+            holding = [v for v in views if tool in v[0]]
             for text, args, tags in tool_examples(tool, lists, synonyms):
-                same = [t for t in c.tools if t is not tool]
-                k_same = rng.randrange(0, len(same) + 1)
-                k_dist = rng.choice([0, 0, 1, 2, 3, 4])
-                k_same = min(k_same, MAX_TOOLS - 1 - k_dist)
-                chosen = [tool] + rng.sample(same, k_same) + rng.sample(others, k_dist)
-                rng.shuffle(chosen)
+                chosen, has_dist = rng.choice(holding)
                 tools = [t.schema() for t in chosen]
                 train_lines.append(line(tools, text, tool.name, args))
-                record("train", tags | ({"distractors"} if k_dist else set()), len(tools))
+                record("train", tags | ({"distractors"} if has_dist else set()), len(tools))
     rng = random.Random(SEED)
     rng.shuffle(train_lines)
     files["train.jsonl"] = ("\n".join(train_lines) + "\n").encode()

@@ -51,9 +51,10 @@ struct CallModel::Impl {
 
   uint64_t Identity() const {
     std::call_once(identity_once, [&] {
-      // The adapters and their scales are part of what the cached K/V were computed with.
+      // The adapters and their scales are part of what the cached K/V were computed with
+      // (unless they apply after the prefix: then the prefix is the base model's).
       identity = call::ModelIdentity(model->file());
-      for (size_t i = 0; i < model->adapters().size(); ++i) {
+      for (size_t i = 0; i < model->adapters().size() && !model->adapters_after_prefix(); ++i) {
         const uint64_t a[2] = {call::ModelIdentity(model->adapters()[i]->file()),
                                std::bit_cast<uint32_t>(model->weights().loras[i].scale)};
         identity = call::Hash64(
@@ -290,9 +291,13 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   if (context < 0) return InvalidArgumentError("context must be > 0");
   m.pool = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads
                                                             : ThreadPool::DefaultThreads());
+  text::PromptOptions po;
+  if (!options.developer_message.empty()) po.developer_message = options.developer_message;
+  m.prefix = call::PrefixTokens(*m.tk, m.dialect, m.catalog, po);
   runtime::SessionOptions so;
   so.context = context;
   so.pool = m.pool.get();
+  if (m.model->adapters_after_prefix()) so.lora_from = static_cast<int64_t>(m.prefix.size());
   FG_ASSIGN_OR_RETURN(m.session, runtime::Session::Create(*m.model, so));
 
   if (m.mode != text::ConstrainMode::kOff) {
@@ -309,9 +314,6 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
 #endif
   }
 
-  text::PromptOptions po;
-  if (!options.developer_message.empty()) po.developer_message = options.developer_message;
-  m.prefix = call::PrefixTokens(*m.tk, m.dialect, m.catalog, po);
   m.suffix = call::RequestSuffixTokens(*m.tk);
   if (static_cast<int64_t>(m.prefix.size()) >= context) {
     return OutOfRangeError("the catalog prompt has " + std::to_string(m.prefix.size()) +

@@ -24,6 +24,11 @@ Status Model::AddLora(std::unique_ptr<model::LoraAdapter> adapter, float scale) 
     return InvalidArgumentError("LoRA adapter '" + adapter->path() + "': scale is not finite");
   }
   const size_t index = adapters_.size();
+  if (!adapters_.empty() && adapters_[0]->after_prefix() != adapter->after_prefix()) {
+    return InvalidArgumentError("LoRA adapter '" + adapter->path() +
+                                "': adapters trained with and without the base model's catalog "
+                                "prefix (fgemma.lora.prefix) cannot be applied together");
+  }
   for (const model::LoraPair& p : adapter->pairs()) {
     // lora_a is read as stored (a matmul, or token_embd's row lookup); lora_b transposed, in
     // f32, by the graph's low_rank op: made once here, shared by every graph.

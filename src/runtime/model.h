@@ -39,6 +39,9 @@ class Model {
   const model::Weights& weights() const { return weights_; }
   // The adapters in the order they were added (weights().loras holds them with their scales).
   const std::vector<std::unique_ptr<model::LoraAdapter>>& adapters() const { return adapters_; }
+  // The adapters apply after the catalog prefix only (LoraAdapter::after_prefix; all or none
+  // of them).
+  bool adapters_after_prefix() const { return !adapters_.empty() && adapters_[0]->after_prefix(); }
   // Resolves graph weights by GGUF tensor name (adapter tensors by model::LoraWeightName).
   exec::WeightResolver resolver() const;
 

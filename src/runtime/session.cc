@@ -57,8 +57,14 @@ int64_t Session::CacheRows(int64_t layer) const {
   return model_.config().IsGlobal(layer) ? options_.context : local_rows_;
 }
 
-StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, int64_t head_rows) {
-  const std::pair<int64_t, int64_t> key(n_tokens, head_rows);
+int64_t Session::ChunkAt(int64_t position, int64_t left) const {
+  int64_t n = std::min<int64_t>(options_.max_chunk, left);
+  if (position < options_.lora_from) n = std::min<int64_t>(n, options_.lora_from - position);
+  return n;
+}
+
+StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, int64_t head_rows, bool base) {
+  const std::tuple<int64_t, int64_t, bool> key(n_tokens, head_rows, base);
   auto it = executors_.find(key);
   if (it != executors_.end()) return it->second.get();
   // Keep a few dozen graphs (each is a plan over the shared arena: kilobytes): full chunks,
@@ -66,7 +72,7 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, int64_t head_ro
   // call to call; building one costs milliseconds.
   if (executors_.size() >= 32) {
     for (auto e = executors_.begin(); e != executors_.end(); ++e) {
-      if (e->first.first != 1 && e->first.first != options_.max_chunk) {
+      if (std::get<0>(e->first) != 1 && std::get<0>(e->first) != options_.max_chunk) {
         executors_.erase(e);
         break;
       }
@@ -78,7 +84,13 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, int64_t head_ro
   spec.lm_head = head_rows > 0;
   spec.global_cache_rows = options_.context;
   spec.local_cache_rows = local_rows_;
-  FG_ASSIGN_OR_RETURN(graph::Graph g, model::BuildForward(model_.config(), model_.weights(), spec));
+  if (base && base_weights_.layers.empty()) {
+    base_weights_ = model_.weights();
+    base_weights_.loras.clear();
+  }
+  FG_ASSIGN_OR_RETURN(graph::Graph g, model::BuildForward(model_.config(),
+                                                          base ? base_weights_ : model_.weights(),
+                                                          spec));
   exec::ExecOptions eo;
   eo.reference = options_.reference;
   eo.external_arena = true;
@@ -126,8 +138,12 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
     }
   }
   if (request.kind == LogitsRequest::Kind::kFull) {
-    const int64_t size = static_cast<int64_t>(tokens.size());
-    const int64_t last_chunk = size - (size - 1) / options_.max_chunk * options_.max_chunk;
+    int64_t last_chunk = 0;
+    for (int64_t p = position_, left = static_cast<int64_t>(tokens.size()); left > 0;) {
+      last_chunk = ChunkAt(p, left);
+      p += last_chunk;
+      left -= last_chunk;
+    }
     if (request.count < 1 || request.count > last_chunk) {
       return InvalidArgumentError("session: logits of the last " + std::to_string(request.count) +
                                   " tokens asked, but the last chunk of this Append has " +
@@ -148,12 +164,13 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
   row_logits_.clear();
   size_t done = 0;
   while (done < tokens.size()) {
-    const int64_t n = std::min<int64_t>(options_.max_chunk, tokens.size() - done);
+    const int64_t n = ChunkAt(position_, static_cast<int64_t>(tokens.size() - done));
     const bool last = done + n == tokens.size();
     // Only the last chunk's last token can need logits; nobody reads the others'.
     const bool lm_head = last && request.kind == LogitsRequest::Kind::kFull;
     const int64_t head_rows = lm_head ? request.count : 0;
-    FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n, head_rows));
+    const bool base = position_ < options_.lora_from && !model_.weights().loras.empty();
+    FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n, head_rows, base));
     pos_buf_.resize(n);
     for (int64_t i = 0; i < n; ++i) pos_buf_[i] = static_cast<int32_t>(position_ + i);
     // The rows whose final hidden state goes on: the last one, or the last `count`.

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "fgemma/status.h"
@@ -31,6 +32,9 @@ struct SessionOptions {
   int64_t max_chunk = 128;  // tokens per prefill graph run
   ThreadPool* pool = nullptr;  // not owned; nullptr: single-threaded
   bool reference = false;      // run the reference kernels (tests)
+  // Positions before this run without the model's adapters: an adapter trained on the base
+  // model's catalog prefix (Model::adapters_after_prefix) applies from the prefix's end on.
+  int64_t lora_from = 0;
 };
 
 // What the last token of an Append gets.
@@ -131,7 +135,9 @@ class Session {
   void Unpin();
   // The graph for `n_tokens` new tokens, with the LM head (one logit row) or without it (the
   // final-norm hidden state of the last token).
-  StatusOr<exec::Executor*> ExecutorFor(int64_t n_tokens, int64_t head_rows);
+  StatusOr<exec::Executor*> ExecutorFor(int64_t n_tokens, int64_t head_rows, bool base);
+  // Tokens of the chunk that starts at `position` with `left` tokens to go.
+  int64_t ChunkAt(int64_t position, int64_t left) const;
   int64_t CacheRows(int64_t layer) const;
   // row_logits_ = the head rows `rows` times hidden_.
   Status RowLogits(std::span<const int32_t> rows);
@@ -157,7 +163,9 @@ class Session {
   uint8_t* arena_base_ = nullptr;  // arena_ aligned to 64 bytes
   size_t arena_capacity_ = 0;
   // Keyed by (tokens, rows of full logits: 0 = no LM head).
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<exec::Executor>> executors_;
+  // By (tokens, head rows, without adapters).
+  std::map<std::tuple<int64_t, int64_t, bool>, std::unique_ptr<exec::Executor>> executors_;
+  model::Weights base_weights_;  // the model's weights without adapters (lora_from)
   exec::DumpFn dump_;
   std::vector<int32_t> pos_buf_;
   std::vector<int32_t> logit_rows_;

@@ -23,10 +23,12 @@ int CmdInvoke(int argc, char** argv);
 int CmdMerge(int argc, char** argv);
 int CmdEval(int argc, char** argv);
 int CmdMklora(int argc, char** argv);
+int CmdTune(int argc, char** argv);
 
 // Every subcommand, in the order `fgemma --help` lists them.
 inline constexpr Command kCommands[] = {
     {"call", "Turn a request into a function call of a tool catalog (JSON out)", CmdCall},
+    {"tune", "Train a LoRA adapter on labelled function calls (on the CPU)", CmdTune},
     {"eval", "Score calls on labelled requests (valid, right function, right arguments)", CmdEval},
     {"run", "Generate text from a prompt (Gemma chat template), streaming", CmdRun},
     {"quantize", "Requantize a GGUF's weights to another type (like llama-quantize)", CmdQuantize},

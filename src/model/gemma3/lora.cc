@@ -155,6 +155,13 @@ StatusOr<std::unique_ptr<LoraAdapter>> LoraAdapter::FromFile(std::unique_ptr<ggu
     }
     ad->alpha_ = static_cast<float>(*alpha);
   }
+  if (f.Find("fgemma.lora.prefix") != nullptr) {
+    auto prefix = f.GetString("fgemma.lora.prefix");
+    if (!prefix.ok() || (*prefix != "base" && *prefix != "adapted")) {
+      return fail(InvalidArgumentError("fgemma.lora.prefix must be \"base\" or \"adapted\""));
+    }
+    ad->after_prefix_ = *prefix == "base";
+  }
 
   std::map<std::string, LoraPair, std::less<>> pairs;
   for (const gguf::TensorInfo& t : f.tensors()) {

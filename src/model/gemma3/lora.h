@@ -51,6 +51,9 @@ class LoraAdapter {
   const std::string& path() const { return path_; }
   const gguf::File& file() const { return *file_; }
   float alpha() const { return alpha_; }
+  // Trained by `fgemma tune` with the base model's catalog prefix (metadata
+  // fgemma.lora.prefix = "base"): applied from the end of the catalog prefix on, not before.
+  bool after_prefix() const { return after_prefix_; }
   // Sorted by base name.
   const std::vector<LoraPair>& pairs() const { return pairs_; }
   const LoraPair* Find(std::string_view base) const;
@@ -62,6 +65,7 @@ class LoraAdapter {
   std::string path_;
   std::unique_ptr<gguf::File> file_;
   float alpha_ = 0.0f;
+  bool after_prefix_ = false;
   std::vector<LoraPair> pairs_;
 };
 

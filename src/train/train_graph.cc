@@ -1,0 +1,111 @@
+#include "src/train/train_graph.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/graph/backward.h"
+#include "src/kernels/quant.h"
+#include "src/model/gemma3/forward.h"
+#include "src/model/gemma3/lora.h"
+
+namespace fg::train {
+
+std::vector<std::string> TrainedNames(const model::Weights& weights) {
+  std::vector<std::string> names;
+  if (weights.loras.empty()) return names;
+  for (const model::LoraPair& p : weights.loras[0].adapter->pairs()) {
+    names.push_back(model::LoraWeightName(p.a->name, 0));
+    names.push_back(model::LoraTransposedName(p.b->name, 0));
+  }
+  return names;
+}
+
+StatusOr<graph::Graph> BuildTrainGraph(const model::Config& config, const model::Weights& weights,
+                                       const TrainGraphSpec& spec) {
+  if (weights.loras.empty()) return InvalidArgumentError("train: no adapter to train");
+  if (spec.n_target_rows <= 0 || spec.n_target_rows > spec.n_tokens) {
+    return InvalidArgumentError("train: target rows must be in [1, n_tokens]");
+  }
+  model::ForwardSpec fs;
+  fs.n_tokens = spec.n_tokens;
+  fs.n_logit_rows = spec.n_target_rows;
+  fs.global_cache_rows = spec.global_cache_rows;
+  fs.local_cache_rows = spec.local_cache_rows;
+  FG_ASSIGN_OR_RETURN(graph::Graph fwd, model::BuildForward(config, weights, fs));
+  graph::Builder b(std::move(fwd));
+  const int logits = b.graph().Find("result_output");
+  if (logits < 0) return InternalError("train: the forward graph has no result_output");
+  FG_ASSIGN_OR_RETURN(int targets, b.Input("targets", {spec.n_target_rows}, graph::ValueType::kI32));
+  FG_ASSIGN_OR_RETURN(int seed, b.Input("loss_weights", {spec.n_target_rows}, graph::ValueType::kF32));
+  FG_ASSIGN_OR_RETURN(int loss, b.CrossEntropy("loss", logits, targets));
+  FG_RETURN_IF_ERROR(b.MarkOutput(loss));
+  graph::BackwardSpec bs;
+  bs.loss = loss;
+  bs.seed = seed;
+  for (const std::string& name : TrainedNames(weights)) {
+    const int id = b.graph().Find(name);
+    if (id < 0) return InternalError("train: the graph does not use '" + name + "'");
+    bs.wrt.push_back(id);
+  }
+  const tensor::DType type = spec.transposed_type;
+  bs.transposed = [type](const graph::Value& w) { return graph::TransposedName(w, type); };
+  FG_RETURN_IF_ERROR(graph::AddBackward(b, bs).status());
+  return b.Finish();
+}
+
+StatusOr<std::unique_ptr<TransposedWeights>> TransposedWeights::Make(
+    const graph::Graph& g, const exec::WeightResolver& base, tensor::DType type) {
+  auto t = std::unique_ptr<TransposedWeights>(new TransposedWeights());
+  for (int id : g.weights()) {
+    const std::string& name = g.value(id).name;
+    if (name.size() < 2 || name.compare(name.size() - 2, 2, "^T") != 0) continue;
+    const std::string src_name = name.substr(0, name.size() - 2);
+    FG_ASSIGN_OR_RETURN(exec::WeightData w, base(src_name));
+    if (w.shape.size() != 2) return InvalidArgumentError("train: '" + src_name + "' is not 2-D");
+    const int64_t N = w.shape[0], K = w.shape[1];
+    const auto in_row = tensor::RowBytes(w.type, K);
+    const auto out_row = tensor::RowBytes(type, N);
+    if (!in_row || !out_row) {
+      return InvalidArgumentError("train: '" + src_name + "' (" + graph::ShapeString(w.shape) +
+                                  ") cannot be transposed to " +
+                                  std::string(tensor::DTypeName(type)) + " rows of " +
+                                  std::to_string(N));
+    }
+    // 64 columns of W at a time (a band of W^T's rows, 64 x N f32: 64 MiB for the 262144-row
+    // LM head, never the whole f32 matrix): each row of W dequantized once per band.
+    constexpr int64_t kBand = 64;
+    Tensor out{{K, N}, type, std::vector<uint8_t>(static_cast<size_t>(*out_row * K))};
+    std::vector<float> row(K), band(static_cast<size_t>(std::min(kBand, K) * N));
+    for (int64_t k0 = 0; k0 < K; k0 += kBand) {
+      const int64_t kn = std::min(kBand, K - k0);
+      for (int64_t n = 0; n < N; ++n) {
+        FG_RETURN_IF_ERROR(kernels::DequantizeRow(
+            w.type, static_cast<const uint8_t*>(w.data) + *in_row * n, row.data(), K));
+        for (int64_t k = 0; k < kn; ++k) band[k * N + n] = row[k0 + k];
+      }
+      for (int64_t k = 0; k < kn; ++k) {
+        FG_RETURN_IF_ERROR(kernels::QuantizeRow(type, band.data() + k * N,
+                                                out.data.data() + *out_row * (k0 + k), N));
+      }
+    }
+    t->bytes_ += out.data.size();
+    t->tensors_.emplace(name, std::move(out));
+  }
+  return t;
+}
+
+exec::WeightResolver TransposedWeights::Resolver(exec::WeightResolver next) const {
+  const auto* tensors = &tensors_;
+  return [tensors, next = std::move(next)](std::string_view name) -> StatusOr<exec::WeightData> {
+    auto it = tensors->find(std::string(name));
+    if (it == tensors->end()) return next(name);
+    exec::WeightData w;
+    w.type = it->second.type;
+    w.shape = it->second.shape;
+    w.data = it->second.data.data();
+    w.size_bytes = it->second.data.size();
+    return w;
+  };
+}
+
+}  // namespace fg::train

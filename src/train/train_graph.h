@@ -1,0 +1,72 @@
+// The training graph of a LoRA: the model's forward graph (model::BuildForward, the one model
+// definition) with the loss and its backward pass (graph::AddBackward) appended.
+//
+//   inputs:  tokens i32 [S], pos i32 [S], logit_rows i32 [R] (the rows that predict a target),
+//            targets i32 [R] (the token each row must predict; < 0: none), loss_weights f32 [R]
+//            (each row's weight in the objective: sum_r loss_weights[r] * loss[r])
+//   states:  the KV caches, as the session's graph (a cached prefix is read from them; its
+//            rows are constants)
+//   outputs: loss f32 [R] (per row, -log p(target)), and per trainable tensor its gradient
+//            "grad.<graph name>" (A [r, n_in] and B^T [r, n_out] of adapter 0, f32)
+// Frozen quantized weights are crossed backwards through their transposes, served by the
+// caller under graph::TransposedName(weight, transposed_type) (TransposedWeights below).
+#ifndef FGEMMA_TRAIN_TRAIN_GRAPH_H_
+#define FGEMMA_TRAIN_TRAIN_GRAPH_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "fgemma/status.h"
+#include "src/exec/executor.h"
+#include "src/gguf/reader.h"
+#include "src/graph/graph.h"
+#include "src/model/gemma3/config.h"
+#include "src/model/gemma3/weights.h"
+#include "src/tensor/dtype.h"
+
+namespace fg::train {
+
+struct TrainGraphSpec {
+  int64_t n_tokens = 1;          // S: tokens that pass forward and backward
+  int64_t n_target_rows = 1;     // R
+  int64_t global_cache_rows = 0;
+  int64_t local_cache_rows = 0;
+  tensor::DType transposed_type = tensor::DType::kQ8_0;  // the frozen weights' W^T
+};
+
+// `weights.loras` must hold the trained adapter first (index 0); its tensors are the graph
+// weights differentiated (model::LoraWeightName / LoraTransposedName of index 0).
+StatusOr<graph::Graph> BuildTrainGraph(const model::Config& config, const model::Weights& weights,
+                                       const TrainGraphSpec& spec);
+
+// The graph names of the trained tensors of adapter 0 (A then B^T, per pair, in pair order).
+std::vector<std::string> TrainedNames(const model::Weights& weights);
+
+// The transposes W^T [K, N] of the frozen weights the backward pass multiplies by (every
+// adapted projection's input side and the LM head), made once from the base file: each row
+// dequantized, transposed, quantized to `type` (F32: exact, for gradient checks).
+class TransposedWeights {
+ public:
+  static StatusOr<std::unique_ptr<TransposedWeights>> Make(const graph::Graph& train_graph,
+                                                           const exec::WeightResolver& base,
+                                                           tensor::DType type);
+  // Serves the transposes by name, else asks `next`.
+  exec::WeightResolver Resolver(exec::WeightResolver next) const;
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  struct Tensor {
+    std::vector<int64_t> shape;
+    tensor::DType type;
+    std::vector<uint8_t> data;
+  };
+  std::unordered_map<std::string, Tensor> tensors_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace fg::train
+
+#endif  // FGEMMA_TRAIN_TRAIN_GRAPH_H_

@@ -1,0 +1,581 @@
+#include "src/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <new>
+#include <tuple>
+#include <unistd.h>
+
+#include "src/base/thread_pool.h"
+#include "src/exec/executor.h"
+#include "src/gguf/reader.h"
+#include "src/gguf/writer.h"
+#include "src/model/gemma3/forward.h"
+#include "src/graph/graph.h"
+#include "src/train/train_graph.h"
+
+namespace fg::train {
+
+namespace {
+
+int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+constexpr const char* kCheckpointType = "fgemma-tune-checkpoint";
+
+}  // namespace
+
+const char* PrefixModeName(PrefixMode m) { return m == PrefixMode::kBase ? "base" : "adapted"; }
+
+struct Trainer::Impl {
+  const runtime::Model* model = nullptr;
+  TuneOptions opt;
+  std::vector<call::TrainingTokens> data;
+  std::vector<std::string> keys;  // catalog_key of each example
+  int64_t cached_prefix = -1;     // the example whose prefix K/V the caches hold (kBase)
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<LoraParams> params;
+  model::Weights lora_weights, base_weights;
+  std::unique_ptr<TransposedWeights> transposed;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<exec::Executor>> train_exec;
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<exec::Executor>> prefix_exec;
+  std::unique_ptr<uint8_t[]> arena;
+  size_t arena_bytes = 0;
+  uint8_t* arena_base = nullptr;
+  std::vector<std::vector<float>> kcache, vcache;  // per layer, max_rows * KV * D
+  int64_t max_rows = 0;
+  std::vector<std::vector<int>> batches;  // example indices, every step of every epoch
+  std::vector<int64_t> batch_epoch;       // the epoch of each step
+  std::vector<std::vector<float>> grad, m, v;
+  int64_t step = 0;
+  // Validation: the best epoch's adapter values and score, the epochs so far.
+  double best_score = -1;
+  int64_t best_epoch = -1;
+  std::vector<std::vector<float>> best;
+  std::vector<EpochResult> epochs;
+  // FGEMMA_TUNE_PROFILE=1: seconds per op kind (the time between the executor's per-node dump
+  // callbacks), printed to stderr when the trainer goes away.
+  bool profile = std::getenv("FGEMMA_TUNE_PROFILE") != nullptr;
+  std::map<std::string, double> op_seconds;
+  std::chrono::steady_clock::time_point last_node;
+  void Profile(exec::Executor& e) {
+    if (!profile) return;
+    const graph::Graph* g = &e.graph();
+    e.SetDump([this, g](std::string_view name, const std::vector<int64_t>&, std::span<const float>) {
+      const auto now = std::chrono::steady_clock::now();
+      const int id = g->Find(name);
+      const std::string op = id >= 0 ? std::string(graph::OpName(g->nodes()[g->value(id).producer].op)) : "?";
+      op_seconds[(g->Find("loss") >= 0 ? "train " : "prefix ") + op] +=
+          std::chrono::duration<double>(now - last_node).count();
+      last_node = now;
+    });
+  }
+  ~Impl() {
+    for (const auto& [op, sec] : op_seconds) std::fprintf(stderr, "profile: %-28s %8.3f s\n", op.c_str(), sec);
+  }
+  double epoch_loss_sum = 0;
+  int64_t epoch_targets = 0;
+
+  int64_t Start(const call::TrainingTokens& t) const {
+    return opt.prefix == PrefixMode::kBase ? t.prefix_len : 0;
+  }
+  int64_t Trained(const call::TrainingTokens& t) const {
+    return static_cast<int64_t>(t.tokens.size()) - Start(t);
+  }
+  int64_t Targets(const call::TrainingTokens& t) const {
+    return static_cast<int64_t>(t.tokens.size()) - t.target_start;
+  }
+
+  Status EnsureArena(size_t bytes) {
+    if (bytes <= arena_bytes) return OkStatus();
+    arena.reset(new (std::nothrow) uint8_t[bytes + 64]);
+    if (!arena) return ResourceExhaustedError("tune: cannot allocate " + std::to_string(bytes) + " bytes of activations");
+    arena_bytes = bytes;
+    arena_base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(arena.get()) + 63) / 64 * 64);
+    return OkStatus();
+  }
+
+  Status BindCaches(exec::Executor& e, int64_t rows) {
+    const model::Config& c = model->config();
+    const size_t n = static_cast<size_t>(rows * c.n_kv_heads * c.head_dim);
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      FG_RETURN_IF_ERROR(e.BindState(model::KCacheName(l), kcache[l].data(), n));
+      FG_RETURN_IF_ERROR(e.BindState(model::VCacheName(l), vcache[l].data(), n));
+    }
+    return OkStatus();
+  }
+
+  StatusOr<exec::Executor*> TrainExec(int64_t S, int64_t R, int64_t C) {
+    auto key = std::make_tuple(S, R, C);
+    if (auto it = train_exec.find(key); it != train_exec.end()) return it->second.get();
+    TrainGraphSpec spec;
+    spec.n_tokens = S;
+    spec.n_target_rows = R;
+    spec.global_cache_rows = C;
+    spec.local_cache_rows = C;
+    spec.transposed_type = opt.transposed_type;
+    FG_ASSIGN_OR_RETURN(graph::Graph g, BuildTrainGraph(model->config(), lora_weights, spec));
+    if (!transposed) {
+      FG_ASSIGN_OR_RETURN(transposed, TransposedWeights::Make(g, model->resolver(), opt.transposed_type));
+    }
+    exec::ExecOptions eo;
+    eo.external_arena = true;
+    FG_ASSIGN_OR_RETURN(auto e, exec::Executor::Create(std::move(g),
+                                                       params->Resolver(transposed->Resolver(model->resolver())),
+                                                       pool.get(), eo));
+    FG_RETURN_IF_ERROR(EnsureArena(e->arena_bytes()));
+    Profile(*e);
+    return (train_exec[key] = std::move(e)).get();
+  }
+
+  StatusOr<exec::Executor*> PrefixExec(int64_t P, int64_t C) {
+    auto key = std::make_pair(P, C);
+    if (auto it = prefix_exec.find(key); it != prefix_exec.end()) return it->second.get();
+    model::ForwardSpec fs;
+    fs.n_tokens = P;
+    fs.n_logit_rows = 0;
+    fs.global_cache_rows = C;
+    fs.local_cache_rows = C;
+    FG_ASSIGN_OR_RETURN(graph::Graph g, model::BuildForward(model->config(), base_weights, fs));
+    exec::ExecOptions eo;
+    eo.external_arena = true;
+    FG_ASSIGN_OR_RETURN(auto e, exec::Executor::Create(std::move(g), model->resolver(), pool.get(), eo));
+    FG_RETURN_IF_ERROR(EnsureArena(e->arena_bytes()));
+    Profile(*e);
+    return (prefix_exec[key] = std::move(e)).get();
+  }
+
+  int64_t Rows(const call::TrainingTokens& t) const {
+    const int64_t start = Start(t);
+    const int64_t S = RoundUp(Trained(t), 16);
+    const int64_t P = start > 0 ? RoundUp(start, 64) : 0;
+    return RoundUp(std::max(start + S, P), 128);
+  }
+
+  // Runs one example: adds its gradient (weighted) into `grad`; returns its weighted loss sum.
+  StatusOr<double> RunExample(int index, float weight) {
+    const call::TrainingTokens& t = data[index];
+    const int64_t n = static_cast<int64_t>(t.tokens.size());
+    const int64_t start = Start(t);
+    const int64_t C = Rows(t);
+    // The caches keep rows below the prefix's end across examples (rows are positions: no
+    // ring wraps at C rows), so the same prefix is not computed again.
+    const bool same = cached_prefix >= 0 && keys[cached_prefix] == keys[index] &&
+                      data[cached_prefix].prefix_len == t.prefix_len;
+    if (start > 0 && !same) {
+      cached_prefix = index;
+      const int64_t P = RoundUp(start, 64);
+      FG_ASSIGN_OR_RETURN(exec::Executor * pe, PrefixExec(P, C));
+      FG_RETURN_IF_ERROR(pe->UseArena(arena_base, arena_bytes));
+      std::vector<int32_t> tok(P, 0), pos(P);
+      for (int64_t i = 0; i < P; ++i) pos[i] = static_cast<int32_t>(i);
+      std::copy(t.tokens.begin(), t.tokens.begin() + start, tok.begin());
+      FG_RETURN_IF_ERROR(pe->SetInput("tokens", tok));
+      FG_RETURN_IF_ERROR(pe->SetInput("pos", pos));
+      FG_RETURN_IF_ERROR(BindCaches(*pe, C));
+      last_node = std::chrono::steady_clock::now();
+      FG_RETURN_IF_ERROR(pe->Run());
+    }
+    const int64_t S = RoundUp(n - start, 16);
+    const int64_t R0 = Targets(t);
+    const int64_t R = RoundUp(R0, 8);
+    FG_ASSIGN_OR_RETURN(exec::Executor * e, TrainExec(S, R, C));
+    FG_RETURN_IF_ERROR(e->UseArena(arena_base, arena_bytes));
+    std::vector<int32_t> tok(S, 0), pos(S), rows(R, 0), targets(R, -1);
+    std::vector<float> w(R, 0.0f);
+    for (int64_t i = 0; i < S; ++i) pos[i] = static_cast<int32_t>(start + i);
+    std::copy(t.tokens.begin() + start, t.tokens.end(), tok.begin());
+    for (int64_t r = 0; r < R0; ++r) {
+      const int64_t i = t.target_start - 1 + r;  // row i predicts token i + 1
+      rows[r] = static_cast<int32_t>(i - start);
+      targets[r] = t.tokens[i + 1];
+      w[r] = weight;
+    }
+    FG_RETURN_IF_ERROR(e->SetInput("tokens", tok));
+    FG_RETURN_IF_ERROR(e->SetInput("pos", pos));
+    FG_RETURN_IF_ERROR(e->SetInput("logit_rows", rows));
+    FG_RETURN_IF_ERROR(e->SetInput("targets", targets));
+    FG_RETURN_IF_ERROR(e->SetInput("loss_weights", w));
+    FG_RETURN_IF_ERROR(BindCaches(*e, C));
+    last_node = std::chrono::steady_clock::now();
+    FG_RETURN_IF_ERROR(e->Run());
+    FG_ASSIGN_OR_RETURN(auto loss, e->OutputF32("loss"));
+    double sum = 0;
+    for (int64_t r = 0; r < R0; ++r) sum += loss[r];
+    auto& ts = params->tensors();
+    for (size_t i = 0; i < ts.size(); ++i) {
+      FG_ASSIGN_OR_RETURN(auto g, e->OutputF32("grad." + ts[i].name));
+      float* acc = grad[i].data();
+      for (size_t k = 0; k < g.size(); ++k) acc[k] += g[k];
+    }
+    return sum;
+  }
+
+  double LearningRate(int64_t s) const {
+    const int64_t total = static_cast<int64_t>(batches.size());
+    const int64_t warm = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(opt.warmup * total)));
+    if (s < warm) return opt.lr * static_cast<double>(s + 1) / warm;
+    const double p = total > warm ? static_cast<double>(s - warm) / (total - warm) : 1.0;
+    return opt.lr * (opt.min_lr_ratio + (1 - opt.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * p)));
+  }
+
+  void AdamW(int64_t s) {
+    double norm2 = 0;
+    for (const auto& g : grad) {
+      for (float x : g) norm2 += static_cast<double>(x) * x;
+    }
+    const double norm = std::sqrt(norm2);
+    const double clip = opt.clip > 0 && norm > opt.clip ? opt.clip / norm : 1.0;
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    const double lr = LearningRate(s);
+    const double c1 = 1 - std::pow(b1, s + 1), c2 = 1 - std::pow(b2, s + 1);
+    auto& ts = params->tensors();
+    for (size_t i = 0; i < ts.size(); ++i) {
+      float* p = ts[i].values.data();
+      float* mi = m[i].data();
+      float* vi = v[i].data();
+      const float* g = grad[i].data();
+      for (size_t k = 0; k < ts[i].values.size(); ++k) {
+        const double gk = g[k] * clip;
+        mi[k] = static_cast<float>(b1 * mi[k] + (1 - b1) * gk);
+        vi[k] = static_cast<float>(b2 * vi[k] + (1 - b2) * gk * gk);
+        const double upd = (mi[k] / c1) / (std::sqrt(vi[k] / c2) + eps) + opt.weight_decay * p[k];
+        p[k] = static_cast<float>(p[k] - lr * upd);
+      }
+    }
+  }
+
+  std::string Fingerprint() const {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](uint64_t x) { h = (h ^ x) * 1099511628211ull; };
+    for (const auto& t : data) {
+      mix(t.tokens.size());
+      mix(static_cast<uint64_t>(t.prefix_len));
+      for (int32_t id : t.tokens) mix(static_cast<uint32_t>(id));
+    }
+    std::string s = "rank=" + std::to_string(opt.lora.rank) + " alpha=" + std::to_string(opt.lora.alpha) +
+                    " seed=" + std::to_string(opt.lora.seed) + " prefix=" + PrefixModeName(opt.prefix) +
+                    " lr=" + std::to_string(opt.lr) + " wd=" + std::to_string(opt.weight_decay) +
+                    " warmup=" + std::to_string(opt.warmup) + " batch_tokens=" +
+                    std::to_string(opt.batch_tokens) + " epochs=" + std::to_string(opt.epochs) +
+                    " max_steps=" + std::to_string(opt.max_steps) + " modules=";
+    for (const auto& mname : opt.lora.modules) s += mname + ",";
+    return s + " data=" + std::to_string(h);
+  }
+
+  Status SaveCheckpoint() const {
+    if (opt.checkpoint.empty()) return OkStatus();
+    gguf::Writer w;
+    w.SetString("general.type", kCheckpointType);
+    w.SetString("tune.fingerprint", Fingerprint());
+    w.SetUint64("tune.step", static_cast<uint64_t>(step));
+    w.SetFloat64("tune.best_score", best_score);
+    w.SetInt64("tune.best_epoch", best_epoch);
+    w.SetFloat64("tune.epoch_loss_sum", epoch_loss_sum);
+    w.SetInt64("tune.epoch_targets", epoch_targets);
+    std::vector<float> ep_loss, ep_val;
+    for (const auto& e : epochs) {
+      ep_loss.push_back(static_cast<float>(e.train_loss));
+      ep_val.push_back(static_cast<float>(e.val_score));
+    }
+    w.SetFloat32Array("tune.epoch_loss", ep_loss);
+    w.SetFloat32Array("tune.epoch_val", ep_val);
+    const auto& ts = params->tensors();
+    auto add = [&](const std::string& name, const std::vector<int64_t>& shape, const std::vector<float>& vals) {
+      std::vector<uint8_t> bytes(vals.size() * sizeof(float));
+      std::memcpy(bytes.data(), vals.data(), bytes.size());
+      return w.AddTensor(name, tensor::DType::kF32, shape, std::move(bytes));
+    };
+    for (size_t i = 0; i < ts.size(); ++i) {
+      FG_RETURN_IF_ERROR(add("p." + std::to_string(i), ts[i].shape, ts[i].values));
+      FG_RETURN_IF_ERROR(add("m." + std::to_string(i), ts[i].shape, m[i]));
+      FG_RETURN_IF_ERROR(add("v." + std::to_string(i), ts[i].shape, v[i]));
+      if (!best.empty()) FG_RETURN_IF_ERROR(add("best." + std::to_string(i), ts[i].shape, best[i]));
+    }
+    return w.WriteFile(opt.checkpoint).WithContext("tune: checkpoint '" + opt.checkpoint + "'");
+  }
+};
+
+Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Trainer::~Trainer() = default;
+LoraParams& Trainer::params() { return *impl_->params; }
+uint64_t Trainer::transposed_bytes() const {
+  return impl_->transposed ? impl_->transposed->bytes() : 0;
+}
+
+int64_t Trainer::steps_per_epoch() const {
+  int64_t n = 0;
+  for (int64_t e : impl_->batch_epoch) n += e == 0;
+  return n;
+}
+
+int64_t Trainer::trained_tokens_per_epoch() const {
+  int64_t n = 0;
+  for (const auto& t : impl_->data) n += impl_->Trained(t);
+  return n;
+}
+
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
+                                                   const text::Tokenizer& tokenizer,
+                                                   std::vector<call::TrainingExample> examples,
+                                                   const TuneOptions& options) {
+  if (!model.weights().loras.empty()) return InvalidArgumentError("tune: the base model must have no adapters");
+  if (examples.empty()) return InvalidArgumentError("tune: no training examples");
+  if (options.epochs < 1) return InvalidArgumentError("tune: epochs must be >= 1");
+  if (options.batch_tokens < 1) return InvalidArgumentError("tune: batch tokens must be >= 1");
+  if (!(options.lr > 0) || !std::isfinite(options.lr)) return InvalidArgumentError("tune: lr must be > 0");
+  auto impl = std::make_unique<Impl>();
+  impl->model = &model;
+  impl->opt = options;
+  const int64_t context = model.config().context_length;
+  for (const call::TrainingExample& e : examples) {
+    FG_ASSIGN_OR_RETURN(call::TrainingTokens t, call::RenderTrainingExample(tokenizer, e));
+    if (t.target_start < 1 || t.target_start >= static_cast<int64_t>(t.tokens.size())) {
+      return InvalidArgumentError("tune: line " + std::to_string(e.line) + ": no call tokens");
+    }
+    impl->data.push_back(std::move(t));
+    impl->keys.push_back(e.catalog_key);
+    if (impl->Rows(impl->data.back()) > context) {
+      return InvalidArgumentError("tune: line " + std::to_string(e.line) + ": " +
+                                  std::to_string(impl->data.back().tokens.size()) +
+                                  " tokens do not fit the model's context");
+    }
+    impl->max_rows = std::max(impl->max_rows, impl->Rows(impl->data.back()));
+  }
+  const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  impl->pool = std::make_unique<ThreadPool>(threads);
+  FG_ASSIGN_OR_RETURN(impl->params, LoraParams::Create(model.file(), options.lora));
+  impl->base_weights = model.weights();
+  impl->lora_weights = model.weights();
+  impl->lora_weights.loras = {model::LoraUse{&impl->params->adapter(), 1.0f}};
+  const model::Config& c = model.config();
+  const size_t cache = static_cast<size_t>(impl->max_rows * c.n_kv_heads * c.head_dim);
+  impl->kcache.assign(c.n_layers, std::vector<float>(cache, 0.0f));
+  impl->vcache.assign(c.n_layers, std::vector<float>(cache, 0.0f));
+  // Every step of every epoch. Per epoch, from the seed: the examples of each catalog prefix
+  // (catalog_key) shuffled and cut in runs of kRun, the runs shuffled, then cut into batches of
+  // at least batch_tokens trained tokens. Examples that share a prefix come in runs, so with
+  // PrefixMode::kBase the prefix's K/V are computed once per run, not once per example.
+  constexpr int64_t kRun = 4;
+  std::map<std::string, std::vector<int>> by_key;
+  for (size_t i = 0; i < examples.size(); ++i) by_key[examples[i].catalog_key].push_back(static_cast<int>(i));
+  for (int64_t ep = 0; ep < options.epochs; ++ep) {
+    uint64_t state = options.lora.seed * 0x100000001B3ull + static_cast<uint64_t>(ep) + 1;
+    auto shuffle = [&](auto& v) {
+      for (int64_t i = static_cast<int64_t>(v.size()) - 1; i > 0; --i) {
+        std::swap(v[i], v[SplitMix64(state) % static_cast<uint64_t>(i + 1)]);
+      }
+    };
+    std::vector<std::vector<int>> runs;
+    for (auto& [key, members] : by_key) {
+      std::vector<int> m = members;
+      shuffle(m);
+      for (size_t i = 0; i < m.size(); i += kRun) {
+        runs.emplace_back(m.begin() + i, m.begin() + std::min(m.size(), i + kRun));
+      }
+    }
+    shuffle(runs);
+    std::vector<int> batch;
+    int64_t tokens = 0;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      for (int i : runs[r]) {
+        batch.push_back(i);
+        tokens += impl->Trained(impl->data[i]);
+      }
+      if (tokens >= options.batch_tokens || r + 1 == runs.size()) {
+        impl->batches.push_back(std::move(batch));
+        impl->batch_epoch.push_back(ep);
+        batch.clear();
+        tokens = 0;
+      }
+    }
+  }
+  if (options.max_steps > 0 && static_cast<int64_t>(impl->batches.size()) > options.max_steps) {
+    impl->batches.resize(options.max_steps);
+    impl->batch_epoch.resize(options.max_steps);
+  }
+  for (const auto& t : impl->params->tensors()) {
+    impl->grad.emplace_back(t.values.size(), 0.0f);
+    impl->m.emplace_back(t.values.size(), 0.0f);
+    impl->v.emplace_back(t.values.size(), 0.0f);
+  }
+  return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
+}
+
+Status Trainer::Resume(const std::string& path) {
+  Impl& s = *impl_;
+  FG_ASSIGN_OR_RETURN(auto file, gguf::File::Open(path));
+  auto bad = [&](const std::string& why) {
+    return InvalidArgumentError("tune: checkpoint '" + path + "': " + why);
+  };
+  auto type = file->GetString("general.type");
+  if (!type.ok() || *type != kCheckpointType) return bad("not a tune checkpoint");
+  FG_ASSIGN_OR_RETURN(std::string_view fp, file->GetString("tune.fingerprint"));
+  if (fp != s.Fingerprint()) {
+    return bad("written with other options or data (" + std::string(fp) + "; now " + s.Fingerprint() + ")");
+  }
+  FG_ASSIGN_OR_RETURN(uint64_t step, file->GetUint("tune.step"));
+  if (step > s.batches.size()) return bad("step beyond the run");
+  FG_ASSIGN_OR_RETURN(s.best_score, file->GetFloat("tune.best_score"));
+  FG_ASSIGN_OR_RETURN(s.best_epoch, file->GetInt("tune.best_epoch"));
+  FG_ASSIGN_OR_RETURN(s.epoch_loss_sum, file->GetFloat("tune.epoch_loss_sum"));
+  FG_ASSIGN_OR_RETURN(s.epoch_targets, file->GetInt("tune.epoch_targets"));
+  FG_ASSIGN_OR_RETURN(auto ep_loss, file->GetFloatArray("tune.epoch_loss"));
+  FG_ASSIGN_OR_RETURN(auto ep_val, file->GetFloatArray("tune.epoch_val"));
+  s.epochs.clear();
+  for (size_t i = 0; i < ep_loss.size() && i < ep_val.size(); ++i) {
+    s.epochs.push_back({static_cast<int64_t>(i), ep_loss[i], ep_val[i]});
+  }
+  auto& ts = s.params->tensors();
+  auto read = [&](const std::string& name, std::vector<float>& out) -> Status {
+    const gguf::TensorInfo* t = file->FindTensor(name);
+    if (t == nullptr || t->type != tensor::DType::kF32 || t->size_bytes != out.size() * sizeof(float)) {
+      return bad("tensor '" + name + "' is missing or has the wrong size");
+    }
+    std::memcpy(out.data(), t->data, t->size_bytes);
+    for (float x : out) {
+      if (!std::isfinite(x)) return bad("tensor '" + name + "' holds a non-finite value");
+    }
+    return OkStatus();
+  };
+  s.best.clear();
+  for (size_t i = 0; i < ts.size(); ++i) {
+    FG_RETURN_IF_ERROR(read("p." + std::to_string(i), ts[i].values));
+    FG_RETURN_IF_ERROR(read("m." + std::to_string(i), s.m[i]));
+    FG_RETURN_IF_ERROR(read("v." + std::to_string(i), s.v[i]));
+    if (file->FindTensor("best." + std::to_string(i)) != nullptr) {
+      s.best.resize(ts.size());
+      s.best[i].resize(ts[i].values.size());
+      FG_RETURN_IF_ERROR(read("best." + std::to_string(i), s.best[i]));
+    }
+  }
+  s.step = static_cast<int64_t>(step);
+  return OkStatus();
+}
+
+Status Trainer::Train(const std::function<void(const Progress&)>& progress,
+                      const std::atomic<bool>* stop,
+                      const std::function<StatusOr<double>(const std::string&)>& validate,
+                      std::vector<EpochResult>* epochs) {
+  Impl& s = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  double excluded_s = 0;  // validation time, not training
+  int64_t tokens = 0;
+  const int64_t start_step = s.step;
+  const int64_t total = static_cast<int64_t>(s.batches.size());
+  while (s.step < total) {
+    if (stop != nullptr && stop->load()) {
+      FG_RETURN_IF_ERROR(s.SaveCheckpoint());
+      return {StatusCode::kFailedPrecondition, "tune: interrupted at step " + std::to_string(s.step)};
+    }
+    const std::vector<int>& batch = s.batches[s.step];
+    int64_t targets = 0, trained = 0;
+    for (int i : batch) {
+      targets += s.Targets(s.data[i]);
+      trained += s.Trained(s.data[i]);
+    }
+    for (auto& g : s.grad) std::fill(g.begin(), g.end(), 0.0f);
+    double loss = 0;
+    for (int i : batch) {
+      FG_ASSIGN_OR_RETURN(double l, s.RunExample(i, 1.0f / static_cast<float>(targets)));
+      loss += l;
+    }
+    if (!std::isfinite(loss)) {
+      return InternalError("tune: the loss became " + std::to_string(loss) + " at step " +
+                           std::to_string(s.step) + " (try a lower --lr)");
+    }
+    s.AdamW(s.step);
+    s.epoch_loss_sum += loss;
+    s.epoch_targets += targets;
+    tokens += trained;
+    const int64_t epoch = s.batch_epoch[s.step];
+    ++s.step;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - excluded_s;
+    if (progress) {
+      Progress p;
+      p.epoch = epoch;
+      p.step = s.step;
+      p.steps = total;
+      p.loss = loss / static_cast<double>(targets);
+      p.trained_tokens = tokens;
+      p.elapsed_s = elapsed;
+      p.tokens_per_s = elapsed > 0 ? tokens / elapsed : 0;
+      p.eta_s = elapsed * static_cast<double>(total - s.step) / static_cast<double>(s.step - start_step);
+      progress(p);
+    }
+    const bool epoch_end = s.step == total || s.batch_epoch[s.step] != epoch;
+    if (epoch_end) {
+      EpochResult r;
+      r.epoch = epoch;
+      r.train_loss = s.epoch_targets ? s.epoch_loss_sum / s.epoch_targets : 0;
+      s.epoch_loss_sum = 0;
+      s.epoch_targets = 0;
+      if (validate) {
+        const auto v0 = std::chrono::steady_clock::now();
+        FG_ASSIGN_OR_RETURN(gguf::Writer w, AdapterWriter());
+        const std::string path = (std::filesystem::temp_directory_path() /
+                                  ("fgemma-tune-" + std::to_string(getpid()) + "-val.gguf")).string();
+        FG_RETURN_IF_ERROR(w.WriteFile(path));
+        auto score = validate(path);
+        std::error_code ec;
+        std::filesystem::remove(path, ec);
+        FG_RETURN_IF_ERROR(score.status());
+        r.val_score = *score;
+        if (*score > s.best_score) {
+          s.best_score = *score;
+          s.best_epoch = epoch;
+          s.best.clear();
+          for (const auto& t : s.params->tensors()) s.best.push_back(t.values);
+        }
+        excluded_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - v0).count();
+      }
+      s.epochs.push_back(r);
+    }
+    if (s.opt.checkpoint_every > 0 && (s.step % s.opt.checkpoint_every == 0 || s.step == total)) {
+      FG_RETURN_IF_ERROR(s.SaveCheckpoint());
+    }
+  }
+  if (epochs != nullptr) *epochs = s.epochs;
+  return OkStatus();
+}
+
+StatusOr<gguf::Writer> Trainer::AdapterWriter() const {
+  const Impl& s = *impl_;
+  // The best epoch's values when validation chose one, else the current ones.
+  std::vector<std::vector<float>> saved;
+  auto& ts = const_cast<LoraParams&>(*s.params).tensors();
+  const bool use_best = !s.best.empty() && s.step == static_cast<int64_t>(s.batches.size());
+  if (use_best) {
+    for (size_t i = 0; i < ts.size(); ++i) {
+      saved.push_back(ts[i].values);
+      ts[i].values = s.best[i];
+    }
+  }
+  auto w = s.params->ToWriter();
+  if (use_best) {
+    for (size_t i = 0; i < ts.size(); ++i) ts[i].values = std::move(saved[i]);
+  }
+  FG_RETURN_IF_ERROR(w.status());
+  w->SetString("fgemma.lora.prefix", PrefixModeName(s.opt.prefix));
+  w->SetString("training.method", "fgemma tune");
+  w->SetUint64("training.steps", static_cast<uint64_t>(s.step));
+  w->SetUint64("training.examples", static_cast<uint64_t>(s.data.size()));
+  w->SetUint64("training.seed", s.opt.lora.seed);
+  if (use_best) w->SetInt64("training.best_epoch", s.best_epoch);
+  return w;
+}
+
+}  // namespace fg::train

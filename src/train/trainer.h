@@ -1,0 +1,105 @@
+// LoRA fine-tuning on the CPU (`fgemma tune`): examples rendered as `fgemma call` prompts them,
+// cross-entropy on the call tokens, the gradient from the graph's backward pass, AdamW.
+//
+// Two designs for the catalog prefix (every example's prompt starts with its tool catalog):
+// - kBase: the prefix's K/V come from the base model (forward only, never adapted; at
+//   inference the adapter applies from the end of the prefix on, so `fgemma call` can share
+//   the base model's prefix cache); only the request and the call pass forward and backward.
+// - kAdapted: the adapter applies at every position; the whole prompt passes forward and
+//   backward (llama.cpp applies such an adapter as it is).
+// The adapter file records the design (metadata fgemma.lora.prefix = "base" | "adapted").
+//
+// Determinism: the order of examples comes from the seed, every kernel's result is independent
+// of the thread that runs it, and a checkpoint holds all the state (adapter, AdamW moments,
+// step), so the same seed and data give the same adapter bytes, resumed or not.
+#ifndef FGEMMA_TRAIN_TRAINER_H_
+#define FGEMMA_TRAIN_TRAINER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fgemma/status.h"
+#include "src/call/training_data.h"
+#include "src/runtime/model.h"
+#include "src/text/tokenizer.h"
+#include "src/train/lora_params.h"
+
+namespace fg::train {
+
+enum class PrefixMode { kBase, kAdapted };
+
+struct TuneOptions {
+  LoraTrainSpec lora;
+  PrefixMode prefix = PrefixMode::kBase;
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  double warmup = 0.05;         // share of the steps with a linear warmup
+  double min_lr_ratio = 0.1;    // cosine decay to lr * this
+  double clip = 1.0;            // global gradient norm clip (0: none)
+  int64_t batch_tokens = 1024;  // trained tokens per step at least (whole examples)
+  int64_t epochs = 1;
+  int64_t max_steps = 0;        // stop after this many steps in all (0: the epochs')
+  int threads = 0;              // 0: the machine's
+  tensor::DType transposed_type = tensor::DType::kQ8_0;
+  std::string checkpoint;       // path; written every checkpoint_every steps and on stop
+  int64_t checkpoint_every = 50;
+};
+
+struct Progress {
+  int64_t epoch = 0, step = 0, steps = 0;  // step of steps (in all)
+  double loss = 0;                         // the step's mean loss per target token
+  double tokens_per_s = 0;                 // trained tokens / s (forward and backward)
+  double elapsed_s = 0, eta_s = 0;
+  int64_t trained_tokens = 0;
+};
+
+struct EpochResult {
+  int64_t epoch = 0;
+  double train_loss = 0;   // mean over the epoch's target tokens
+  double val_score = -1;   // the validation callback's score (-1: none)
+};
+
+class Trainer {
+ public:
+  // `model` is the base (no adapters).
+  static StatusOr<std::unique_ptr<Trainer>> Create(const runtime::Model& model,
+                                                   const text::Tokenizer& tokenizer,
+                                                   std::vector<call::TrainingExample> examples,
+                                                   const TuneOptions& options);
+  ~Trainer();
+
+  // Continues from a checkpoint written by this trainer's options (same data, same options).
+  Status Resume(const std::string& checkpoint_path);
+
+  // Runs the remaining steps. `progress` is called after every step; `stop` is polled between
+  // steps (a checkpoint is written, then Cancelled is returned); `validate` (may be empty)
+  // scores an adapter file after each epoch (higher is better) and the best epoch's adapter
+  // is kept.
+  Status Train(const std::function<void(const Progress&)>& progress,
+               const std::atomic<bool>* stop,
+               const std::function<StatusOr<double>(const std::string& adapter_path)>& validate,
+               std::vector<EpochResult>* epochs);
+
+  // The adapter after training (the best epoch's when validated), with its metadata.
+  StatusOr<gguf::Writer> AdapterWriter() const;
+  LoraParams& params();
+  int64_t steps_per_epoch() const;
+  int64_t trained_tokens_per_epoch() const;
+  uint64_t transposed_bytes() const;
+
+  struct Impl;
+
+ private:
+  explicit Trainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+const char* PrefixModeName(PrefixMode m);
+
+}  // namespace fg::train
+
+#endif  // FGEMMA_TRAIN_TRAINER_H_

@@ -1,0 +1,266 @@
+// fgemma tune: LoRA fine-tuning of a base model on labelled function calls (src/train).
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fgemma/function_caller.h"
+#include "src/base/file_io.h"
+#include "src/call/training_data.h"
+#include "src/runtime/model.h"
+#include "src/text/tokenizer.h"
+#include "src/text/tool_catalog.h"
+#include "src/train/trainer.h"
+#include "tools/fgemma/commands.h"
+#include "tools/fgemma/common_flags.h"
+#include "tools/fgemma/flags.h"
+
+namespace fg::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void OnInterrupt(int) { g_stop.store(true); }
+
+std::string Duration(double s) {
+  char b[32];
+  const long t = static_cast<long>(s + 0.5);
+  if (t >= 3600) {
+    std::snprintf(b, sizeof(b), "%ldh%02ldm", t / 3600, t / 60 % 60);
+  } else {
+    std::snprintf(b, sizeof(b), "%ldm%02lds", t / 60, t % 60);
+  }
+  return b;
+}
+
+// Exact-call accuracy of an adapter on validation examples (greedy, constrained), with the
+// right-function rate as a small tie-breaker.
+StatusOr<double> Validate(const std::string& model_path, const std::string& adapter,
+                          const std::vector<call::TrainingExample>& val,
+                          const std::string& tools_json, int threads, bool quiet) {
+  FG_ASSIGN_OR_RETURN(auto model, CallModel::Load(model_path, {{adapter, 1.0f}}));
+  int exact = 0, fn = 0;
+  for (size_t i = 0; i < val.size(); ++i) {
+    const call::TrainingExample& e = val[i];
+    // The catalog key starts with the tools' JSON (TRL lines) or "--tools".
+    const std::string key = e.catalog_key.substr(0, e.catalog_key.find('\n'));
+    FunctionCallerOptions o;
+    o.threads = threads;
+    o.developer_message = e.prompt.developer_message;
+    FG_ASSIGN_OR_RETURN(auto caller, FunctionCaller::Create(model, key == "--tools" ? tools_json : key, o));
+    FG_ASSIGN_OR_RETURN(auto r, caller->Call(e.request));
+    const bool f = r.validity.ok() && !r.calls.empty() && r.calls[0].name == e.calls[0].first;
+    fn += f;
+    exact += f && r.calls[0].arguments == e.calls[0].second;
+    if (!quiet) std::fprintf(stderr, "\r  validating %zu/%zu", i + 1, val.size());
+  }
+  if (!quiet) std::fprintf(stderr, "\n");
+  const double n = static_cast<double>(val.size());
+  std::fprintf(stderr, "  validation: right function %d/%zu (%.1f %%), exact %d/%zu (%.1f %%)\n", fn,
+               val.size(), 100.0 * fn / n, exact, val.size(), 100.0 * exact / n);
+  return (exact + 1e-3 * fn) / n;
+}
+
+}  // namespace
+
+int CmdTune(int argc, char** argv) {
+  std::string data_path, tools_path, out_path, checkpoint, resume, modules = "attn_q,attn_k,attn_v,attn_o,ffn_gate,ffn_up,ffn_down";
+  std::string prefix = "base";
+  int64_t rank = 16, epochs = 1, batch_tokens = 1024, max_steps = 0, checkpoint_every = 50;
+  int64_t seed = 1;
+  double alpha = 32, lr = 1e-3, wd = 0.0, warmup = 0.05, val_split = 0.0, clip = 1.0;
+  bool quiet = false;
+  FlagParser p("tune",
+               "LoRA fine-tuning on labelled function calls: trains an adapter (llama.cpp's "
+               "format) that `fgemma call --lora` applies. The loss covers the call tokens only; "
+               "prompts are rendered exactly as `fgemma call` renders them.");
+  CommonFlags common;
+  common.Register(p, CommonFlags::kModel, "Base model GGUF (default: the installed model)");
+  p.AddString("--data", &data_path, "FILE",
+              "Training examples, JSONL: TRL tool-calling lines {\"tools\", \"messages\"} or "
+              "{\"request\", \"calls\"} with --tools (required)");
+  p.AddString("--tools", &tools_path, "FILE", "Catalog of the {\"request\", \"calls\"} lines");
+  p.AddString("-o,--output", &out_path, "FILE", "Adapter to write (required)");
+  p.AddInt("--lora-rank", &rank, "R", "LoRA rank (default 16)");
+  p.AddDouble("--lora-alpha", &alpha, "A", "LoRA alpha: the scale is alpha / rank (default 32)");
+  p.AddString("--lora-modules", &modules, "LIST",
+              "Adapted projections, comma-separated (default all seven: attn_q,attn_k,attn_v,"
+              "attn_o,ffn_gate,ffn_up,ffn_down)");
+  p.AddString("--prefix", &prefix, "base|adapted",
+              "base (default): the catalog prefix stays the base model's, the adapter applies "
+              "after it (trains only request and call tokens); adapted: every position");
+  p.AddDouble("--lr", &lr, "X", "Peak learning rate of AdamW (default 1e-3)");
+  p.AddDouble("--wd", &wd, "X", "AdamW weight decay (default 0)");
+  p.AddDouble("--warmup", &warmup, "F", "Share of steps with a linear warmup (default 0.05); then cosine");
+  p.AddDouble("--clip", &clip, "X", "Clip the gradient's global norm to X (default 1; 0: off)");
+  p.AddInt("--batch-tokens", &batch_tokens, "N", "Trained tokens per step, at least (default 1024)");
+  p.AddInt("--epochs", &epochs, "N", "Passes over the data (default 1)");
+  p.AddInt("--max-steps", &max_steps, "N", "Stop after N steps in all (default 0: the epochs')");
+  p.AddInt("--seed", &seed, "N", "Seed of the initial adapter and the example order (default 1)");
+  p.AddDouble("--val-split", &val_split, "F",
+              "Hold out this share of the examples; score exact calls after each epoch and keep "
+              "the best epoch (default 0: none)");
+  p.AddString("--checkpoint", &checkpoint, "FILE",
+              "Checkpoint (adapter + optimizer state), written atomically every "
+              "--checkpoint-every steps, at the end and on Ctrl-C (default: OUTPUT.ckpt)");
+  p.AddInt("--checkpoint-every", &checkpoint_every, "N", "Steps between checkpoints (default 50)");
+  p.AddString("--resume", &resume, "FILE", "Continue from a checkpoint (same data and options)");
+  common.Register(p, CommonFlags::kThreads);
+  p.AddBool("-q,--quiet", &quiet, "No progress on stderr");
+  p.AddNote("Same seed, data and options give the same adapter bytes, resumed or not. Ctrl-C "
+            "saves a checkpoint and exits 1; --resume goes on from it. Exit codes: 0 ok, 1 "
+            "runtime error, 2 usage error.");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
+  auto usage = [&](const std::string& m) { return ReportError("tune", InvalidArgumentError(m), true); };
+  if (data_path.empty()) return usage("--data FILE is required");
+  if (out_path.empty()) return usage("-o FILE is required");
+  if (Status s = common.Check(); !s.ok()) return usage(s.message());
+  if (rank < 1 || rank > 1024) return usage("--lora-rank must be in [1, 1024]");
+  if (!(alpha > 0) || !std::isfinite(alpha)) return usage("--lora-alpha must be > 0");
+  if (!(lr > 0) || !std::isfinite(lr) || lr > 1) return usage("--lr must be in (0, 1]");
+  if (!(wd >= 0) || !std::isfinite(wd)) return usage("--wd must be >= 0");
+  if (!(warmup >= 0 && warmup <= 1)) return usage("--warmup must be in [0, 1]");
+  if (!(clip >= 0) || !std::isfinite(clip)) return usage("--clip must be >= 0");
+  if (batch_tokens < 1) return usage("--batch-tokens must be >= 1");
+  if (epochs < 1 || epochs > 1000) return usage("--epochs must be in [1, 1000]");
+  if (max_steps < 0) return usage("--max-steps must be >= 0");
+  if (checkpoint_every < 0) return usage("--checkpoint-every must be >= 0");
+  if (seed < 0) return usage("--seed must be >= 0");
+  if (!(val_split >= 0 && val_split < 1)) return usage("--val-split must be in [0, 1)");
+  if (prefix != "base" && prefix != "adapted") return usage("--prefix must be base or adapted");
+  auto mods = train::ParseModules(modules);
+  if (!mods.ok()) return usage("--lora-modules: " + mods.status().message());
+  if (checkpoint.empty()) checkpoint = out_path + ".ckpt";
+  if (checkpoint == out_path) return usage("--checkpoint must differ from -o");
+
+  auto model_path = common.ModelPath();
+  if (!model_path.ok()) return ReportError("tune", model_path.status());
+  auto model = runtime::Model::Load(*model_path);
+  if (!model.ok()) return ReportError("tune", model.status());
+  auto tok = text::Tokenizer::FromGguf((*model)->file());
+  if (!tok.ok()) return ReportError("tune", tok.status());
+  std::shared_ptr<const text::ToolCatalog> catalog;
+  std::string tools_json;
+  if (!tools_path.empty()) {
+    auto t = ReadFileToString(tools_path);
+    if (!t.ok()) return ReportError("tune", t.status().WithContext("--tools"));
+    tools_json = *t;
+    auto c = text::ParseToolCatalog(tools_json);
+    if (!c.ok()) return ReportError("tune", c.status().WithContext("--tools '" + tools_path + "'"));
+    catalog = std::make_shared<const text::ToolCatalog>(std::move(*c));
+  }
+  auto text = ReadFileToString(data_path, uint64_t{1} << 30);
+  if (!text.ok()) return ReportError("tune", text.status().WithContext("--data"));
+  auto examples = call::ParseTrainingData(*text, data_path, catalog);
+  if (!examples.ok()) return ReportError("tune", examples.status());
+
+  const size_t n_examples = examples->size();
+  // The validation share: every k-th example (a fixed, spread-out choice).
+  std::vector<call::TrainingExample> train_set, val_set;
+  if (val_split > 0) {
+    const size_t every = std::max<size_t>(2, static_cast<size_t>(std::llround(1.0 / val_split)));
+    for (size_t i = 0; i < examples->size(); ++i) {
+      ((i % every == every - 1) ? val_set : train_set).push_back(std::move((*examples)[i]));
+    }
+    if (val_set.empty()) return usage("--val-split leaves no validation example");
+  } else {
+    train_set = std::move(*examples);
+  }
+
+  train::TuneOptions o;
+  o.lora.rank = rank;
+  o.lora.alpha = static_cast<float>(alpha);
+  o.lora.modules = *mods;
+  o.lora.seed = static_cast<uint64_t>(seed);
+  o.prefix = prefix == "base" ? train::PrefixMode::kBase : train::PrefixMode::kAdapted;
+  o.lr = lr;
+  o.weight_decay = wd;
+  o.warmup = warmup;
+  o.clip = clip;
+  o.batch_tokens = batch_tokens;
+  o.epochs = epochs;
+  o.max_steps = max_steps;
+  o.threads = common.Threads();
+  o.checkpoint = checkpoint;
+  o.checkpoint_every = checkpoint_every;
+  auto trainer = train::Trainer::Create(**model, **tok, std::move(train_set), o);
+  if (!trainer.ok()) return ReportError("tune", trainer.status());
+  if (!resume.empty()) {
+    if (Status s = (*trainer)->Resume(resume); !s.ok()) return ReportError("tune", s);
+  }
+  const bool tty = isatty(fileno(stderr));
+  if (!quiet) {
+    std::fprintf(stderr,
+                 "tune: %zu examples (%zu for validation), %lld trained tokens per epoch, %lld "
+                 "steps per epoch, rank %lld, %lld parameters, prefix %s, %d threads\n",
+                 n_examples, val_set.size(),
+                 static_cast<long long>((*trainer)->trained_tokens_per_epoch()),
+                 static_cast<long long>((*trainer)->steps_per_epoch()),
+                 static_cast<long long>(rank),
+                 static_cast<long long>((*trainer)->params().parameters()), prefix.c_str(),
+                 o.threads);
+  }
+  struct sigaction sa = {}, old_int = {}, old_term = {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  auto progress = [&](const train::Progress& pr) {
+    if (quiet) return;
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "epoch %lld  step %lld/%lld  loss %.4f  %.0f tok/s  elapsed %s  eta %s",
+                  static_cast<long long>(pr.epoch + 1), static_cast<long long>(pr.step),
+                  static_cast<long long>(pr.steps), pr.loss, pr.tokens_per_s,
+                  Duration(pr.elapsed_s).c_str(), Duration(pr.eta_s).c_str());
+    if (tty) {
+      std::fprintf(stderr, "\r%s\033[K", line);
+      if (pr.step == pr.steps) std::fprintf(stderr, "\n");
+    } else {
+      std::fprintf(stderr, "%s\n", line);
+    }
+  };
+  std::function<StatusOr<double>(const std::string&)> validate;
+  if (!val_set.empty()) {
+    validate = [&](const std::string& adapter) {
+      if (tty && !quiet) std::fprintf(stderr, "\n");
+      return Validate(*model_path, adapter, val_set, tools_json, common.ThreadsOrZero(), quiet || !tty);
+    };
+  }
+  std::vector<train::EpochResult> epochs_done;
+  Status s = (*trainer)->Train(progress, &g_stop, validate, &epochs_done);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (!s.ok()) {
+    if (g_stop.load()) {
+      std::fprintf(stderr, "\nfgemma tune: interrupted; checkpoint saved to %s (go on with --resume %s)\n",
+                   checkpoint.c_str(), checkpoint.c_str());
+      return kExitRuntime;
+    }
+    return ReportError("tune", s);
+  }
+  auto w = (*trainer)->AdapterWriter();
+  if (!w.ok()) return ReportError("tune", w.status());
+  if (Status ws = w->WriteFile(out_path); !ws.ok()) return ReportError("tune", ws);
+  if (!quiet) {
+    for (const auto& e : epochs_done) {
+      if (e.val_score >= 0) {
+        std::fprintf(stderr, "epoch %lld: train loss %.4f, validation score %.4f\n",
+                     static_cast<long long>(e.epoch + 1), e.train_loss, e.val_score);
+      } else {
+        std::fprintf(stderr, "epoch %lld: train loss %.4f\n", static_cast<long long>(e.epoch + 1),
+                     e.train_loss);
+      }
+    }
+    std::fprintf(stderr, "tune: wrote %s\n", out_path.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace fg::cli
