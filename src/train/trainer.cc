@@ -315,6 +315,10 @@ uint64_t Trainer::transposed_bytes() const {
   return impl_->transposed ? impl_->transposed->bytes() : 0;
 }
 
+bool Trainer::finished() const {
+  return impl_->step == static_cast<int64_t>(impl_->batches.size());
+}
+
 int64_t Trainer::steps_per_epoch() const {
   int64_t n = 0;
   for (int64_t e : impl_->batch_epoch) n += e == 0;
@@ -389,12 +393,12 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
     shuffle(runs);
     std::vector<int> batch;
     int64_t tokens = 0;
-    for (size_t r = 0; r < runs.size(); ++r) {
-      for (int i : runs[r]) {
-        batch.push_back(i);
-        tokens += impl->Trained(impl->data[i]);
-      }
-      if (tokens >= options.batch_tokens || r + 1 == runs.size()) {
+    std::vector<int> order;
+    for (const auto& run : runs) order.insert(order.end(), run.begin(), run.end());
+    for (size_t k = 0; k < order.size(); ++k) {
+      batch.push_back(order[k]);
+      tokens += impl->Trained(impl->data[order[k]]);
+      if (tokens >= options.batch_tokens || k + 1 == order.size()) {
         impl->batches.push_back(std::move(batch));
         impl->batch_epoch.push_back(ep);
         batch.clear();
@@ -476,6 +480,10 @@ Status Trainer::Train(const std::function<void(const Progress&)>& progress,
   const int64_t start_step = s.step;
   const int64_t total = static_cast<int64_t>(s.batches.size());
   while (s.step < total) {
+    if (s.opt.stop_after > 0 && s.step - start_step >= s.opt.stop_after) {
+      FG_RETURN_IF_ERROR(s.SaveCheckpoint());
+      break;
+    }
     if (stop != nullptr && stop->load()) {
       FG_RETURN_IF_ERROR(s.SaveCheckpoint());
       return {StatusCode::kFailedPrecondition, "tune: interrupted at step " + std::to_string(s.step)};

@@ -47,6 +47,9 @@ struct TuneOptions {
   tensor::DType transposed_type = tensor::DType::kQ8_0;
   std::string checkpoint;       // path; written every checkpoint_every steps and on stop
   int64_t checkpoint_every = 50;
+  // Stop after this many steps of this run (0: run to the end), checkpoint written: a long run
+  // in parts. Not part of the run's identity (a resumed run may use another value).
+  int64_t stop_after = 0;
 };
 
 struct Progress {
@@ -84,6 +87,8 @@ class Trainer {
                const std::function<StatusOr<double>(const std::string& adapter_path)>& validate,
                std::vector<EpochResult>* epochs);
 
+  // All steps done (false after a stop_after stop).
+  bool finished() const;
   // The adapter after training (the best epoch's when validated), with its metadata.
   StatusOr<gguf::Writer> AdapterWriter() const;
   LoraParams& params();

@@ -73,6 +73,7 @@ int CmdTune(int argc, char** argv) {
   std::string data_path, tools_path, out_path, checkpoint, resume, modules = "attn_q,attn_k,attn_v,attn_o,ffn_gate,ffn_up,ffn_down";
   std::string prefix = "base";
   int64_t rank = 16, epochs = 1, batch_tokens = 1024, max_steps = 0, checkpoint_every = 50;
+  int64_t stop_after = 0;
   int64_t seed = 1;
   double alpha = 32, lr = 1e-3, wd = 0.0, warmup = 0.05, val_split = 0.0, clip = 1.0;
   bool quiet = false;
@@ -111,6 +112,9 @@ int CmdTune(int argc, char** argv) {
               "--checkpoint-every steps, at the end and on Ctrl-C (default: OUTPUT.ckpt)");
   p.AddInt("--checkpoint-every", &checkpoint_every, "N", "Steps between checkpoints (default 50)");
   p.AddString("--resume", &resume, "FILE", "Continue from a checkpoint (same data and options)");
+  p.AddInt("--stop-after", &stop_after, "N",
+           "Stop after N steps of this run: write the checkpoint and the adapter as it is "
+           "(go on later with --resume; default 0: run to the end)");
   common.Register(p, CommonFlags::kThreads);
   p.AddBool("-q,--quiet", &quiet, "No progress on stderr");
   p.AddNote("Same seed, data and options give the same adapter bytes, resumed or not. Ctrl-C "
@@ -131,6 +135,7 @@ int CmdTune(int argc, char** argv) {
   if (epochs < 1 || epochs > 1000) return usage("--epochs must be in [1, 1000]");
   if (max_steps < 0) return usage("--max-steps must be >= 0");
   if (checkpoint_every < 0) return usage("--checkpoint-every must be >= 0");
+  if (stop_after < 0) return usage("--stop-after must be >= 0");
   if (seed < 0) return usage("--seed must be >= 0");
   if (!(val_split >= 0 && val_split < 1)) return usage("--val-split must be in [0, 1)");
   if (prefix != "base" && prefix != "adapted") return usage("--prefix must be base or adapted");
@@ -189,6 +194,7 @@ int CmdTune(int argc, char** argv) {
   o.threads = common.Threads();
   o.checkpoint = checkpoint;
   o.checkpoint_every = checkpoint_every;
+  o.stop_after = stop_after;
   auto trainer = train::Trainer::Create(**model, **tok, std::move(train_set), o);
   if (!trainer.ok()) return ReportError("tune", trainer.status());
   if (!resume.empty()) {
@@ -259,6 +265,10 @@ int CmdTune(int argc, char** argv) {
       }
     }
     std::fprintf(stderr, "tune: wrote %s\n", out_path.c_str());
+    if (!(*trainer)->finished()) {
+      std::fprintf(stderr, "tune: stopped early (--stop-after); go on with --resume %s\n",
+                   checkpoint.c_str());
+    }
   }
   return kExitOk;
 }
