@@ -713,4 +713,5 @@ StatusOr<std::vector<std::string>> LoadToolMap(const std::string& path) {
 
 namespace fg::call {
 const runtime::Model& RuntimeModel(const CallModel& model) { return *model.impl().model; }
+const text::Tokenizer& CallTokenizer(const CallModel& model) { return *model.impl().tokenizer; }
 }  // namespace fg::call

@@ -6,11 +6,15 @@
 
 #include "fgemma/function_caller.h"
 #include "src/runtime/model.h"
+#include "src/text/tokenizer.h"
 
 namespace fg::call {
 
 // Valid while `model` lives; immutable (shareable between threads like the CallModel).
 const runtime::Model& RuntimeModel(const CallModel& model);
+// The tokenizer `FunctionCaller` prompts with: a base Gemma 3 vocabulary's <unused> ids 46..52
+// named as FunctionGemma's function-calling tokens (what `fgemma tune` must train on).
+const text::Tokenizer& CallTokenizer(const CallModel& model);
 
 }  // namespace fg::call
 

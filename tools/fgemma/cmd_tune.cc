@@ -13,6 +13,7 @@
 
 #include "fgemma/function_caller.h"
 #include "src/base/file_io.h"
+#include "src/call/runtime_model.h"
 #include "src/call/training_data.h"
 #include "src/runtime/model.h"
 #include "src/text/tokenizer.h"
@@ -146,10 +147,12 @@ int CmdTune(int argc, char** argv) {
 
   auto model_path = common.ModelPath();
   if (!model_path.ok()) return ReportError("tune", model_path.status());
-  auto model = runtime::Model::Load(*model_path);
-  if (!model.ok()) return ReportError("tune", model.status());
-  auto tok = text::Tokenizer::FromGguf((*model)->file());
-  if (!tok.ok()) return ReportError("tune", tok.status());
+  // The model and tokenizer as `fgemma call` loads them (a base vocabulary's function-calling
+  // tokens named), so the training prompts are the inference prompts token for token.
+  auto call_model = CallModel::Load(*model_path);
+  if (!call_model.ok()) return ReportError("tune", call_model.status());
+  const runtime::Model& model = call::RuntimeModel(**call_model);
+  const text::Tokenizer& tok = call::CallTokenizer(**call_model);
   std::shared_ptr<const text::ToolCatalog> catalog;
   std::string tools_json;
   if (!tools_path.empty()) {
@@ -195,7 +198,7 @@ int CmdTune(int argc, char** argv) {
   o.checkpoint = checkpoint;
   o.checkpoint_every = checkpoint_every;
   o.stop_after = stop_after;
-  auto trainer = train::Trainer::Create(**model, **tok, std::move(train_set), o);
+  auto trainer = train::Trainer::Create(model, tok, std::move(train_set), o);
   if (!trainer.ok()) return ReportError("tune", trainer.status());
   if (!resume.empty()) {
     if (Status s = (*trainer)->Resume(resume); !s.ok()) return ReportError("tune", s);
