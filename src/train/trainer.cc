@@ -18,6 +18,7 @@
 #include "src/gguf/writer.h"
 #include "src/model/gemma3/forward.h"
 #include "src/graph/graph.h"
+#include "src/text/call_grammar.h"
 #include "src/train/train_graph.h"
 
 namespace fg::train {
@@ -44,6 +45,8 @@ struct Trainer::Impl {
   TuneOptions opt;
   std::vector<call::TrainingTokens> data;
   std::vector<std::string> keys;  // catalog_key of each example
+  // Per example: the indices i whose row predicts a trained target token i + 1.
+  std::vector<std::vector<int32_t>> loss_rows;
   int64_t cached_prefix = -1;     // the example whose prefix K/V the caches hold (kBase)
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<LoraParams> params;
@@ -94,9 +97,7 @@ struct Trainer::Impl {
   int64_t Trained(const call::TrainingTokens& t) const {
     return static_cast<int64_t>(t.tokens.size()) - Start(t);
   }
-  int64_t Targets(const call::TrainingTokens& t) const {
-    return static_cast<int64_t>(t.tokens.size()) - t.target_start;
-  }
+  int64_t Targets(int index) const { return static_cast<int64_t>(loss_rows[index].size()); }
 
   Status EnsureArena(size_t bytes) {
     if (bytes <= arena_bytes) return OkStatus();
@@ -189,7 +190,7 @@ struct Trainer::Impl {
       FG_RETURN_IF_ERROR(pe->Run());
     }
     const int64_t S = RoundUp(n - start, 16);
-    const int64_t R0 = Targets(t);
+    const int64_t R0 = Targets(index);
     const int64_t R = RoundUp(R0, 8);
     FG_ASSIGN_OR_RETURN(exec::Executor * e, TrainExec(S, R, C));
     FG_RETURN_IF_ERROR(e->UseArena(arena_base, arena_bytes));
@@ -198,7 +199,7 @@ struct Trainer::Impl {
     for (int64_t i = 0; i < S; ++i) pos[i] = static_cast<int32_t>(start + i);
     std::copy(t.tokens.begin() + start, t.tokens.end(), tok.begin());
     for (int64_t r = 0; r < R0; ++r) {
-      const int64_t i = t.target_start - 1 + r;  // row i predicts token i + 1
+      const int64_t i = loss_rows[index][r];  // row i predicts token i + 1
       rows[r] = static_cast<int32_t>(i - start);
       targets[r] = t.tokens[i + 1];
       w[r] = weight;
@@ -270,7 +271,8 @@ struct Trainer::Impl {
                     " lr=" + std::to_string(opt.lr) + " wd=" + std::to_string(opt.weight_decay) +
                     " warmup=" + std::to_string(opt.warmup) + " batch_tokens=" +
                     std::to_string(opt.batch_tokens) + " epochs=" + std::to_string(opt.epochs) +
-                    " max_steps=" + std::to_string(opt.max_steps) + " modules=";
+                    " max_steps=" + std::to_string(opt.max_steps) + " init=" + opt.init_adapter +
+                    " free_only=" + std::to_string(opt.loss_free_tokens_only) + " modules=";
     for (const auto& mname : opt.lora.modules) s += mname + ",";
     return s + " data=" + std::to_string(h);
   }
@@ -344,11 +346,40 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
   impl->model = &model;
   impl->opt = options;
   const int64_t context = model.config().context_length;
+  std::map<std::string, std::unique_ptr<text::CallGrammar>> grammars;
   for (const call::TrainingExample& e : examples) {
     FG_ASSIGN_OR_RETURN(call::TrainingTokens t, call::RenderTrainingExample(tokenizer, e));
     if (t.target_start < 1 || t.target_start >= static_cast<int64_t>(t.tokens.size())) {
       return InvalidArgumentError("tune: line " + std::to_string(e.line) + ": no call tokens");
     }
+    std::vector<int32_t> rows;
+    const int64_t n = static_cast<int64_t>(t.tokens.size());
+    if (options.loss_free_tokens_only) {
+      // Walk the call tokens through the call grammar of the example's catalog.
+      auto& g = grammars[e.catalog_key];
+      if (!g) {
+        text::GrammarOptions go;
+        go.max_calls = static_cast<int>(e.calls.size());
+        FG_ASSIGN_OR_RETURN(g, text::CallGrammar::Create(*e.catalog, tokenizer, go));
+      }
+      text::CallGrammar::State st = g->Start();
+      for (int64_t i = t.target_start; i < n; ++i) {
+        if (g->Done(st)) break;
+        if (g->Allowed(st).size() > 1) rows.push_back(static_cast<int32_t>(i - 1));
+        if (Status a = g->Advance(&st, t.tokens[i]); !a.ok()) {
+          return InvalidArgumentError("tune: line " + std::to_string(e.line) +
+                                      ": the call's tokens do not follow the call grammar (" +
+                                      a.message() + ")");
+        }
+      }
+    } else {
+      for (int64_t i = t.target_start; i < n; ++i) rows.push_back(static_cast<int32_t>(i - 1));
+    }
+    if (rows.empty()) {
+      return InvalidArgumentError("tune: line " + std::to_string(e.line) +
+                                  ": the grammar forces every token of the call: nothing to learn");
+    }
+    impl->loss_rows.push_back(std::move(rows));
     impl->data.push_back(std::move(t));
     impl->keys.push_back(e.catalog_key);
     if (impl->Rows(impl->data.back()) > context) {
@@ -360,7 +391,16 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
   }
   const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   impl->pool = std::make_unique<ThreadPool>(threads);
-  FG_ASSIGN_OR_RETURN(impl->params, LoraParams::Create(model.file(), options.lora));
+  if (options.init_adapter.empty()) {
+    FG_ASSIGN_OR_RETURN(impl->params, LoraParams::Create(model.file(), options.lora));
+  } else {
+    FG_ASSIGN_OR_RETURN(impl->params, LoraParams::FromAdapter(model.file(), options.init_adapter));
+    if (impl->params->adapter().after_prefix() != (options.prefix == PrefixMode::kBase)) {
+      return InvalidArgumentError("tune: '" + options.init_adapter + "' was trained with --prefix " +
+                                  (impl->params->adapter().after_prefix() ? "base" : "adapted") +
+                                  "; train it on with the same");
+    }
+  }
   impl->base_weights = model.weights();
   impl->lora_weights = model.weights();
   impl->lora_weights.loras = {model::LoraUse{&impl->params->adapter(), 1.0f}};
@@ -491,7 +531,7 @@ Status Trainer::Train(const std::function<void(const Progress&)>& progress,
     const std::vector<int>& batch = s.batches[s.step];
     int64_t targets = 0, trained = 0;
     for (int i : batch) {
-      targets += s.Targets(s.data[i]);
+      targets += s.Targets(i);
       trained += s.Trained(s.data[i]);
     }
     for (auto& g : s.grad) std::fill(g.begin(), g.end(), 0.0f);

@@ -34,7 +34,14 @@ enum class PrefixMode { kBase, kAdapted };
 
 struct TuneOptions {
   LoraTrainSpec lora;
+  // Start from this adapter's values (an adapter `fgemma tune` wrote, f32/f16/bf16/q8_0)
+  // instead of a fresh one; its rank, alpha and modules replace `lora`'s.
+  std::string init_adapter;
   PrefixMode prefix = PrefixMode::kBase;
+  // true: the loss skips call tokens the call grammar forces (the only token it allows there):
+  // `fgemma call` never asks the model for them (it does not even run the LM head), so their
+  // rows cost the head's forward and backward for nothing. false: every call token.
+  bool loss_free_tokens_only = true;
   double lr = 1e-3;
   double weight_decay = 0.0;
   double warmup = 0.05;         // share of the steps with a linear warmup

@@ -108,7 +108,7 @@ int CmdCall(int argc, char** argv) {
   p.AddBool("--text", &show_text,
             "Also print the raw model output (special tokens as text) to stderr");
   p.SetPositionals(&pos, "\"REQUEST\"", 0, 1);
-  common.Register(p, CommonFlags::kLora);
+  common.Register(p, CommonFlags::kLora | CommonFlags::kCallLora);
   p.AddNote(
       "Output: with --max-calls 1, the call as {\"name\": ..., \"arguments\": {...}}; with "
       "--max-calls N > 1, an array of such objects; when the model wrote no valid call "
@@ -176,7 +176,7 @@ int CmdCall(int argc, char** argv) {
   auto model_path = common.ModelPath();
   if (!model_path.ok()) return ReportError("call", model_path.status());
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = CallModel::Load(*model_path, common.Adapters());
+  auto model = CallModel::Load(*model_path, common.CallAdapters());
   if (!model.ok()) return ReportError("call", model.status());
   if (Status s = common.CheckContext((*model)->trained_context()); !s.ok()) {
     return usage(s.message());

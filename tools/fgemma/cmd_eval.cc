@@ -85,7 +85,7 @@ int CmdEval(int argc, char** argv) {
   p.AddStringList("--tools", &tools, "FILE", "Tool catalog (repeatable, paired with --data in order)");
   p.AddStringList("--data", &data, "FILE",
                   "JSONL of {\"request\": ..., \"calls\": [{\"name\", \"arguments\"}]} (repeatable)");
-  common.Register(p, CommonFlags::kLora);
+  common.Register(p, CommonFlags::kLora | CommonFlags::kCallLora);
   p.AddInt("-n,--max-tokens", &max_tokens, "N", "Generated tokens per request at most (default 256)");
   common.Register(p, CommonFlags::kThreads);
   p.AddInt("--limit", &limit, "N", "Score only the first N examples of each file (0: all)");
@@ -119,7 +119,7 @@ int CmdEval(int argc, char** argv) {
   }
   auto model_path = common.ModelPath();
   if (!model_path.ok()) return ReportError("eval", model_path.status());
-  auto model = CallModel::Load(*model_path, common.Adapters());
+  auto model = CallModel::Load(*model_path, common.CallAdapters());
   if (!model.ok()) return ReportError("eval", model.status());
 
   std::vector<Score> scores;

@@ -72,7 +72,7 @@ StatusOr<double> Validate(const std::string& model_path, const std::string& adap
 
 int CmdTune(int argc, char** argv) {
   std::string data_path, tools_path, out_path, checkpoint, resume, modules = "attn_q,attn_k,attn_v,attn_o,ffn_gate,ffn_up,ffn_down";
-  std::string prefix = "base";
+  std::string prefix = "base", init_lora, loss_tokens = "free";
   int64_t rank = 16, epochs = 1, batch_tokens = 1024, max_steps = 0, checkpoint_every = 50;
   int64_t stop_after = 0;
   int64_t seed = 1;
@@ -94,6 +94,12 @@ int CmdTune(int argc, char** argv) {
   p.AddString("--lora-modules", &modules, "LIST",
               "Adapted projections, comma-separated (default all seven: attn_q,attn_k,attn_v,"
               "attn_o,ffn_gate,ffn_up,ffn_down)");
+  p.AddString("--init-lora", &init_lora, "FILE",
+              "Start from this adapter (e.g. the shipped one, to tune it for one app) instead of "
+              "a fresh one; its rank, alpha and modules are kept");
+  p.AddString("--loss-tokens", &loss_tokens, "free|all",
+              "free (default): the loss skips call tokens the call grammar forces (fgemma call "
+              "never asks the model for them); all: every call token");
   p.AddString("--prefix", &prefix, "base|adapted",
               "base (default): the catalog prefix stays the base model's, the adapter applies "
               "after it (trains only request and call tokens); adapted: every position");
@@ -140,6 +146,7 @@ int CmdTune(int argc, char** argv) {
   if (seed < 0) return usage("--seed must be >= 0");
   if (!(val_split >= 0 && val_split < 1)) return usage("--val-split must be in [0, 1)");
   if (prefix != "base" && prefix != "adapted") return usage("--prefix must be base or adapted");
+  if (loss_tokens != "free" && loss_tokens != "all") return usage("--loss-tokens must be free or all");
   auto mods = train::ParseModules(modules);
   if (!mods.ok()) return usage("--lora-modules: " + mods.status().message());
   if (checkpoint.empty()) checkpoint = out_path + ".ckpt";
@@ -186,6 +193,8 @@ int CmdTune(int argc, char** argv) {
   o.lora.alpha = static_cast<float>(alpha);
   o.lora.modules = *mods;
   o.lora.seed = static_cast<uint64_t>(seed);
+  o.init_adapter = init_lora;
+  o.loss_free_tokens_only = loss_tokens == "free";
   o.prefix = prefix == "base" ? train::PrefixMode::kBase : train::PrefixMode::kAdapted;
   o.lr = lr;
   o.weight_decay = wd;

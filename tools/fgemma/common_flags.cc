@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 #include "src/base/thread_pool.h"
 
@@ -42,6 +44,11 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
              "shorter)");
   }
   if (which & kLora) lora_.Register(p);
+  if (which & kCallLora) {
+    p.AddBool("--no-lora", &no_lora_,
+              "Without -m and --lora, the shipped call adapter (models/fgemma-call-lora.gguf) "
+              "is applied to the default model; --no-lora runs the base model alone");
+  }
 }
 
 Status CommonFlags::Check() const {
@@ -98,6 +105,25 @@ std::vector<LoraAdapterFile> CommonFlags::Adapters() const {
   std::vector<LoraAdapterFile> out;
   for (const runtime::LoraSpec& l : Loras()) out.push_back({l.path, l.scale});
   return out;
+}
+
+std::vector<LoraAdapterFile> CommonFlags::CallAdapters() const {
+  std::vector<LoraAdapterFile> out = Adapters();
+  if (!out.empty() || no_lora_ || !model_.empty()) return out;
+  if (std::string path = DefaultCallAdapterPath(); !path.empty()) out.push_back({path, 1.0f});
+  return out;
+}
+
+std::string DefaultCallAdapterPath() {
+  if (const char* env = std::getenv("FGEMMA_CALL_LORA")) return env;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const char* rel : {"../models/fgemma-call-lora.gguf", "../share/fgemma/fgemma-call-lora.gguf"}) {
+    const std::filesystem::path p = exe.parent_path() / rel;
+    if (std::filesystem::is_regular_file(p, ec)) return p.lexically_normal().string();
+  }
+  return "";
 }
 
 }  // namespace fg::cli

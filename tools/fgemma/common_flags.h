@@ -33,6 +33,9 @@ class CommonFlags {
     kThreads = 4,        // -t N in [1, kMaxThreads]; default: the cores this process may use
     kContext = 8,        // -c N in [1, kMaxContext], at most the model's trained context
     kLora = 16,          // --lora, --lora-scaled
+    // With kLora: --no-lora, and without -m or any --lora the shipped call adapter
+    // (DefaultCallAdapterPath) is applied to the default model (call, eval).
+    kCallLora = 32,
   };
 
   // Adds the flags of `which` (may be called more than once, to place them in --help);
@@ -58,6 +61,9 @@ class CommonFlags {
   // The adapters in flag order (Check() has checked their spelling).
   std::vector<runtime::LoraSpec> Loras() const;
   std::vector<LoraAdapterFile> Adapters() const;
+  // Adapters() for kCallLora commands: the shipped call adapter when none is named, -m is not
+  // given and --no-lora is not.
+  std::vector<LoraAdapterFile> CallAdapters() const;
 
  private:
   const FlagParser* parser_ = nullptr;
@@ -65,7 +71,13 @@ class CommonFlags {
   std::string model_;
   int64_t threads_ = 0, context_ = 0;
   LoraFlags lora_;
+  bool no_lora_ = false;
 };
+
+// The shipped call adapter (models/fgemma-call-lora.gguf, trained by `make adapter`):
+// $FGEMMA_CALL_LORA if set (empty: none), else next to the binary's ../models/ (a build tree) or
+// ../share/fgemma/ (an install); "" when there is none.
+std::string DefaultCallAdapterPath();
 
 }  // namespace fg::cli
 
