@@ -61,6 +61,15 @@ test-asan: deps model
 	  FGEMMA_VENV=$(abspath $(VENV)) ASAN_OPTIONS=detect_leaks=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
+# The shipped call adapter (models/fgemma-call-lora.gguf): `fgemma tune` on the project's corpus
+# (data/calls/train.jsonl), on this machine's CPU. Not run by CI; the file is committed.
+ADAPTER ?= models/fgemma-call-lora.gguf
+TUNE_FLAGS ?= --epochs 2 --lr 1e-3 --batch-tokens 512
+adapter: build model
+	@mkdir -p $(dir $(ADAPTER))
+	$(BUILD)/fgemma tune -m "$$(cat $(BUILD)/model_path.txt)" --data data/calls/train.jsonl \
+	  -o $(ADAPTER) --checkpoint $(BUILD)/adapter.ckpt $(TUNE_FLAGS)
+
 bench: build
 	@for b in $(BUILD)/*_benchmark; do echo "== $$b"; $$b --benchmark_min_time=0.2; done
 

@@ -125,7 +125,8 @@ int CmdTune(int argc, char** argv) {
   common.Register(p, CommonFlags::kThreads);
   p.AddBool("-q,--quiet", &quiet, "No progress on stderr");
   p.AddNote("Same seed, data and options give the same adapter bytes, resumed or not. Ctrl-C "
-            "saves a checkpoint and exits 1; --resume goes on from it. Exit codes: 0 ok, 1 "
+            "(or SIGTERM) finishes the step, writes the checkpoint and the adapter as it is and "
+            "exits 1; --resume goes on from the checkpoint. Exit codes: 0 ok, 1 "
             "runtime error, 2 usage error.");
   if (auto rc = p.Parse(argc, argv)) return *rc;
   auto usage = [&](const std::string& m) { return ReportError("tune", InvalidArgumentError(m), true); };
@@ -257,6 +258,10 @@ int CmdTune(int argc, char** argv) {
   sigaction(SIGTERM, &old_term, nullptr);
   if (!s.ok()) {
     if (g_stop.load()) {
+      // The adapter as it is, too (what --stop-after writes), then exit 1.
+      if (auto w = (*trainer)->AdapterWriter(); w.ok() && w->WriteFile(out_path).ok()) {
+        std::fprintf(stderr, "\nfgemma tune: interrupted; wrote %s as it is", out_path.c_str());
+      }
       std::fprintf(stderr, "\nfgemma tune: interrupted; checkpoint saved to %s (go on with --resume %s)\n",
                    checkpoint.c_str(), checkpoint.c_str());
       return kExitRuntime;
