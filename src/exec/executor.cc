@@ -76,6 +76,19 @@ void RunAttentionTasks(ThreadPool* pool, int64_t tasks, int64_t work, F&& task) 
   }
 }
 
+// y [M,N] = a b in double, a's element (m, k) at a[m * sam + k * sak], b [K,N] row-major: the
+// reference of dot (a [M,K]) and dot_tn (a [K,M] read transposed).
+void ReferenceProduct(const float* a, int64_t sam, int64_t sak, const float* b, int64_t M,
+                      int64_t K, int64_t N, float* y) {
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(a[m * sam + k * sak]) * b[k * N + j];
+      y[m * N + j] = static_cast<float>(acc);
+    }
+  }
+}
+
 }  // namespace
 
 Executor::~Executor() = default;
@@ -674,13 +687,7 @@ Status Executor::RunNode(const Node& n) {
       const float* pb = F32(n.inputs[1]);
       float* y = F32(n.output);
       if (options_.reference) {
-        for (int64_t m = 0; m < M; ++m) {
-          for (int64_t j = 0; j < N; ++j) {
-            double acc = 0;
-            for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(pa[m * K + k]) * pb[k * N + j];
-            y[m * N + j] = static_cast<float>(acc);
-          }
-        }
+        ReferenceProduct(pa, K, 1, pb, M, K, N, y);
       } else {
         std::memset(y, 0, M * N * sizeof(float));
         for (int64_t m = 0; m < M; ++m) {
@@ -831,13 +838,7 @@ Status Executor::RunNode(const Node& n) {
       const float* pb = F32(n.inputs[1]);
       float* y = F32(n.output);
       if (options_.reference) {
-        for (int64_t m = 0; m < M; ++m) {
-          for (int64_t j = 0; j < N; ++j) {
-            double acc = 0;
-            for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(pa[k * M + m]) * pb[k * N + j];
-            y[m * N + j] = static_cast<float>(acc);
-          }
-        }
+        ReferenceProduct(pa, 1, M, pb, M, K, N, y);
         return OkStatus();
       }
       MaybeParallel(pool_, M, K * N, [&](int64_t lo, int64_t hi) {
@@ -885,11 +886,17 @@ Status Executor::RunAttentionBack(const Node& n) {
   // A fixed number of query chunks, each adding into its own K/V gradient, summed in chunk
   // order afterwards: the result does not depend on the threads that ran the chunks.
   const int64_t chunks = std::min<int64_t>(S, kAttentionBackChunks);
-  attn_back_scratch_.resize(static_cast<size_t>(chunks * 2 * cache));
+  // The chunks' K/V gradients: the calling thread's buffer, shared by every executor it runs
+  // (a trainer keeps dozens of executors; one buffer each would be megabytes apiece).
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < static_cast<size_t>(chunks * 2 * cache)) {
+    scratch.resize(static_cast<size_t>(chunks * 2 * cache));
+  }
+  float* parts = scratch.data();  // not `scratch` in the lambda: there it is the pool thread's
   const kernels::ElementOps& ops = kernels::GetElementOps(isa_);
   auto run = [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      float* part = attn_back_scratch_.data() + c * 2 * cache;
+      float* part = parts + c * 2 * cache;
       kernels::AttentionBackArgs ac = a;
       if (c > 0) {
         std::memset(part, 0, 2 * cache * sizeof(float));
@@ -905,7 +912,7 @@ Status Executor::RunAttentionBack(const Node& n) {
     pool_->ParallelFor(chunks, run, 1);
   }
   for (int64_t c = 1; c < chunks; ++c) {
-    const float* part = attn_back_scratch_.data() + c * 2 * cache;
+    const float* part = parts + c * 2 * cache;
     ops.add(dk, part, dk, 2 * cache);  // dk and dv are adjacent, as in the part
   }
   return OkStatus();

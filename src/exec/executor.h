@@ -125,9 +125,8 @@ class Executor {
   // The tables of (positions value, base), made on first use in a run.
   StatusOr<const RopeCache*> RopeTables(int pos_value, double base, int64_t S, int64_t D);
   std::vector<float> rope_neg_sin_;  // rope_back's inverse rotation
-  // attention_back: per query chunk, its K/V gradients and scores (grown on first use).
+  // attention_back: query chunks, each adding into its own K/V gradient.
   static constexpr int64_t kAttentionBackChunks = 4;
-  std::vector<float> attn_back_scratch_;
   std::vector<float> scores_;  // attention scores: scores_stride_ floats per thread
   int64_t scores_stride_ = 0;  // cache length x query heads per KV head (largest attention)
 };

@@ -3,19 +3,9 @@
 #include <cmath>
 #include <sstream>
 
+#include "src/train/splitmix.h"
+
 namespace fg::train {
-
-namespace {
-
-// SplitMix64: a tiny generator whose output is fixed by its definition.
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 StatusOr<std::vector<std::string>> ParseModules(const std::string& csv) {
   std::vector<std::string> out;

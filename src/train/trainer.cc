@@ -11,6 +11,9 @@
 #include <new>
 #include <tuple>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "src/base/thread_pool.h"
 #include "src/exec/executor.h"
@@ -19,6 +22,7 @@
 #include "src/model/gemma3/forward.h"
 #include "src/graph/graph.h"
 #include "src/text/call_grammar.h"
+#include "src/train/splitmix.h"
 #include "src/train/train_graph.h"
 
 namespace fg::train {
@@ -26,13 +30,6 @@ namespace fg::train {
 namespace {
 
 int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 constexpr const char* kCheckpointType = "fgemma-tune-checkpoint";
 
@@ -346,38 +343,16 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
   impl->model = &model;
   impl->opt = options;
   const int64_t context = model.config().context_length;
-  std::map<std::string, std::unique_ptr<text::CallGrammar>> grammars;
   for (const call::TrainingExample& e : examples) {
     FG_ASSIGN_OR_RETURN(call::TrainingTokens t, call::RenderTrainingExample(tokenizer, e));
     if (t.target_start < 1 || t.target_start >= static_cast<int64_t>(t.tokens.size())) {
       return InvalidArgumentError("tune: line " + std::to_string(e.line) + ": no call tokens");
     }
     std::vector<int32_t> rows;
-    const int64_t n = static_cast<int64_t>(t.tokens.size());
-    if (options.loss_free_tokens_only) {
-      // Walk the call tokens through the call grammar of the example's catalog.
-      auto& g = grammars[e.catalog_key];
-      if (!g) {
-        text::GrammarOptions go;
-        go.max_calls = static_cast<int>(e.calls.size());
-        FG_ASSIGN_OR_RETURN(g, text::CallGrammar::Create(*e.catalog, tokenizer, go));
+    if (!options.loss_free_tokens_only) {
+      for (int64_t i = t.target_start; i < static_cast<int64_t>(t.tokens.size()); ++i) {
+        rows.push_back(static_cast<int32_t>(i - 1));
       }
-      text::CallGrammar::State st = g->Start();
-      for (int64_t i = t.target_start; i < n; ++i) {
-        if (g->Done(st)) break;
-        if (g->Allowed(st).size() > 1) rows.push_back(static_cast<int32_t>(i - 1));
-        if (Status a = g->Advance(&st, t.tokens[i]); !a.ok()) {
-          return InvalidArgumentError("tune: line " + std::to_string(e.line) +
-                                      ": the call's tokens do not follow the call grammar (" +
-                                      a.message() + ")");
-        }
-      }
-    } else {
-      for (int64_t i = t.target_start; i < n; ++i) rows.push_back(static_cast<int32_t>(i - 1));
-    }
-    if (rows.empty()) {
-      return InvalidArgumentError("tune: line " + std::to_string(e.line) +
-                                  ": the grammar forces every token of the call: nothing to learn");
     }
     impl->loss_rows.push_back(std::move(rows));
     impl->data.push_back(std::move(t));
@@ -388,6 +363,40 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
                                   " tokens do not fit the model's context");
     }
     impl->max_rows = std::max(impl->max_rows, impl->Rows(impl->data.back()));
+  }
+  if (options.loss_free_tokens_only) {
+    // The rows of call tokens the grammar leaves to the model: one grammar per catalog prompt
+    // and number of calls at a time (a grammar holds megabytes of tables), handed back after.
+    std::map<std::pair<std::string, size_t>, std::vector<size_t>> groups;
+    for (size_t i = 0; i < examples.size(); ++i) {
+      groups[{examples[i].catalog_key, examples[i].calls.size()}].push_back(i);
+    }
+    for (const auto& [key, members] : groups) {
+      text::GrammarOptions go;
+      go.max_calls = static_cast<int>(key.second);
+      FG_ASSIGN_OR_RETURN(auto g, text::CallGrammar::Create(*examples[members[0]].catalog, tokenizer, go));
+      for (size_t i : members) {
+        const call::TrainingTokens& t = impl->data[i];
+        text::CallGrammar::State st = g->Start();
+        for (int64_t k = t.target_start; k < static_cast<int64_t>(t.tokens.size()) && !g->Done(st); ++k) {
+          if (g->Allowed(st).size() > 1) impl->loss_rows[i].push_back(static_cast<int32_t>(k - 1));
+          if (Status a = g->Advance(&st, t.tokens[k]); !a.ok()) {
+            return InvalidArgumentError("tune: line " + std::to_string(examples[i].line) +
+                                        ": the call's tokens do not follow the call grammar (" +
+                                        a.message() + ")");
+          }
+        }
+      }
+    }
+#if defined(__GLIBC__)
+    malloc_trim(0);  // the grammars' tables, freed in small blocks glibc would keep
+#endif
+  }
+  for (size_t i = 0; i < examples.size(); ++i) {
+    if (impl->loss_rows[i].empty()) {
+      return InvalidArgumentError("tune: line " + std::to_string(examples[i].line) +
+                                  ": the grammar forces every token of the call: nothing to learn");
+    }
   }
   const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   impl->pool = std::make_unique<ThreadPool>(threads);
