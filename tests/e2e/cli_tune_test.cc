@@ -131,6 +131,38 @@ TEST_F(CliTuneTest, SameSeedSameBytesAndResumeEqualsOneRun) {
   EXPECT_THAT(other.out, HasSubstr("written with other options or data"));
 }
 
+TEST_F(CliTuneTest, CtrlCSavesACheckpointAndTheAdapter) {
+  const std::string out = Tmp("int.gguf"), ckpt = Tmp("int.ckpt");
+  std::remove(out.c_str());
+  std::remove(ckpt.c_str());
+  // SIGINT after a second of a run far longer than that: exit 1, both files written.
+  Result r = ::fg::testing::RunCommand("timeout --preserve-status -s INT 1 " +
+                                       std::string(FG_CLI_PATH) + " " +
+                                       Tune(out, "--epochs 1000 -q --checkpoint " + ckpt));
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--resume " + ckpt));
+  EXPECT_FALSE(Read(out).empty());
+  EXPECT_FALSE(Read(ckpt).empty());
+  Result more = Fgemma(Tune(out, "--epochs 1000 -q --checkpoint " + ckpt + " --resume " + ckpt +
+                                     " --stop-after 2"));
+  EXPECT_EQ(more.rc, 0) << more.out;
+}
+
+TEST_F(CliTuneTest, ValidationKeepsTheBestEpoch) {
+  const std::string out = Tmp("val.gguf");
+  Result r = Fgemma(Tune(out, "--epochs 3 --val-split 0.5"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("4 examples (2 for validation)"));
+  int scored = 0;
+  for (size_t p = r.out.find("validation score"); p != std::string::npos;
+       p = r.out.find("validation score", p + 1)) {
+    ++scored;
+  }
+  EXPECT_EQ(scored, 3) << r.out;
+  Result meta = Fgemma("inspect " + out, false);
+  EXPECT_THAT(meta.out, HasSubstr("training.best_epoch"));
+}
+
 TEST_F(CliTuneTest, BadFlagsAndData) {
   const std::string out = Tmp("bad.gguf");
   Result help = Fgemma("tune --help", false);
