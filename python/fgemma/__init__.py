@@ -20,7 +20,7 @@ import json
 import os
 import queue
 import threading
-from typing import Any, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _capi
 
@@ -97,11 +97,39 @@ def library_version() -> str:
 
 LoraArg = Union[str, os.PathLike, Tuple[Union[str, os.PathLike], float]]
 
+_Self = TypeVar("_Self", bound="_Owned")
 
-class Model:
+
+class _Owned:
+    """A C handle freed by `close()`, `with` or the garbage collector (`_free`: the fg_*_free)."""
+
+    _free = ""
+    _handle: Optional[int] = None
+
+    def close(self) -> None:
+        h, self._handle = self._handle, None
+        if h is not None:
+            getattr(_capi.lib(), self._free)(h)
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Model(_Owned):
     """A loaded GGUF model (memory-mapped) with its LoRA adapters and tokenizer.
 
     lora: a path, or a sequence of paths or (path, scale) pairs (scale 1 by default)."""
+
+    _free = "fg_model_free"
 
     def __init__(self, path: Union[str, os.PathLike],
                  lora: Optional[Union[LoraArg, Sequence[LoraArg]]] = None):
@@ -184,30 +212,17 @@ class Model:
 
     def close(self) -> None:
         """Drops the handle; callers and sessions made from it keep working."""
-        h, self._handle = self._handle, None
-        if h is not None:
-            _capi.lib().fg_model_free(h)
-
-    def __enter__(self) -> "Model":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+        super().close()
 
 
-class FunctionCaller:
+class FunctionCaller(_Owned):
     """One tool catalog's caller: requests in, calls out (`fgemma call`'s JSON).
 
     Options are fg_caller_options' fields: dialect, constrain, temperature, top_k, top_p, seed,
     max_calls, max_tokens, context, threads, cache_dir, tool_map (JSON text or dict),
     draft_tokens, reuse_request_prefix."""
 
+    _free = "fg_caller_free"
     _FIELDS = {"dialect", "constrain", "temperature", "top_k", "top_p", "seed", "max_calls",
                "max_tokens", "context", "threads", "cache_dir", "tool_map", "draft_tokens",
                "reuse_request_prefix"}
@@ -256,22 +271,6 @@ class FunctionCaller:
         {'content', 'calls', 'error'} when the model's output was not a valid call."""
         return json.loads(self.call_json(request))
 
-    def close(self) -> None:
-        h, self._handle = self._handle, None
-        if h is not None:
-            _capi.lib().fg_caller_free(h)
-
-    def __enter__(self) -> "FunctionCaller":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 class GenerateResult:
@@ -284,8 +283,10 @@ class GenerateResult:
         self.stop_reason = _STOP_REASONS[r.stop_reason] if 0 <= r.stop_reason < 4 else "?"
 
 
-class Session:
+class Session(_Owned):
     """KV caches and threads for one generation at a time (`fgemma run`)."""
+
+    _free = "fg_session_free"
 
     def __init__(self, model: Model, *, context: int = 0, threads: int = 0):
         self._handle: Optional[int] = None
@@ -356,20 +357,4 @@ class Session:
                     pass
             worker.join()
 
-    def close(self) -> None:
-        h, self._handle = self._handle, None
-        if h is not None:
-            _capi.lib().fg_session_free(h)
-
-    def __enter__(self) -> "Session":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
