@@ -192,6 +192,13 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
   EXPECT_EQ(Fgemma("tune -m " + *model_ + " --tools " + *tools_ + " --data " + Tmp("missing") +
                    " -o " + out).rc, 1);
   EXPECT_EQ(std::fopen(out.c_str(), "r"), nullptr);
+  // An output nobody can write is refused before training, not after.
+  Result nodir = Fgemma(Tune(Tmp("no/such/dir/a.gguf"), "-q"));
+  EXPECT_EQ(nodir.rc, 1);
+  EXPECT_THAT(nodir.out, HasSubstr("cannot write into"));
+  Result folder = Fgemma(Tune(::testing::TempDir(), "-q"));
+  EXPECT_EQ(folder.rc, 1);
+  EXPECT_THAT(folder.out, HasSubstr("is a folder"));
 }
 
 }  // namespace

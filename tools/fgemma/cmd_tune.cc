@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -153,6 +154,19 @@ int CmdTune(int argc, char** argv) {
   if (checkpoint.empty()) checkpoint = out_path + ".ckpt";
   if (checkpoint == out_path) return usage("--checkpoint must differ from -o");
 
+  // Where the results go must be writable before hours of training, not after.
+  for (const std::string& path : {out_path, checkpoint}) {
+    std::error_code ec;
+    const std::filesystem::path p(path);
+    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+    if (std::filesystem::is_directory(p, ec)) {
+      return ReportError("tune", InvalidArgumentError("'" + path + "' is a folder"));
+    }
+    if (!std::filesystem::is_directory(dir, ec) || access(dir.c_str(), W_OK) != 0) {
+      return ReportError("tune", InvalidArgumentError("cannot write into '" + dir.string() +
+                                                      "' (for '" + path + "')"));
+    }
+  }
   auto model_path = common.ModelPath();
   if (!model_path.ok()) return ReportError("tune", model_path.status());
   // The model and tokenizer as `fgemma call` loads them (a base vocabulary's function-calling
