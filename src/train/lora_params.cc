@@ -111,17 +111,22 @@ exec::WeightResolver LoraParams::Resolver(exec::WeightResolver next) const {
   };
 }
 
-StatusOr<gguf::Writer> LoraParams::ToWriter() const {
+StatusOr<gguf::Writer> LoraParams::ToWriter(const std::vector<std::vector<float>>* values) const {
   std::vector<model::LoraTensorValues> out;
   size_t i = 0;
+  auto of = [&](size_t k) -> const std::vector<float>& {
+    return values != nullptr ? (*values)[k] : tensors_[k].values;
+  };
   for (const model::LoraPair& pair : adapter_->pairs()) {
-    const Tensor& a = tensors_[i++];
-    const Tensor& bt = tensors_[i++];
-    out.push_back({std::string(pair.a->name), a.shape, a.values, tensor::DType::kF32});
+    const Tensor& a = tensors_[i];
+    const std::vector<float>& a_values = of(i++);
+    const Tensor& bt = tensors_[i];
+    const std::vector<float>& bt_values = of(i++);
+    out.push_back({std::string(pair.a->name), a.shape, a_values, tensor::DType::kF32});
     const int64_t r = bt.shape[0], n = bt.shape[1];
     std::vector<float> b(static_cast<size_t>(r * n));
     for (int64_t k = 0; k < r; ++k) {
-      for (int64_t j = 0; j < n; ++j) b[j * r + k] = bt.values[k * n + j];
+      for (int64_t j = 0; j < n; ++j) b[j * r + k] = bt_values[k * n + j];
     }
     out.push_back({std::string(pair.b->name), {n, r}, std::move(b), tensor::DType::kF32});
   }

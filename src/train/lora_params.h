@@ -58,8 +58,9 @@ class LoraParams {
   // next run), else asks `next`.
   exec::WeightResolver Resolver(exec::WeightResolver next) const;
   // The adapter in llama.cpp's format, f32 (B = the stored B^T transposed back); the caller
-  // may add metadata before writing.
-  StatusOr<gguf::Writer> ToWriter() const;
+  // may add metadata before writing. `values` (one per tensor, in tensors() order) replaces the
+  // current values, e.g. a kept best epoch's.
+  StatusOr<gguf::Writer> ToWriter(const std::vector<std::vector<float>>* values = nullptr) const;
 
  private:
   LoraParams() = default;

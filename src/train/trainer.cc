@@ -612,19 +612,8 @@ Status Trainer::Train(const std::function<void(const Progress&)>& progress,
 StatusOr<gguf::Writer> Trainer::AdapterWriter() const {
   const Impl& s = *impl_;
   // The best epoch's values when validation chose one, else the current ones.
-  std::vector<std::vector<float>> saved;
-  auto& ts = const_cast<LoraParams&>(*s.params).tensors();
   const bool use_best = !s.best.empty() && s.step == static_cast<int64_t>(s.batches.size());
-  if (use_best) {
-    for (size_t i = 0; i < ts.size(); ++i) {
-      saved.push_back(ts[i].values);
-      ts[i].values = s.best[i];
-    }
-  }
-  auto w = s.params->ToWriter();
-  if (use_best) {
-    for (size_t i = 0; i < ts.size(); ++i) ts[i].values = std::move(saved[i]);
-  }
+  auto w = s.params->ToWriter(use_best ? &s.best : nullptr);
   FG_RETURN_IF_ERROR(w.status());
   w->SetString("fgemma.lora.prefix", PrefixModeName(s.opt.prefix));
   w->SetString("training.method", "fgemma tune");

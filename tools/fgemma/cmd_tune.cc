@@ -235,7 +235,7 @@ int CmdTune(int argc, char** argv) {
                  n_examples, val_set.size(),
                  static_cast<long long>((*trainer)->trained_tokens_per_epoch()),
                  static_cast<long long>((*trainer)->steps_per_epoch()),
-                 static_cast<long long>(rank),
+                 static_cast<long long>((*trainer)->params().tensors()[0].shape[0]),
                  static_cast<long long>((*trainer)->params().parameters()), prefix.c_str(),
                  o.threads);
   }
