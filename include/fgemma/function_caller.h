@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -147,6 +148,34 @@ struct CallResult {
   nlohmann::json ToJson(int max_calls) const;
 };
 
+// Settings of one call that leave the catalog, its grammar and its cached prefix alone (what a
+// server takes per request): sampling and the token budget override the caller's options for this
+// call only, and `cancelled` is polled before the prompt is appended and before every decoding
+// step (true: the call stops with FailedPrecondition "cancelled"; the caller stays usable).
+struct CallControl {
+  std::optional<double> temperature;
+  std::optional<int64_t> top_k;
+  std::optional<double> top_p;
+  std::optional<uint64_t> seed;
+  std::optional<int64_t> max_tokens;
+  std::function<bool()> cancelled;
+};
+
+// One turn of a conversation after the catalog's developer turn (CallConversation): a user turn,
+// or a model turn holding the calls the model made, the application's responses to them, and
+// the model's text after them (function_prompt.h's multi-turn rules).
+struct ChatTurn {
+  enum class Role { kUser, kModel };
+  struct Exchange {
+    std::string name;
+    nlohmann::json arguments = nlohmann::json::object();
+    std::optional<nlohmann::json> response;  // absent: not answered (only in a cut-off turn)
+  };
+  Role role = Role::kUser;
+  std::string text;
+  std::vector<Exchange> exchanges;  // model turns only
+};
+
 class FunctionCaller {
  public:
   // `catalog_json`: the tool catalog's JSON text (tool_catalog.h lists the accepted shapes).
@@ -161,12 +190,29 @@ class FunctionCaller {
   // when the prompt does not fit the context. A model output that is not a valid call is not an
   // error: see CallResult::validity.
   StatusOr<CallResult> Call(std::string_view request);
+  // The same with per-call settings (CallControl); with a default CallControl, Call(request).
+  StatusOr<CallResult> Call(std::string_view request, const CallControl& control);
+
+  // A conversation (official dialect): the developer turn, then `turns` (the first a user turn),
+  // then the model's turn: "<start_of_turn>model\n" after a last user turn, or, when the last
+  // turn is a model turn whose every call has its response and no text, the rest of that turn
+  // (the model goes on after the responses). Texts are tokenized with special tokens as plain
+  // text; calls and responses are rendered (function_prompt.h) and may not contain control-token
+  // text. A single user turn gives Call(text)'s tokens and answer, bit for bit. InvalidArgument
+  // for a conversation that cannot be rendered so, Unimplemented for the compact dialect.
+  StatusOr<CallResult> CallConversation(const std::vector<ChatTurn>& turns,
+                                        const CallControl& control = {});
+  // Its prompt tokens (BOS first).
+  StatusOr<std::vector<int32_t>> ConversationTokens(const std::vector<ChatTurn>& turns) const;
 
   // Prompt tokens of a request (BOS first), and how many of them are the cached prefix.
   StatusOr<std::vector<int32_t>> PromptTokens(std::string_view request) const;
   int64_t prefix_tokens() const;
   // The context actually used.
   int64_t context() const;
+  // Bytes this caller's session holds reserved (KV caches, activation scratch): what keeping it
+  // (and its prefilled catalog prefix) costs at most.
+  size_t memory_bytes() const;
 
   struct Impl;
 

@@ -191,12 +191,19 @@ struct FunctionCaller::Impl {
   std::vector<int32_t> Draft(std::span<const int32_t> pending, const text::CallGrammar::State& state,
                              int64_t room) const;
   Status Parse(CallResult* r) const;
+  // The tokens after `prefix` of a conversation (CallConversation's rules).
+  StatusOr<std::vector<int32_t>> ConversationRest(const std::vector<ChatTurn>& turns) const;
+  // One call on the prompt prefix + `rest`.
+  StatusOr<CallResult> Run(std::vector<int32_t> rest, const CallControl& control);
 };
 
 FunctionCaller::FunctionCaller(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FunctionCaller::~FunctionCaller() = default;
 int64_t FunctionCaller::prefix_tokens() const { return static_cast<int64_t>(impl_->prefix.size()); }
 int64_t FunctionCaller::context() const { return impl_->session->context(); }
+size_t FunctionCaller::memory_bytes() const {
+  return impl_->session->cache_bytes() + impl_->session->scratch_bytes();
+}
 
 namespace {
 
@@ -455,12 +462,150 @@ std::vector<int32_t> FunctionCaller::Impl::Draft(std::span<const int32_t> pendin
 }
 
 StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
-  Impl& m = *impl_;
+  return Call(request, CallControl{});
+}
+
+StatusOr<CallResult> FunctionCaller::Call(std::string_view request, const CallControl& control) {
+  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest,
+                      call::RequestTokens(*impl_->tk, request, impl_->suffix));
+  return impl_->Run(std::move(rest), control);
+}
+
+namespace {
+
+// Control-token text a rendered call or response may not carry inside its values: it would be
+// read as structure (an <escape> ending a string early, a turn ending inside a response).
+bool HasControlText(const nlohmann::json& v) {
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    for (std::string_view t : {"<escape>", "<start_of_turn>", "<end_of_turn>", "<start_function",
+                               "<end_function", "<bos>", "<eos>"}) {
+      if (s.find(t) != std::string::npos) return true;
+    }
+    return false;
+  }
+  if (v.is_object()) {
+    for (const auto& [k, x] : v.items()) {
+      if (HasControlText(nlohmann::json(k)) || HasControlText(x)) return true;
+    }
+  }
+  if (v.is_array()) {
+    for (const auto& x : v) {
+      if (HasControlText(x)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+StatusOr<std::vector<int32_t>> FunctionCaller::Impl::ConversationRest(
+    const std::vector<ChatTurn>& turns) const {
+  if (dialect != text::Dialect::kOfficial) {
+    return UnimplementedError("conversations need the official dialect");
+  }
+  if (turns.empty()) return InvalidArgumentError("the conversation is empty");
+  if (turns[0].role != ChatTurn::Role::kUser) {
+    return InvalidArgumentError("the conversation must start with a user turn");
+  }
+  std::vector<int32_t> out;
+  auto special = [&](std::string_view t) {
+    std::vector<int32_t> ids = tk->Encode(t, /*add_special=*/false, /*parse_special=*/true);
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  auto plain = [&](std::string_view t) {
+    std::vector<int32_t> ids = tk->Encode(t, /*add_special=*/false, /*parse_special=*/false);
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const ChatTurn& t = turns[i];
+    const bool last = i + 1 == turns.size();
+    if (!t.text.empty() && !text::IsValidUtf8(t.text)) {
+      return InvalidArgumentError("turn " + std::to_string(i) + ": the text is not valid UTF-8");
+    }
+    if (t.role == ChatTurn::Role::kUser) {
+      if (!t.exchanges.empty()) {
+        return InvalidArgumentError("turn " + std::to_string(i) + ": a user turn has no calls");
+      }
+      // The first user turn's "<start_of_turn>user\n" is the end of the cached prefix.
+      if (i == 0) {
+        FG_RETURN_IF_ERROR(call::CheckRequest(t.text));
+      } else {
+        special("<start_of_turn>user\n");
+      }
+      plain(t.text);
+      special(last ? call::kRequestSuffix : std::string_view("<end_of_turn>\n"));
+      continue;
+    }
+    special("<start_of_turn>model\n");
+    bool answered = !t.exchanges.empty();
+    for (const ChatTurn::Exchange& x : t.exchanges) {
+      if (!text::IsValidToolName(x.name)) {
+        return InvalidArgumentError("turn " + std::to_string(i) + ": bad function name");
+      }
+      if (!x.arguments.is_object() || HasControlText(x.arguments)) {
+        return InvalidArgumentError("turn " + std::to_string(i) + ": the arguments of '" + x.name +
+                                    "' must be an object without control-token text");
+      }
+      special(text::RenderCall(x.name, x.arguments));
+      answered &= x.response.has_value();
+    }
+    for (const ChatTurn::Exchange& x : t.exchanges) {
+      if (!x.response) continue;
+      if (HasControlText(*x.response)) {
+        return InvalidArgumentError("turn " + std::to_string(i) + ": the response of '" + x.name +
+                                    "' has control-token text");
+      }
+      special(text::RenderResponse(x.name, *x.response));
+    }
+    if (!t.exchanges.empty() && !answered) {
+      return InvalidArgumentError("turn " + std::to_string(i) +
+                                  ": every call needs its response (a tool message)");
+    }
+    if (last) {
+      if (!t.text.empty() || t.exchanges.empty()) {
+        return InvalidArgumentError(
+            "the conversation ends with a finished model turn: nothing to answer");
+      }
+      break;  // the model goes on after the responses
+    }
+    plain(t.text);
+    special("<end_of_turn>\n");
+  }
+  return out;
+}
+
+StatusOr<std::vector<int32_t>> FunctionCaller::ConversationTokens(
+    const std::vector<ChatTurn>& turns) const {
+  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, impl_->ConversationRest(turns));
+  std::vector<int32_t> all = impl_->prefix;
+  all.insert(all.end(), rest.begin(), rest.end());
+  return all;
+}
+
+StatusOr<CallResult> FunctionCaller::CallConversation(const std::vector<ChatTurn>& turns,
+                                                      const CallControl& control) {
+  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, impl_->ConversationRest(turns));
+  return impl_->Run(std::move(rest), control);
+}
+
+StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
+                                               const CallControl& control) {
+  Impl& m = *this;
   const auto t0 = std::chrono::steady_clock::now();
   auto ms_since = [](std::chrono::steady_clock::time_point a) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
   };
-  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, call::RequestTokens(*m.tk, request, m.suffix));
+  runtime::SamplingParams sampling = m.sampling;
+  if (control.temperature) sampling.temperature = *control.temperature;
+  if (control.top_k) sampling.top_k = *control.top_k;
+  if (control.top_p) sampling.top_p = *control.top_p;
+  if (control.seed) sampling.seed = *control.seed;
+  FG_RETURN_IF_ERROR(runtime::ValidateSampling(sampling));
+  const int64_t max_tokens = control.max_tokens.value_or(m.opt.max_tokens);
+  if (max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
+  auto cancelled = [&] { return control.cancelled && control.cancelled(); };
+  if (cancelled()) return FailedPreconditionError("cancelled");
   const int64_t context = m.session->context();
   const int64_t prompt_len = static_cast<int64_t>(m.prefix.size() + rest.size());
   if (prompt_len >= context) {
@@ -482,8 +627,8 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   }
 
   const int64_t vocab = m.model->config().vocab;
-  const int64_t max_new = std::min<int64_t>(m.opt.max_tokens, context - prompt_len);
-  runtime::Sampler sampler(m.sampling);
+  const int64_t max_new = std::min<int64_t>(max_tokens, context - prompt_len);
+  runtime::Sampler sampler(sampling);
   text::CallGrammar::State state;
   if (m.grammar) state = m.grammar->Start();
   std::vector<int32_t> pending(rest.begin() + st.reused_tokens, rest.end());
@@ -521,6 +666,7 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   bool in_draft = false;
   r.stop_reason = "max tokens";
   while (static_cast<int64_t>(r.tokens.size()) < max_new) {
+    if (cancelled()) return FailedPreconditionError("cancelled");
     int32_t tok = -1;
     bool forced = false;
     if (m.grammar) {
@@ -661,7 +807,7 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   st.generated_tokens = static_cast<int64_t>(r.tokens.size());
   for (int32_t t : r.tokens) r.text += m.tk->TokenToPiece(t, /*special=*/true);
   r.validity = m.Parse(&r);
-  if (r.stop_reason == "max tokens" && max_new < m.opt.max_tokens) {
+  if (r.stop_reason == "max tokens" && max_new < max_tokens) {
     r.stop_reason = "context full";  // the context ran out before -n did
   }
   if (!r.validity.ok() && r.stop_reason == "max tokens") {

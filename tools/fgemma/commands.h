@@ -24,10 +24,12 @@ int CmdMerge(int argc, char** argv);
 int CmdEval(int argc, char** argv);
 int CmdMklora(int argc, char** argv);
 int CmdTune(int argc, char** argv);
+int CmdServe(int argc, char** argv);
 
 // Every subcommand, in the order `fgemma --help` lists them.
 inline constexpr Command kCommands[] = {
     {"call", "Turn a request into a function call of a tool catalog (JSON out)", CmdCall},
+    {"serve", "Serve function calling over HTTP (OpenAI's chat API, many clients)", CmdServe},
     {"tune", "Train a LoRA adapter on labelled function calls (on the CPU)", CmdTune},
     {"eval", "Score calls on labelled requests (valid, right function, right arguments)", CmdEval},
     {"run", "Generate text from a prompt (Gemma chat template), streaming", CmdRun},

@@ -1,0 +1,568 @@
+#include "src/serve/openai.h"
+
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "src/text/function_prompt.h"
+#include "src/text/tokenizer.h"
+#include "src/text/tool_catalog.h"
+
+namespace fg::serve {
+
+using json = nlohmann::json;
+
+namespace {
+
+// JSON deeper than this is refused before it is parsed: nlohmann's dump and destruction recurse
+// per level, so a 1 MiB body of '[' would otherwise exhaust the stack.
+constexpr int kMaxJsonDepth = 64;
+
+bool TooDeep(std::string_view body) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+std::optional<ApiError> ParseObject(std::string_view body, json* out) {
+  if (TooDeep(body)) {
+    return BadRequest("the JSON body nests deeper than " + std::to_string(kMaxJsonDepth) +
+                      " levels");
+  }
+  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) return BadRequest("the body is not valid JSON");
+  if (!out->is_object()) return BadRequest("the body must be a JSON object");
+  return std::nullopt;
+}
+
+// Message content: a string, null, or an array of {"type": "text", "text": ...} parts (joined).
+std::optional<ApiError> ContentText(const json& m, const std::string& param, std::string* out) {
+  out->clear();
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) {
+    *out = it->get<std::string>();
+    return std::nullopt;
+  }
+  if (!it->is_array()) return BadRequest("content must be a string or an array of parts", param);
+  for (const json& part : *it) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+        !part.contains("text") || !part["text"].is_string()) {
+      return BadRequest("only text content parts are supported", param);
+    }
+    *out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseStop(const json& doc, const Limits& limits,
+                                  std::vector<std::string>* stop) {
+  auto it = doc.find("stop");
+  if (it == doc.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) {
+    stop->push_back(it->get<std::string>());
+  } else if (it->is_array()) {
+    for (const json& s : *it) {
+      if (!s.is_string()) return BadRequest("stop must be a string or an array of strings", "stop");
+      stop->push_back(s.get<std::string>());
+    }
+  } else {
+    return BadRequest("stop must be a string or an array of strings", "stop");
+  }
+  if (stop->size() > limits.max_stop) {
+    return BadRequest("at most " + std::to_string(limits.max_stop) + " stop strings", "stop");
+  }
+  for (const std::string& s : *stop) {
+    if (s.empty()) return BadRequest("a stop string is empty", "stop");
+  }
+  return std::nullopt;
+}
+
+// max_tokens / max_completion_tokens, temperature, top_p, top_k, seed, stream, stream_options.
+std::optional<ApiError> ParseCommon(const json& doc, const Limits& limits, CallControl* c,
+                                    bool* stream, bool* include_usage) {
+  c->max_tokens = limits.default_max_tokens;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    auto it = doc.find(key);
+    if (it == doc.end() || it->is_null()) continue;
+    if (!it->is_number_integer()) return BadRequest(std::string(key) + " must be an integer", key);
+    const int64_t v = it->get<int64_t>();
+    if (v < 1 || v > limits.max_tokens) {
+      return BadRequest(std::string(key) + " must be in [1, " + std::to_string(limits.max_tokens) +
+                            "] (the server's --max-tokens)",
+                        key);
+    }
+    c->max_tokens = v;
+  }
+  // Greedy unless asked: the answer `fgemma call` gives.
+  c->temperature = 0.0;
+  if (auto it = doc.find("temperature"); it != doc.end() && !it->is_null()) {
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0 ||
+        it->get<double>() > 2) {
+      return BadRequest("temperature must be a number in [0, 2]", "temperature");
+    }
+    c->temperature = it->get<double>();
+  }
+  if (auto it = doc.find("top_p"); it != doc.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() > 0) || it->get<double>() > 1) {
+      return BadRequest("top_p must be a number in (0, 1]", "top_p");
+    }
+    c->top_p = it->get<double>();
+  }
+  if (auto it = doc.find("top_k"); it != doc.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > (1 << 20)) {
+      return BadRequest("top_k must be an integer >= 0", "top_k");
+    }
+    c->top_k = it->get<int64_t>();
+  }
+  if (auto it = doc.find("seed"); it != doc.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return BadRequest("seed must be an integer", "seed");
+    c->seed = it->is_number_unsigned() ? it->get<uint64_t>()
+                                       : static_cast<uint64_t>(it->get<int64_t>());
+  }
+  if (auto it = doc.find("n"); it != doc.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() != 1) {
+      return BadRequest("only n = 1 is supported", "n");
+    }
+  }
+  if (auto it = doc.find("stream"); it != doc.end() && !it->is_null()) {
+    if (!it->is_boolean()) return BadRequest("stream must be a boolean", "stream");
+    *stream = it->get<bool>();
+  }
+  if (auto it = doc.find("stream_options"); it != doc.end() && !it->is_null()) {
+    if (!it->is_object()) return BadRequest("stream_options must be an object", "stream_options");
+    if (auto u = it->find("include_usage"); u != it->end() && !u->is_null()) {
+      if (!u->is_boolean()) {
+        return BadRequest("include_usage must be a boolean", "stream_options.include_usage");
+      }
+      *include_usage = u->get<bool>();
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseModel(const json& doc, std::string* model) {
+  if (auto it = doc.find("model"); it != doc.end() && !it->is_null()) {
+    if (!it->is_string()) return BadRequest("model must be a string", "model");
+    *model = it->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+json ApiError::ToJson() const {
+  json e = {{"message", text::ToValidUtf8(message)},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", code.empty() ? json(nullptr) : json(code)}};
+  return json{{"error", e}};
+}
+
+ApiError BadRequest(std::string message, std::string param) {
+  ApiError e;
+  e.http_status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  return e;
+}
+
+std::optional<ApiError> ParseChatRequest(std::string_view body, const Limits& limits,
+                                         ChatRequest* out) {
+  try {
+    *out = ChatRequest{};
+    json doc;
+    if (auto e = ParseObject(body, &doc)) return e;
+    if (auto e = ParseModel(doc, &out->model)) return e;
+
+    // tools: the catalog.
+    auto tools = doc.find("tools");
+    if (tools == doc.end() || tools->is_null() || (tools->is_array() && tools->empty())) {
+      return BadRequest("tools: fgemma serve answers with function calls; give at least one tool",
+                        "tools");
+    }
+    if (!tools->is_array()) return BadRequest("tools must be an array", "tools");
+    if (tools->size() > limits.max_tools) {
+      return BadRequest("at most " + std::to_string(limits.max_tools) +
+                            " tools per request (the server's --max-tools)",
+                        "tools");
+    }
+    json catalog = {{"tools", *tools}};
+    auto parsed = text::ParseToolCatalogJson(catalog);
+    if (!parsed.ok()) return BadRequest(parsed.status().message(), "tools");
+    if (parsed->tools.empty()) return BadRequest("tools: no tools", "tools");
+
+    // tool_choice.
+    out->tool_choice = ToolChoice::kAuto;
+    if (auto it = doc.find("tool_choice"); it != doc.end() && !it->is_null()) {
+      if (it->is_string()) {
+        const std::string v = it->get<std::string>();
+        if (v == "auto") {
+          out->tool_choice = ToolChoice::kAuto;
+        } else if (v == "none") {
+          out->tool_choice = ToolChoice::kNone;
+        } else if (v == "required") {
+          out->tool_choice = ToolChoice::kRequired;
+        } else {
+          return BadRequest("tool_choice must be auto, none, required or a function",
+                            "tool_choice");
+        }
+      } else if (it->is_object() && it->contains("function") && (*it)["function"].is_object() &&
+                 (*it)["function"].contains("name") && (*it)["function"]["name"].is_string()) {
+        out->tool_choice = ToolChoice::kNamed;
+        out->named_tool = (*it)["function"]["name"].get<std::string>();
+        const text::Tool* tool = parsed->Find(out->named_tool);
+        if (tool == nullptr) {
+          return BadRequest("tool_choice names '" + out->named_tool + "', which tools lacks",
+                            "tool_choice");
+        }
+        // The catalog of that function alone (its entry as the request gave it).
+        for (const json& t : *tools) {
+          const json* fn = &t;
+          if (t.is_object() && t.contains("function") && t["function"].is_object()) {
+            fn = &t["function"];
+          }
+          if (fn->is_object() && fn->contains("name") && (*fn)["name"] == out->named_tool) {
+            catalog = {{"tools", json::array({t})}};
+            break;
+          }
+        }
+      } else {
+        return BadRequest(
+            "tool_choice must be auto, none, required or {\"type\": \"function\", \"function\": "
+            "{\"name\": ...}}",
+            "tool_choice");
+      }
+    }
+    switch (out->tool_choice) {
+      case ToolChoice::kAuto: out->constrain = "auto"; break;
+      case ToolChoice::kNone: out->constrain = "off"; break;
+      case ToolChoice::kRequired:
+      case ToolChoice::kNamed: out->constrain = "call"; break;
+    }
+    out->catalog_json = catalog.dump(-1, ' ', false, json::error_handler_t::replace);
+    out->max_calls = limits.max_calls;
+    if (auto it = doc.find("parallel_tool_calls"); it != doc.end() && !it->is_null()) {
+      if (!it->is_boolean()) {
+        return BadRequest("parallel_tool_calls must be a boolean", "parallel_tool_calls");
+      }
+      if (!it->get<bool>()) out->max_calls = 1;
+    }
+
+    // messages.
+    auto msgs = doc.find("messages");
+    if (msgs == doc.end() || !msgs->is_array() || msgs->empty()) {
+      return BadRequest("messages must be a non-empty array", "messages");
+    }
+    if (msgs->size() > limits.max_messages) {
+      return BadRequest("at most " + std::to_string(limits.max_messages) +
+                            " messages per request (the server's --max-messages)",
+                        "messages");
+    }
+    // tool_call_id -> (turn, exchange) of the calls not answered yet.
+    std::map<std::string, std::pair<size_t, size_t>> open_calls;
+    for (size_t i = 0; i < msgs->size(); ++i) {
+      const json& m = (*msgs)[i];
+      const std::string param = "messages[" + std::to_string(i) + "]";
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        return BadRequest("each message needs a string role", param);
+      }
+      const std::string role = m["role"].get<std::string>();
+      std::string content;
+      if (auto e = ContentText(m, param + ".content", &content)) return e;
+      if (role == "system" || role == "developer") {
+        if (!out->developer_message.empty()) out->developer_message += "\n";
+        out->developer_message += content;
+      } else if (role == "user") {
+        ChatTurn t;
+        t.role = ChatTurn::Role::kUser;
+        t.text = std::move(content);
+        if (t.text.find_first_not_of(" \t\r\n") == std::string::npos) {
+          return BadRequest("a user message is empty", param + ".content");
+        }
+        out->turns.push_back(std::move(t));
+        open_calls.clear();
+      } else if (role == "assistant") {
+        ChatTurn t;
+        t.role = ChatTurn::Role::kModel;
+        t.text = std::move(content);
+        open_calls.clear();
+        if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
+          if (!tc->is_array()) return BadRequest("tool_calls must be an array", param);
+          for (size_t k = 0; k < tc->size(); ++k) {
+            const json& c = (*tc)[k];
+            const std::string cp = param + ".tool_calls[" + std::to_string(k) + "]";
+            if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+                !c["function"].contains("name") || !c["function"]["name"].is_string()) {
+              return BadRequest("a tool call needs function.name", cp);
+            }
+            ChatTurn::Exchange x;
+            x.name = c["function"]["name"].get<std::string>();
+            if (!text::IsValidToolName(x.name)) return BadRequest("bad function name", cp);
+            const json& args = c["function"].value("arguments", json("{}"));
+            if (args.is_string()) {
+              const std::string& a = args.get_ref<const std::string&>();
+              if (TooDeep(a)) return BadRequest("arguments nest too deep", cp);
+              x.arguments = json::parse(a.empty() ? std::string("{}") : a, nullptr, false);
+            } else {
+              x.arguments = args;
+            }
+            if (!x.arguments.is_object()) {
+              return BadRequest("function.arguments must be a JSON object (as a string)", cp);
+            }
+            if (c.contains("id") && c["id"].is_string()) {
+              open_calls[c["id"].get<std::string>()] = {out->turns.size(), t.exchanges.size()};
+            }
+            t.exchanges.push_back(std::move(x));
+          }
+        }
+        out->turns.push_back(std::move(t));
+      } else if (role == "tool") {
+        if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string()) {
+          return BadRequest("a tool message needs tool_call_id", param);
+        }
+        auto at = open_calls.find(m["tool_call_id"].get<std::string>());
+        if (at == open_calls.end()) {
+          return BadRequest("tool_call_id matches no call of the assistant message before it",
+                            param + ".tool_call_id");
+        }
+        ChatTurn::Exchange& x = out->turns[at->second.first].exchanges[at->second.second];
+        if (TooDeep(content)) return BadRequest("tool content nests too deep", param);
+        json r = json::parse(content, nullptr, false);
+        x.response = r.is_discarded() ? json(content) : r;
+        open_calls.erase(at);
+      } else {
+        return BadRequest("unsupported role '" + text::ToValidUtf8(role) + "'", param + ".role");
+      }
+    }
+    if (out->turns.empty() || out->turns[0].role != ChatTurn::Role::kUser) {
+      return BadRequest("the first message after system/developer ones must be a user message",
+                        "messages");
+    }
+
+    if (auto e = ParseCommon(doc, limits, &out->control, &out->stream, &out->include_usage)) {
+      return e;
+    }
+    if (auto e = ParseStop(doc, limits, &out->stop)) return e;
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    // nlohmann's type errors on shapes the checks above missed: still the client's fault.
+    return BadRequest(std::string("malformed request: ") + e.what());
+  }
+}
+
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Limits& limits,
+                                               CompletionRequest* out) {
+  try {
+    *out = CompletionRequest{};
+    json doc;
+    if (auto e = ParseObject(body, &doc)) return e;
+    if (auto e = ParseModel(doc, &out->model)) return e;
+    auto p = doc.find("prompt");
+    if (p != doc.end() && p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+      out->prompt = (*p)[0].get<std::string>();
+    } else if (p != doc.end() && p->is_string()) {
+      out->prompt = p->get<std::string>();
+    } else {
+      return BadRequest("prompt must be a string (or an array of one string)", "prompt");
+    }
+    if (out->prompt.empty()) return BadRequest("prompt is empty", "prompt");
+    if (!text::IsValidUtf8(out->prompt)) return BadRequest("prompt is not valid UTF-8", "prompt");
+    if (auto e = ParseCommon(doc, limits, &out->control, &out->stream, &out->include_usage)) {
+      return e;
+    }
+    if (auto e = ParseStop(doc, limits, &out->stop)) return e;
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return BadRequest(std::string("malformed request: ") + e.what());
+  }
+}
+
+bool CutAtStop(std::string* text, const std::vector<std::string>& stop) {
+  size_t cut = std::string::npos;
+  for (const std::string& s : stop) cut = std::min(cut, text->find(s));
+  if (cut == std::string::npos) return false;
+  text->resize(cut);
+  return true;
+}
+
+ChatAnswer MakeChatAnswer(const CallResult& r, const ChatRequest& request, std::string_view id) {
+  ChatAnswer a;
+  a.prompt_tokens = r.stats.prompt_tokens;
+  a.completion_tokens = r.stats.generated_tokens;
+  const bool length = r.stop_reason == "max tokens" || r.stop_reason == "context full";
+  if (request.tool_choice != ToolChoice::kNone && r.validity.ok() && !r.calls.empty()) {
+    for (size_t i = 0; i < r.calls.size(); ++i) {
+      a.tool_calls.push_back({"call_" + std::string(id) + "_" + std::to_string(i),
+                              r.calls[i].name,
+                              r.calls[i].arguments.dump(-1, ' ', false,
+                                                        json::error_handler_t::replace)});
+    }
+    a.content = text::ToValidUtf8(r.content);
+    a.finish_reason = "tool_calls";
+    return a;
+  }
+  // Text: what the model wrote outside calls (all of it, when the output was not valid).
+  std::string t = r.validity.ok() && request.tool_choice != ToolChoice::kNone ? r.content : r.text;
+  if (request.tool_choice == ToolChoice::kNone) {
+    const size_t call = t.find(text::kStartCall);
+    if (call != std::string::npos) t.resize(call);
+  }
+  a.content = text::ToValidUtf8(t);
+  const bool stopped = CutAtStop(&a.content, request.stop);
+  a.finish_reason = length && !stopped ? "length" : "stop";
+  return a;
+}
+
+namespace {
+
+json Usage(int64_t prompt, int64_t completion) {
+  return json{{"prompt_tokens", prompt},
+              {"completion_tokens", completion},
+              {"total_tokens", prompt + completion}};
+}
+
+json ChunkBase(std::string_view id, int64_t created, std::string_view model, const char* object) {
+  return json{{"id", id}, {"object", object}, {"created", created}, {"model", model}};
+}
+
+}  // namespace
+
+json ChatCompletionJson(const ChatAnswer& a, std::string_view id, int64_t created,
+                        std::string_view model) {
+  json msg = {{"role", "assistant"}};
+  msg["content"] = a.content.empty() && !a.tool_calls.empty() ? json(nullptr) : json(a.content);
+  if (!a.tool_calls.empty()) {
+    json calls = json::array();
+    for (const ChatAnswer::ToolCall& c : a.tool_calls) {
+      calls.push_back({{"id", c.id},
+                       {"type", "function"},
+                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    }
+    msg["tool_calls"] = calls;
+  }
+  json j = ChunkBase(id, created, model, "chat.completion");
+  j["choices"] = json::array(
+      {{{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", a.finish_reason}}});
+  j["usage"] = Usage(a.prompt_tokens, a.completion_tokens);
+  return j;
+}
+
+std::string SseEvent(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+std::vector<std::string> Fragments(std::string_view s, size_t n) {
+  std::vector<std::string> out;
+  if (n == 0) n = 1;
+  size_t i = 0;
+  while (i < s.size()) {
+    auto continuation = [&](size_t k) {
+      return k < s.size() && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80;
+    };
+    // Never split a UTF-8 character: back up to its start, or, when the character is longer
+    // than `n`, take it whole.
+    size_t end = std::min(s.size(), i + n);
+    while (end > i && continuation(end)) --end;
+    if (end == i) {
+      end = std::min(s.size(), i + n);
+      while (continuation(end)) ++end;
+    }
+    out.emplace_back(s.substr(i, end - i));
+    i = end;
+  }
+  return out;
+}
+
+std::vector<std::string> ChatCompletionEvents(const ChatAnswer& a, std::string_view id,
+                                              int64_t created, std::string_view model,
+                                              bool include_usage) {
+  std::vector<std::string> ev;
+  auto chunk = [&](json delta, json finish) {
+    json j = ChunkBase(id, created, model, "chat.completion.chunk");
+    j["choices"] = json::array(
+        {{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},
+          {"finish_reason", std::move(finish)}}});
+    ev.push_back(SseEvent(j));
+  };
+  chunk({{"role", "assistant"}, {"content", a.tool_calls.empty() ? json("") : json(nullptr)}},
+        nullptr);
+  for (const std::string& piece : Fragments(a.content, 16)) chunk({{"content", piece}}, nullptr);
+  for (size_t i = 0; i < a.tool_calls.size(); ++i) {
+    const ChatAnswer::ToolCall& c = a.tool_calls[i];
+    chunk({{"tool_calls", json::array({{{"index", i},
+                                        {"id", c.id},
+                                        {"type", "function"},
+                                        {"function", {{"name", c.name}, {"arguments", ""}}}}})}},
+          nullptr);
+    for (const std::string& piece : Fragments(c.arguments, 16)) {
+      chunk({{"tool_calls", json::array({{{"index", i}, {"function", {{"arguments", piece}}}}})}},
+            nullptr);
+    }
+  }
+  chunk(json::object(), a.finish_reason);
+  if (include_usage) {
+    json j = ChunkBase(id, created, model, "chat.completion.chunk");
+    j["choices"] = json::array();
+    j["usage"] = Usage(a.prompt_tokens, a.completion_tokens);
+    ev.push_back(SseEvent(j));
+  }
+  ev.push_back("data: [DONE]\n\n");
+  return ev;
+}
+
+json CompletionJson(const TextAnswer& a, std::string_view id, int64_t created,
+                    std::string_view model) {
+  json j = ChunkBase(id, created, model, "text_completion");
+  j["choices"] = json::array({{{"index", 0},
+                               {"text", text::ToValidUtf8(a.text)},
+                               {"logprobs", nullptr},
+                               {"finish_reason", a.finish_reason}}});
+  j["usage"] = Usage(a.prompt_tokens, a.completion_tokens);
+  return j;
+}
+
+std::vector<std::string> CompletionEvents(const TextAnswer& a, std::string_view id,
+                                          int64_t created, std::string_view model,
+                                          bool include_usage) {
+  std::vector<std::string> ev;
+  auto chunk = [&](const std::string& text, json finish) {
+    json j = ChunkBase(id, created, model, "text_completion");
+    j["choices"] = json::array({{{"index", 0},
+                                 {"text", text},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", std::move(finish)}}});
+    ev.push_back(SseEvent(j));
+  };
+  for (const std::string& piece : Fragments(text::ToValidUtf8(a.text), 16)) chunk(piece, nullptr);
+  chunk("", a.finish_reason);
+  if (include_usage) {
+    json j = ChunkBase(id, created, model, "text_completion");
+    j["choices"] = json::array();
+    j["usage"] = Usage(a.prompt_tokens, a.completion_tokens);
+    ev.push_back(SseEvent(j));
+  }
+  ev.push_back("data: [DONE]\n\n");
+  return ev;
+}
+
+}  // namespace fg::serve

@@ -1,0 +1,146 @@
+// The OpenAI API's JSON, as `fgemma serve` speaks it (docs/serve.md): request bodies parsed and
+// checked against the server's limits into what FunctionCaller takes, and the response bodies
+// (whole, or as server-sent-event chunks) built from a CallResult. No HTTP here: these are pure
+// functions of their inputs, fed random and malformed bodies by the tests.
+//
+// Mapping of a chat request onto fgemma's function calling:
+//   * system / developer messages (joined with "\n") become FunctionGemma's developer message
+//     (the text before the declarations); without them the default one, as `fgemma call`.
+//   * user messages are user turns; an assistant message's tool_calls are the model turn's
+//     calls and the `tool` messages that follow (matched by tool_call_id) their responses; the
+//     assistant's text closes that turn.
+//   * tools are the catalog (the `{"tools": [...]}` object FunctionCaller parses);
+//     tool_choice "required" = the call grammar (constrain "call"), "auto" (the default) = text
+//     or valid calls ("auto"), "none" = no grammar and no calls returned, a named function = a
+//     catalog of that function alone with the call grammar.
+//   * parallel_tool_calls false = one call at most; true (the default) = the server's
+//     --max-calls.
+// A request whose only message after the system ones is one user message is rendered exactly as
+// `fgemma call` renders its REQUEST: the same tokens and, greedy, the same answer.
+#ifndef FGEMMA_SERVE_OPENAI_H_
+#define FGEMMA_SERVE_OPENAI_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fgemma/function_caller.h"
+
+namespace fg::serve {
+
+// What one request may ask for; a request beyond a limit gets 400 (413 for the body) with a
+// message naming the limit and the flag that sets it.
+struct Limits {
+  size_t max_body_bytes = size_t{1} << 20;  // --max-body (bytes)
+  size_t max_messages = 64;                 // --max-messages
+  size_t max_tools = 64;                    // --max-tools
+  int64_t max_tokens = 1024;                // --max-tokens: max_tokens a request may ask for
+  int64_t default_max_tokens = 256;         // when the request names none (fgemma call's -n)
+  size_t max_stop = 4;                      // stop strings (OpenAI's limit)
+  int max_calls = 1;                        // --max-calls: calls per answer with parallel calls
+};
+
+// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}, sent with
+// `http_status`.
+struct ApiError {
+  int http_status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" = null
+  std::string code;   // "" = null
+  nlohmann::json ToJson() const;
+};
+
+ApiError BadRequest(std::string message, std::string param = "");
+
+enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+
+struct ChatRequest {
+  std::string model;
+  std::string catalog_json;       // {"tools": [...]}: the FunctionCaller's catalog
+  std::string developer_message;  // "": FunctionGemma's default
+  std::vector<ChatTurn> turns;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string named_tool;  // kNamed
+  std::string constrain;   // FunctionCallerOptions::constrain for the choice
+  int max_calls = 1;
+  CallControl control;  // sampling, max_tokens (always set); `cancelled` is the server's
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  // The turns are one user turn: answered with FunctionCaller::Call(turns[0].text).
+  bool single_request() const { return turns.size() == 1; }
+};
+
+// Parses a /v1/chat/completions body. Never throws; any body gives a request or an error.
+std::optional<ApiError> ParseChatRequest(std::string_view body, const Limits& limits,
+                                         ChatRequest* out);
+
+struct CompletionRequest {
+  std::string model;
+  std::string prompt;
+  CallControl control;  // sampling and max_tokens (always set)
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// Parses a /v1/completions body (prompt: one string, or an array of one string).
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Limits& limits,
+                                               CompletionRequest* out);
+
+// The answer of a chat request, in OpenAI's terms.
+struct ChatAnswer {
+  std::string content;  // the text (null in JSON when there are tool calls and no text)
+  struct ToolCall {
+    std::string id, name, arguments;  // arguments: a JSON object's text
+  };
+  std::vector<ToolCall> tool_calls;
+  std::string finish_reason;  // "tool_calls", "stop" or "length"
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+};
+
+// Turns a FunctionCaller result into the answer: valid calls become tool_calls (ids
+// "call_<id>_<i>"), the text is cut at the first stop string, finish_reason from the result's
+// stop reason. With tool_choice none, no tool calls: the text before the first call.
+ChatAnswer MakeChatAnswer(const CallResult& result, const ChatRequest& request,
+                          std::string_view id);
+
+// Cuts `text` at the first of `stop` (true if one was found).
+bool CutAtStop(std::string* text, const std::vector<std::string>& stop);
+
+// The response bodies. `created` is the Unix time; `model` the served model's name.
+nlohmann::json ChatCompletionJson(const ChatAnswer& a, std::string_view id, int64_t created,
+                                  std::string_view model);
+// The SSE events of a streamed answer ("data: {...}\n\n" each, "data: [DONE]\n\n" last): the
+// role, then the content in pieces or, per tool call, {index, id, type, function: {name,
+// arguments: ""}} once and the arguments in fragments, then the finish_reason, then usage when
+// asked for.
+std::vector<std::string> ChatCompletionEvents(const ChatAnswer& a, std::string_view id,
+                                              int64_t created, std::string_view model,
+                                              bool include_usage);
+
+struct TextAnswer {
+  std::string text;
+  std::string finish_reason;  // "stop" or "length"
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+};
+nlohmann::json CompletionJson(const TextAnswer& a, std::string_view id, int64_t created,
+                              std::string_view model);
+std::vector<std::string> CompletionEvents(const TextAnswer& a, std::string_view id,
+                                          int64_t created, std::string_view model,
+                                          bool include_usage);
+
+// Splits UTF-8 `s` into pieces of about `n` bytes, never inside a character.
+std::vector<std::string> Fragments(std::string_view s, size_t n);
+
+// "data: " + json + "\n\n".
+std::string SseEvent(const nlohmann::json& j);
+
+}  // namespace fg::serve
+
+#endif  // FGEMMA_SERVE_OPENAI_H_

@@ -1,0 +1,312 @@
+// The service on a synthetic model, without HTTP: answers equal FunctionCaller's, tool_choice,
+// multi-turn, auth, the queue, cancellation, draining, metrics, and the same answer with other
+// requests running beside it.
+#include "src/serve/service.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "src/gguf/synthetic.h"
+
+namespace fg::serve {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr char kTools[] = R"([
+  {"type": "function", "function": {"name": "set_light", "description": "Light on or off.",
+   "parameters": {"type": "object",
+     "properties": {"room": {"type": "string", "enum": ["kitchen", "bedroom", "hall"]},
+                    "state": {"type": "string", "enum": ["on", "off"]}},
+     "required": ["room", "state"]}}},
+  {"type": "function", "function": {"name": "set_mode", "description": "Thermostat mode.",
+   "parameters": {"type": "object",
+     "properties": {"mode": {"type": "string", "enum": ["heat", "cool", "auto"]},
+                    "eco": {"type": "boolean"}},
+     "required": ["mode", "eco"]}}},
+  {"type": "function", "function": {"name": "stop_music", "description": "Stops the music."}}
+])";
+
+std::shared_ptr<const CallModel> TinyModel() {
+  static std::shared_ptr<const CallModel> m = [] {
+    auto spec = gguf::SyntheticPreset("tiny");
+    EXPECT_TRUE(spec.ok());
+    spec->context = 2048;
+    // One file per process: ctest runs the cases of this binary in parallel processes.
+    const std::string p =
+        ::testing::TempDir() + "/serve_tiny_" + std::to_string(::getpid()) + ".gguf";
+    Status s = gguf::WriteSyntheticGemma3(*spec, p);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    auto r = CallModel::Load(p);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : nullptr;
+  }();
+  return m;
+}
+
+std::unique_ptr<Service> MakeService(ServiceOptions o = {}) {
+  auto s = Service::Create(TinyModel(), o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(*s);
+}
+
+json ChatBody(const std::string& request, const json& extra = json::object()) {
+  json b = {{"messages", json::array({{{"role", "user"}, {"content", request}}})},
+            {"tools", json::parse(kTools)},
+            {"tool_choice", "required"}};
+  for (const auto& [k, v] : extra.items()) b[k] = v;
+  return b;
+}
+
+HttpResponse Post(Service& s, const json& body, const std::string& path = "/v1/chat/completions",
+                  std::function<bool()> disconnected = nullptr) {
+  HttpRequest r;
+  r.method = "POST";
+  r.path = path;
+  r.body = body.dump();
+  r.disconnected = std::move(disconnected);
+  return s.Handle(r);
+}
+
+// What `fgemma call` answers: a FunctionCaller on the catalog, the request alone.
+json LoneCall(const std::string& request) {
+  auto caller = FunctionCaller::Create(TinyModel(), json{{"tools", json::parse(kTools)}}.dump(), {});
+  EXPECT_TRUE(caller.ok()) << caller.status().ToString();
+  auto r = (*caller)->Call(request);
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r->validity.ok());
+  return r->calls.at(0).ToJson();
+}
+
+json FirstCall(const HttpResponse& r) {
+  EXPECT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  const json& c = j["choices"][0]["message"]["tool_calls"][0]["function"];
+  return json{{"name", c["name"]}, {"arguments", json::parse(c["arguments"].get<std::string>())}};
+}
+
+TEST(Service, ChatAnswerIsTheLoneCall) {
+  auto s = MakeService();
+  for (const char* q : {"turn the kitchen light on", "cool it down", "stop the music please"}) {
+    HttpResponse r = Post(*s, ChatBody(q));
+    EXPECT_EQ(FirstCall(r), LoneCall(q)) << q;
+    const json j = json::parse(r.body);
+    EXPECT_EQ(j["object"], "chat.completion");
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+    EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 0);
+  }
+  // The second request of a catalog found its caller idle: a prefix-cache hit.
+  EXPECT_GE(s->counters().cache_hits, 2);
+}
+
+TEST(Service, NamedToolChoiceCallsThatTool) {
+  auto s = MakeService();
+  HttpResponse r = Post(*s, ChatBody("anything", {{"tool_choice",
+                                                   {{"type", "function"},
+                                                    {"function", {{"name", "set_mode"}}}}}}));
+  EXPECT_EQ(FirstCall(r)["name"], "set_mode");
+}
+
+TEST(Service, ToolChoiceNoneReturnsNoCalls) {
+  auto s = MakeService();
+  HttpResponse r = Post(*s, ChatBody("hello", {{"tool_choice", "none"}, {"max_tokens", 8}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_FALSE(j["choices"][0]["message"].contains("tool_calls"));
+  EXPECT_TRUE(j["choices"][0]["message"]["content"].is_string());
+  EXPECT_NE(j["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(Service, MultiTurnWithToolResult) {
+  auto s = MakeService();
+  json b = ChatBody("x");
+  b["messages"] = json::parse(R"([
+    {"role": "user", "content": "kitchen light on"},
+    {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+      "function": {"name": "set_light", "arguments": "{\"room\":\"kitchen\",\"state\":\"on\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "{\"ok\": true}"},
+    {"role": "user", "content": "and the hall"}])");
+  HttpResponse r = Post(*s, b);
+  const json call = FirstCall(r);
+  EXPECT_FALSE(call["name"].get<std::string>().empty());
+  // Ending on the tool result: the model goes on in its turn (auto: text or calls).
+  b["messages"].erase(3);
+  b["tool_choice"] = "auto";
+  b["max_tokens"] = 8;
+  r = Post(*s, b);
+  EXPECT_EQ(r.status, 200) << r.body;
+  // A call without its result cannot be rendered.
+  b["messages"].erase(2);
+  r = Post(*s, b);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("response"));
+  // Control-token text in a result is refused, not rendered.
+  b = ChatBody("x");
+  b["messages"] = json::parse(R"([
+    {"role": "user", "content": "kitchen light on"},
+    {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+      "function": {"name": "set_light", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "<end_of_turn>"},
+    {"role": "user", "content": "next"}])");
+  r = Post(*s, b);
+  EXPECT_EQ(r.status, 400) << r.body;
+}
+
+TEST(Service, StreamedEqualsWhole) {
+  auto s = MakeService();
+  HttpResponse whole = Post(*s, ChatBody("bedroom light off"));
+  HttpResponse streamed = Post(*s, ChatBody("bedroom light off", {{"stream", true}}));
+  ASSERT_EQ(streamed.status, 200);
+  ASSERT_TRUE(streamed.stream);
+  EXPECT_EQ(streamed.content_type, "text/event-stream");
+  std::string name, args;
+  for (const std::string& e : streamed.events) {
+    if (e == "data: [DONE]\n\n") continue;
+    const json j = json::parse(e.substr(6));
+    const json& d = j["choices"][0]["delta"];
+    if (!d.contains("tool_calls")) continue;
+    const json& f = d["tool_calls"][0]["function"];
+    if (f.contains("name")) name = f["name"];
+    args += f["arguments"].get<std::string>();
+  }
+  EXPECT_EQ((json{{"name", name}, {"arguments", json::parse(args)}}), FirstCall(whole));
+}
+
+TEST(Service, EndpointsAuthAndErrors) {
+  ServiceOptions o;
+  o.api_key = "sekret";
+  auto s = MakeService(o);
+  HttpRequest r;
+  r.method = "GET";
+  r.path = "/health";
+  EXPECT_EQ(s->Handle(r).status, 200);  // open without the key
+  r.path = "/v1/models";
+  HttpResponse m = s->Handle(r);
+  EXPECT_EQ(m.status, 401);
+  EXPECT_EQ(json::parse(m.body)["error"]["code"], "invalid_api_key");
+  r.authorization = "Bearer sekreT";
+  EXPECT_EQ(s->Handle(r).status, 401);
+  r.authorization = "Bearer sekret";
+  m = s->Handle(r);
+  EXPECT_EQ(m.status, 200);
+  EXPECT_EQ(json::parse(m.body)["data"][0]["id"], "fgemma");
+  r.path = "/metrics";
+  m = s->Handle(r);
+  EXPECT_EQ(m.status, 200);
+  EXPECT_THAT(m.body, HasSubstr("fgemma_slots_total 4"));
+  r.path = "/v1/chat/completions";
+  EXPECT_EQ(s->Handle(r).status, 405);
+  r.path = "/nope";
+  EXPECT_EQ(s->Handle(r).status, 404);
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.body = "{not json";
+  m = s->Handle(r);
+  EXPECT_EQ(m.status, 400);
+  const json e = json::parse(m.body)["error"];
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_TRUE(e.contains("param"));
+  EXPECT_TRUE(e.contains("code"));
+}
+
+TEST(Service, ConstantTimeEquals) {
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+  EXPECT_FALSE(ConstantTimeEquals("", "a"));
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+}
+
+TEST(Service, CompletionEndpoint) {
+  auto s = MakeService();
+  HttpResponse r = Post(*s, json{{"prompt", "Once upon"}, {"max_tokens", 4}}, "/v1/completions");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_LE(j["usage"]["completion_tokens"].get<int>(), 4);
+  HttpResponse again =
+      Post(*s, json{{"prompt", "Once upon"}, {"max_tokens", 4}}, "/v1/completions");
+  EXPECT_EQ(json::parse(again.body)["choices"][0]["text"], j["choices"][0]["text"]);
+}
+
+// One slot, no queue: while a request holds the slot, the next one gets 429; a request whose
+// client left stops (499) and frees its slot.
+TEST(Service, QueueFullAndCancellation) {
+  ServiceOptions o;
+  o.parallel = 1;
+  o.queue = 0;
+  auto s = MakeService(o);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool inside = false, release = false;
+  std::thread holder([&] {
+    HttpResponse r = Post(*s, ChatBody("kitchen on"), "/v1/chat/completions", [&] {
+      std::unique_lock<std::mutex> l(mu);
+      inside = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+      return true;  // then: the client left
+    });
+    EXPECT_EQ(r.status, 499) << r.body;
+  });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return inside; });
+  }
+  HttpResponse busy = Post(*s, ChatBody("hall off"));
+  EXPECT_EQ(busy.status, 429) << busy.body;
+  EXPECT_EQ(json::parse(busy.body)["error"]["code"], "queue_full");
+  {
+    std::lock_guard<std::mutex> l(mu);
+    release = true;
+  }
+  cv.notify_all();
+  holder.join();
+  EXPECT_EQ(s->counters().busy, 0);
+  EXPECT_EQ(s->counters().cancelled, 1);
+  EXPECT_EQ(FirstCall(Post(*s, ChatBody("hall off"))), LoneCall("hall off"));
+}
+
+TEST(Service, DrainRefusesNewRequests) {
+  auto s = MakeService();
+  s->BeginDrain();
+  EXPECT_EQ(Post(*s, ChatBody("kitchen on")).status, 503);
+  HttpRequest h;
+  h.method = "GET";
+  h.path = "/health";
+  EXPECT_EQ(s->Handle(h).status, 503);
+  s->WaitIdle();  // nothing in flight: returns
+}
+
+// The same request alone and with others running beside it (4 slots, 8 threads of requests on
+// two catalogs' worth of choices): the same answer, bit for bit.
+TEST(Service, SameAnswerWithOthersBeside) {
+  auto s = MakeService();
+  const std::vector<std::string> qs = {"kitchen light on", "heat with eco", "stop music",
+                                       "bedroom off", "cool mode"};
+  std::vector<json> alone;
+  for (const std::string& q : qs) alone.push_back(FirstCall(Post(*s, ChatBody(q))));
+  std::vector<std::thread> ts;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 8; ++t) {
+    ts.emplace_back([&, t] {
+      for (size_t k = 0; k < qs.size(); ++k) {
+        const size_t i = (k + t) % qs.size();
+        const json extra = t % 2 ? json{{"stream", false}} : json{{"parallel_tool_calls", false}};
+        if (FirstCall(Post(*s, ChatBody(qs[i], extra))) != alone[i]) ++mismatches;
+      }
+    });
+  }
+  for (std::thread& t : ts) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+}  // namespace
+}  // namespace fg::serve
