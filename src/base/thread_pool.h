@@ -28,6 +28,13 @@ class ThreadPool {
   // Ranges per thread ParallelFor cuts a job into at most: enough that a thread the OS
   // preempts holds up at most a small share, few enough that claiming costs nothing.
   static constexpr int kTasksPerThread = 8;
+  // Work (in rough element operations) below which a job costs more than it saves: callers
+  // run smaller work inline and ask for ranges of at least this much.
+  static constexpr int64_t kMinWork = int64_t{1} << 15;
+  // The grain (items per range) for items of `work_per_item` each.
+  static constexpr int64_t GrainFor(int64_t work_per_item) {
+    return work_per_item >= kMinWork ? 1 : kMinWork / (work_per_item > 0 ? work_per_item : 1);
+  }
 
   // n_threads >= 1 counts the caller; n_threads - 1 workers are started.
   explicit ThreadPool(int n_threads);

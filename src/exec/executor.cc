@@ -22,6 +22,11 @@ using graph::Value;
 using graph::ValueType;
 
 constexpr size_t kAlign = 64;
+// Every value is f32 or i32: 4 bytes an element.
+constexpr int64_t kElementBytes = 4;
+static_assert(sizeof(float) == kElementBytes && sizeof(int32_t) == kElementBytes);
+// Elements per task of the element-wise ops.
+constexpr int64_t kChunk = 4096;
 
 // n rounded up to kAlign (sizes in uint64_t, addresses in uintptr_t).
 template <typename T>
@@ -31,7 +36,7 @@ T AlignUp(T n) {
 
 // In 64 bits even in a 32-bit build, so the planner can see sizes beyond the address space.
 uint64_t ValueBytes(const Value& v) {
-  return static_cast<uint64_t>(v.elements()) * 4;  // f32 and i32 alike
+  return static_cast<uint64_t>(v.elements()) * kElementBytes;
 }
 
 bool IsAlias(OpKind op) {
@@ -41,13 +46,11 @@ bool IsAlias(OpKind op) {
 // Runs fn(begin, end) over [0, n) on the pool when the work is large enough to pay for a job.
 template <typename F>
 void MaybeParallel(ThreadPool* pool, int64_t n, int64_t work_per_item, F&& fn) {
-  constexpr int64_t kMinWork = 1 << 15;
-  if (pool == nullptr || pool->size() == 1 || n * work_per_item < kMinWork || n < 2) {
+  if (pool == nullptr || pool->size() == 1 || n * work_per_item < ThreadPool::kMinWork || n < 2) {
     fn(int64_t{0}, n);
     return;
   }
-  int64_t grain = std::max<int64_t>(1, kMinWork / std::max<int64_t>(1, work_per_item));
-  pool->ParallelFor(n, fn, grain);
+  pool->ParallelFor(n, fn, ThreadPool::GrainFor(work_per_item));
 }
 
 // The attention ops' tasks: one per (query row, KV head, share of the KV head's `group` query
@@ -68,11 +71,10 @@ AttentionTask AttentionTaskOf(int64_t i, int64_t kv_heads, int64_t group, int64_
 // when that pays; ranges are claimed by the pool's threads, `thread` picks the scores row.
 template <typename F>
 void RunAttentionTasks(ThreadPool* pool, int64_t tasks, int64_t work, F&& task) {
-  constexpr int64_t kMinWork = 1 << 15;
-  if (pool == nullptr || pool->size() == 1 || tasks == 1 || tasks * work < kMinWork) {
+  if (pool == nullptr || pool->size() == 1 || tasks == 1 || tasks * work < ThreadPool::kMinWork) {
     task(int64_t{0}, tasks, 0);
   } else {
-    pool->ParallelForThread(tasks, task, std::max<int64_t>(1, kMinWork / std::max<int64_t>(work, 1)));
+    pool->ParallelForThread(tasks, task, ThreadPool::GrainFor(work));
   }
 }
 
@@ -101,6 +103,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(graph::Graph graph,
   e->pool_ = pool;
   e->options_ = options;
   e->isa_ = options.reference ? kernels::Isa::kScalar : kernels::ActiveIsa();
+  e->ops_ = &kernels::GetElementOps(e->isa_);
   const auto& values = e->graph_.values();
   for (const Value& v : values) {
     if (graph::HasDynamic(v.shape)) {
@@ -267,7 +270,7 @@ void Executor::RebindAliases() {
     if (IsAlias(n.op)) {
       ptr_[n.output] = ptr_[n.inputs[0]] == nullptr
                            ? nullptr
-                           : ptr_[n.inputs[0]] + (n.op == OpKind::kSlice ? n.index * 4 : 0);
+                           : ptr_[n.inputs[0]] + (n.op == OpKind::kSlice ? n.index * kElementBytes : 0);
     }
   }
 }
@@ -301,7 +304,7 @@ Status Executor::CopyInput(std::string_view name, ValueType type, const void* da
                                 (v.type == ValueType::kI32 ? " i32" : " f32") + " values, got " +
                                 std::to_string(count) + (type == ValueType::kI32 ? " i32" : " f32"));
   }
-  if (count > 0) std::memcpy(ptr_[id], data, count * 4);  // i32 and f32 alike; P may be 0
+  if (count > 0) std::memcpy(ptr_[id], data, count * kElementBytes);  // i32 and f32; P may be 0
   return OkStatus();
 }
 
@@ -350,535 +353,548 @@ Status Executor::Run() {
   return OkStatus();
 }
 
+// One function per op; the switch has no default, so an op without a case is a compile warning
+// (an error under -Werror).
 Status Executor::RunNode(const Node& n) {
-  const auto& values = graph_.values();
-  const Value& out = values[n.output];
-  const kernels::ElementOps& ops = kernels::GetElementOps(isa_);
   switch (n.op) {
     case OpKind::kInput:
     case OpKind::kWeight:
     case OpKind::kState:
     case OpKind::kReshape:
-      return OkStatus();  // data already in place
-
-    case OpKind::kEmbedding: {
-      const WeightData& wd = weight_data_[n.inputs[0]];
-      const int64_t vocab = wd.shape[0], hidden = wd.shape[1];
-      const kernels::TypeOps* to = kernels::GetTypeOps(wd.type, isa_);
-      const size_t row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, hidden));
-      const int32_t* ids = I32(n.inputs[1]);
-      float* y = F32(n.output);
-      for (int64_t t = 0; t < out.shape[0]; ++t) {
-        if (ids[t] < 0 || ids[t] >= vocab) {
-          return OutOfRangeError("exec: token id " + std::to_string(ids[t]) +
-                                 " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-        }
-        to->dequantize_row(static_cast<const uint8_t*>(wd.data) + row_bytes * ids[t], y + t * hidden,
-                           hidden);
-        ops.scale(y + t * hidden, n.f0, hidden);
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kRmsNorm: {
-      const int64_t width = out.shape.back();
-      const int64_t rows = out.elements() / width;
-      const float* x = F32(n.inputs[0]);
-      const float* w = F32(n.inputs[1]);
-      float* y = F32(n.output);
-      MaybeParallel(pool_, rows, width, [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r) ops.rms_norm(x + r * width, w, y + r * width, width, n.f0);
-      });
-      return OkStatus();
-    }
-
-    case OpKind::kMatMul: {
-      const WeightData& wd = weight_data_[n.inputs[1]];
-      kernels::WeightMatrix w;
-      w.type = wd.type;
-      w.data = wd.data;
-      w.rows = wd.shape[0];
-      w.cols = wd.shape[1];
-      w.row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, w.cols));
-      const int64_t m = values[n.inputs[0]].shape[0];
-      if (options_.reference) {
-        kernels::MatMulReference(w, F32(n.inputs[0]), m, F32(n.output), w.rows);
-      } else {
-        kernels::MatMulIsa(isa_, w, F32(n.inputs[0]), m, F32(n.output), w.rows, pool_);
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kRope:
-    case OpKind::kRopeBack: {
-      const int64_t S = out.shape[0], heads = out.shape[1], D = out.shape[2];
-      FG_ASSIGN_OR_RETURN(const RopeCache* rc, RopeTables(n.inputs[1], n.base, S, D));
-      const float* sin = rc->sin.data();
-      if (n.op == OpKind::kRopeBack) {  // the inverse rotation: sin negated
-        rope_neg_sin_.resize(rc->sin.size());
-        for (size_t i = 0; i < rc->sin.size(); ++i) rope_neg_sin_[i] = -rc->sin[i];
-        sin = rope_neg_sin_.data();
-      }
-      const float* x = F32(n.inputs[0]);
-      float* y = F32(n.output);
-      if (x != y) std::memcpy(y, x, ValueBytes(out));
-      for (int64_t t = 0; t < S; ++t) {
-        ops.apply_rope(y + t * heads * D, heads, D, rc->cos.data() + t * D / 2, sin + t * D / 2);
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kCacheWrite: {
-      const Value& cache = values[n.inputs[0]];
-      const int64_t R = cache.shape[0], row = cache.shape[1] * cache.shape[2];
-      const float* x = F32(n.inputs[1]);
-      const int32_t* pos = I32(n.inputs[2]);
-      float* c = F32(n.inputs[0]);
-      for (int64_t t = 0; t < values[n.inputs[1]].shape[0]; ++t) {
-        if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
-        std::memcpy(c + (pos[t] % R) * row, x + t * row, row * sizeof(float));
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kAttention: {
-      const Value& q = values[n.inputs[0]];
-      const Value& kc = values[n.inputs[1]];
-      const int64_t S = q.shape[0], Hq = q.shape[1], D = q.shape[2];
-      const int64_t R = kc.shape[0], KV = kc.shape[1];
-      const int64_t group = Hq / KV;
-      const int32_t* pos = I32(n.inputs[3]);
-      const float* qd = F32(n.inputs[0]);
-      const float* kd = F32(n.inputs[1]);
-      const float* vd = F32(n.inputs[2]);
-      float* y = F32(n.output);
-      // Every key any query of this call reads must still be in the cache: the span from the
-      // lowest first key to the highest position fits in R rows (else a ring overwrote some).
-      int64_t lowest = INT64_MAX, highest = -1;
-      for (int64_t t = 0; t < S; ++t) {
-        const int64_t p = pos[t];
-        lowest = std::min(lowest, n.window > 0 ? std::max<int64_t>(0, p - n.window + 1) : 0);
-        highest = std::max(highest, p);
-      }
-      if (highest - lowest + 1 > R) {
-        return OutOfRangeError("exec: positions " + std::to_string(lowest) + ".." +
-                               std::to_string(highest) + " need " +
-                               std::to_string(highest - lowest + 1) +
-                               " cached keys, the cache holds " + std::to_string(R));
-      }
-      // One task per (token, KV head, share of its query heads): the query heads sharing a KV
-      // head go through the keys together (attention.h), each with R floats of scores (sized
-      // in Plan). Their group is split in `splits` shares only when there are fewer
-      // (token, KV head) pairs than threads (decode: 1 token, 1 KV head in the 270M). The
-      // keys lo..p sit at rows (lo + j) % R: at most two contiguous runs of the ring.
-      const kernels::Isa isa = isa_;
-      const int64_t splits = AttentionSplits(pool_ ? pool_->size() : 1, S, KV, group);
-      auto task = [&](int64_t begin, int64_t end, int thread) {
-        float* sc = scores_.data() + thread * scores_stride_;
-        for (int64_t i = begin; i < end; ++i) {
-          const auto [t, kvh, g0, gn] = AttentionTaskOf(i, KV, group, splits);
-          const int64_t p = pos[t];
-          const int64_t lo = n.window > 0 ? std::max<int64_t>(0, p - n.window + 1) : 0;
-          const int64_t nk = p - lo + 1;
-          const int64_t first = lo % R;
-          const int64_t run1 = std::min(nk, R - first), run2 = nk - run1;
-          const float* qv = qd + (t * Hq + kvh * group + g0) * D;
-          const float* kb = kd + kvh * D;
-          const float* vb = vd + kvh * D;
-          const int64_t stride = KV * D;
-          kernels::AttnScores(isa, qv, gn, D, kb + first * stride, stride, run1, n.f0, sc, R);
-          if (run2 > 0) kernels::AttnScores(isa, qv, gn, D, kb, stride, run2, n.f0, sc + run1, R);
-          for (int64_t g = 0; g < gn; ++g) ops.softmax(sc + g * R, nk);
-          float* o = y + (t * Hq + kvh * group + g0) * D;
-          std::memset(o, 0, gn * D * sizeof(float));
-          kernels::AttnWeightedSum(isa, sc, R, gn, vb + first * stride, stride, run1, D, o);
-          if (run2 > 0) kernels::AttnWeightedSum(isa, sc + run1, R, gn, vb, stride, run2, D, o);
-        }
-      };
-      // Ranges of tasks are claimed by the pool's threads (a preempted thread's share is taken
-      // over); `thread` picks the scores row, so ranges running at once never share one.
-      const int64_t keys = std::min<int64_t>(R, pos[S - 1] + 1);  // most keys a query reads
-      const int64_t work = keys * D * 4 * group / splits;         // dot + axpy per key and head
-      RunAttentionTasks(pool_, S * KV * splits, work, task);
-      return OkStatus();
-    }
-
-    case OpKind::kGeluMul: {
-      const float* g = F32(n.inputs[0]);
-      const float* u = F32(n.inputs[1]);
-      float* y = F32(n.output);
-      const int64_t total = out.elements();
-      constexpr int64_t kChunk = 4096;
-      MaybeParallel(pool_, (total + kChunk - 1) / kChunk, kChunk * 8, [&](int64_t b, int64_t e) {
-        int64_t lo = b * kChunk, hi = std::min(total, e * kChunk);
-        ops.gelu_tanh_mul(g + lo, u + lo, y + lo, hi - lo);
-      });
-      return OkStatus();
-    }
-
-    case OpKind::kAdd:
-      ops.add(F32(n.inputs[0]), F32(n.inputs[1]), F32(n.output), out.elements());
-      return OkStatus();
-
-    case OpKind::kSelectRows: {
-      const Value& x = values[n.inputs[0]];
-      const int64_t S = x.shape[0], width = x.shape[1];
-      const int32_t* rows = I32(n.inputs[1]);
-      for (int64_t r = 0; r < out.shape[0]; ++r) {
-        if (rows[r] < 0 || rows[r] >= S) {
-          return OutOfRangeError("exec: row " + std::to_string(rows[r]) + " is outside [0, " +
-                                 std::to_string(S) + ")");
-        }
-        std::memcpy(F32(n.output) + r * width, F32(n.inputs[0]) + rows[r] * width,
-                    width * sizeof(float));
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kArgmax: {
-      const Value& x = values[n.inputs[0]];
-      const int64_t width = x.shape[1];
-      for (int64_t r = 0; r < x.shape[0]; ++r) {
-        I32(n.output)[r] = static_cast<int32_t>(ops.argmax(F32(n.inputs[0]) + r * width, width));
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kIota: {
-      int32_t* y = I32(n.output);
-      for (int64_t i = 0; i < out.shape[0]; ++i) y[i] = static_cast<int32_t>(i);
-      return OkStatus();
-    }
-
-    case OpKind::kScale: {
-      // The same kernel as the embedding's scale, so an embeddings input gives bit-identical rows.
-      float* y = F32(n.output);
-      std::memcpy(y, F32(n.inputs[0]), ValueBytes(out));
-      ops.scale(y, n.f0, out.elements());
-      return OkStatus();
-    }
-
-    case OpKind::kTranspose: {
-      // Data movement only (the same in reference and fast mode). Walks the output in order;
-      // when the last axis stays last, whole rows are copied.
-      const Value& x = values[n.inputs[0]];
-      const int64_t rank = static_cast<int64_t>(x.shape.size());
-      // Strides and the output index in a scratch kept across runs (no allocation per run).
-      transpose_scratch_.assign(2 * rank, 0);
-      int64_t* in_stride = transpose_scratch_.data();
-      int64_t* idx = in_stride + rank;
-      if (rank > 0) in_stride[rank - 1] = 1;
-      for (int64_t i = rank - 2; i >= 0; --i) in_stride[i] = in_stride[i + 1] * x.shape[i + 1];
-      const bool rows = rank > 0 && n.perm.back() == rank - 1;
-      const int64_t inner = rows ? out.shape.back() : 1;
-      const int64_t outer_rank = rows ? rank - 1 : rank;
-      const auto* src = reinterpret_cast<const uint8_t*>(ptr_[n.inputs[0]]);
-      auto* dst = ptr_[n.output];
-      const int64_t count = out.elements() / std::max<int64_t>(inner, 1);
-      for (int64_t c = 0; c < count; ++c) {
-        int64_t off = 0;
-        for (int64_t i = 0; i < outer_rank; ++i) off += idx[i] * in_stride[n.perm[i]];
-        std::memcpy(dst + c * inner * 4, src + off * 4, inner * 4);
-        for (int64_t i = outer_rank - 1; i >= 0; --i) {
-          if (++idx[i] < out.shape[i]) break;
-          idx[i] = 0;
-        }
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kConcat: {
-      const Value& a = values[n.inputs[0]];
-      const Value& b = values[n.inputs[1]];
-      int64_t outer = 1, inner = 1;
-      for (int64_t i = 0; i < n.axis; ++i) outer *= out.shape[i];
-      for (size_t i = n.axis + 1; i < out.shape.size(); ++i) inner *= out.shape[i];
-      const int64_t na = a.shape[n.axis] * inner * 4, nb = b.shape[n.axis] * inner * 4;
-      const uint8_t* pa = ptr_[n.inputs[0]];
-      const uint8_t* pb = ptr_[n.inputs[1]];
-      uint8_t* y = ptr_[n.output];
-      for (int64_t o = 0; o < outer; ++o) {
-        std::memcpy(y + o * (na + nb), pa + o * na, na);
-        std::memcpy(y + o * (na + nb) + na, pb + o * nb, nb);
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kRopeTable: {
-      // y = x*cos + swap_halves(x)*sin with the contract's signed tables. The fast kernel
-      // rounds each product in f32 as apply_rope does; the reference computes in double.
-      const int64_t S = out.shape[0], heads = out.shape[1], D = out.shape[2], half = D / 2;
-      const float* x = F32(n.inputs[0]);
-      const float* cs = F32(n.inputs[1]);
-      const float* sn = F32(n.inputs[2]);
-      float* y = F32(n.output);
-      auto rope = [&](auto row) {  // row(xr, c, s, i, j) -> y[i]
-        for (int64_t t = 0; t < S; ++t) {
-          const float* c = cs + t * D;
-          const float* s = sn + t * D;
-          for (int64_t h = 0; h < heads; ++h) {
-            const float* xr = x + (t * heads + h) * D;
-            float* yr = y + (t * heads + h) * D;
-            for (int64_t i = 0; i < D; ++i) yr[i] = row(xr, c, s, i, i < half ? i + half : i - half);
-          }
-        }
-      };
-      if (options_.reference) {
-        rope([](const float* xr, const float* c, const float* s, int64_t i, int64_t j) {
-          return static_cast<float>(static_cast<double>(xr[i]) * c[i] +
-                                    static_cast<double>(xr[j]) * s[i]);
-        });
-      } else {
-        rope([](const float* xr, const float* c, const float* s, int64_t i, int64_t j) {
-          return xr[i] * c[i] + xr[j] * s[i];
-        });
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kAttentionKV: {
-      const Value& q = values[n.inputs[0]];
-      const Value& kv = values[n.inputs[1]];
-      const int64_t S = q.shape[0], Hq = q.shape[1], D = q.shape[2];
-      const int64_t KV = kv.shape[1], T = kv.shape[2];
-      const int64_t group = Hq / KV;
-      const float* qd = F32(n.inputs[0]);
-      const float* kd = F32(n.inputs[1]);
-      const float* vd = F32(n.inputs[2]);
-      const float* mask = n.inputs.size() > 3 ? F32(n.inputs[3]) : nullptr;
-      float* y = F32(n.output);
-      const kernels::Isa isa = isa_;
-      const int64_t splits = AttentionSplits(pool_ ? pool_->size() : 1, S, KV, group);
-      // Task = (query row, KV head, share of its query heads), as for the cache attention.
-      auto task = [&](int64_t begin, int64_t end, int thread) {
-        float* sc = scores_.data() + thread * scores_stride_;
-        for (int64_t i = begin; i < end; ++i) {
-          const auto [t, kvh, g0, gn] = AttentionTaskOf(i, KV, group, splits);
-          int64_t lo = 0, nk = T;
-          if (mask == nullptr) {  // causal from the end: query t is key T - S + t
-            const int64_t qi = T - S + t;
-            lo = n.window > 0 ? std::max<int64_t>(0, qi - n.window + 1) : 0;
-            nk = qi - lo + 1;
-          }
-          const float* qv = qd + (t * Hq + kvh * group + g0) * D;
-          const float* kb = kd + (kvh * T + lo) * D;
-          const float* vb = vd + (kvh * T + lo) * D;
-          kernels::AttnScores(isa, qv, gn, D, kb, D, nk, n.f0, sc, T);
-          for (int64_t g = 0; g < gn; ++g) {
-            if (mask != nullptr) {
-              const float* m = mask + ((kvh * group + g0 + g) * S + t) * T;
-              ops.add(sc + g * T, m, sc + g * T, T);
-            }
-            ops.softmax(sc + g * T, nk);
-          }
-          float* o = y + (t * Hq + kvh * group + g0) * D;
-          std::memset(o, 0, gn * D * sizeof(float));
-          kernels::AttnWeightedSum(isa, sc, T, gn, vb, D, nk, D, o);
-        }
-      };
-      RunAttentionTasks(pool_, S * KV * splits, T * D * 4 * group / splits, task);
-      return OkStatus();
-    }
-
-    case OpKind::kDot: {
-      const Value& a = values[n.inputs[0]];
-      const int64_t M = a.shape[0], K = a.shape[1], N = out.shape[1];
-      const float* pa = F32(n.inputs[0]);
-      const float* pb = F32(n.inputs[1]);
-      float* y = F32(n.output);
-      if (options_.reference) {
-        ReferenceProduct(pa, K, 1, pb, M, K, N, y);
-      } else {
-        std::memset(y, 0, M * N * sizeof(float));
-        for (int64_t m = 0; m < M; ++m) {
-          for (int64_t k = 0; k < K; ++k) ops.axpy(pa[m * K + k], pb + k * N, y + m * N, N);
-        }
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kLowRank: {
-      // out[s] = y[s] + sum_k (scale * x[s][k]) * w[k], in k order for every element.
-      const int64_t S = out.shape[0], N = out.shape[1];
-      const int64_t K = values[n.inputs[0]].shape[1];
-      const float* x = F32(n.inputs[0]);
-      const float* w = F32(n.inputs[1]);  // f32 [K, N] (the graph checks the type)
-      const float* y = n.inputs.size() > 2 ? F32(n.inputs[2]) : nullptr;
-      float* o = F32(n.output);
-      const float scale = n.f0;
-      if (options_.reference) {
-        for (int64_t i = 0; i < S; ++i) {
-          for (int64_t j = 0; j < N; ++j) {
-            double acc = 0;
-            for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(x[i * K + k]) * w[k * N + j];
-            o[i * N + j] = static_cast<float>((y != nullptr ? y[i * N + j] : 0.0) + scale * acc);
-          }
-        }
-        return OkStatus();
-      }
-      MaybeParallel(pool_, S, N * K, [&](int64_t lo, int64_t hi) {
-        ops.low_rank(y != nullptr ? y + lo * N : nullptr, x + lo * K, w, scale, hi - lo, K, N,
-                     o + lo * N);
-      });
-      return OkStatus();
-    }
     case OpKind::kSlice:
-      return OkStatus();  // a view (RebindAliases)
-
-    case OpKind::kRmsNormBack: {
-      const int64_t width = out.shape.back();
-      const int64_t rows = out.elements() / width;
-      const float* x = F32(n.inputs[0]);
-      const float* w = F32(n.inputs[1]);
-      const float* dy = F32(n.inputs[2]);
-      float* dx = F32(n.output);
-      MaybeParallel(pool_, rows, width * 2, [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r) {
-          if (options_.reference) {
-            kernels::scalar::RmsNormBackRow(x + r * width, w, dy + r * width, dx + r * width,
-                                            width, n.f0);
-          } else {
-            kernels::RmsNormBackRow(ops, x + r * width, w, dy + r * width, dx + r * width, width,
-                                    n.f0);
-          }
-        }
-      });
-      return OkStatus();
-    }
-
-    case OpKind::kCacheRead: {
-      const Value& cache = values[n.inputs[0]];
-      const int64_t R = cache.shape[0], row = cache.shape[1] * cache.shape[2];
-      const int32_t* pos = I32(n.inputs[1]);
-      for (int64_t t = 0; t < out.shape[0]; ++t) {
-        if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
-        std::memcpy(F32(n.output) + t * row, F32(n.inputs[0]) + (pos[t] % R) * row,
-                    row * sizeof(float));
-      }
-      return OkStatus();
-    }
-
-    case OpKind::kAttentionBack:
-      return RunAttentionBack(n);
-
-    case OpKind::kGeluMulBack: {
-      const float* g = F32(n.inputs[0]);
-      const float* u = F32(n.inputs[1]);
-      const float* dy = F32(n.inputs[2]);
-      float* y = F32(n.output);
-      const int64_t total = out.elements();
-      const int operand = static_cast<int>(n.index);
-      constexpr int64_t kChunk = 4096;
-      MaybeParallel(pool_, (total + kChunk - 1) / kChunk, kChunk * 8, [&](int64_t b, int64_t e) {
-        int64_t lo = b * kChunk, hi = std::min(total, e * kChunk);
-        if (options_.reference) {
-          kernels::scalar::GeluMulBack(g + lo, u + lo, dy + lo, y + lo, hi - lo, operand);
-        } else {
-          kernels::GeluMulBack(ops, g + lo, u + lo, dy + lo, y + lo, hi - lo, operand);
-        }
-      });
-      return OkStatus();
-    }
-
-    case OpKind::kScatterRows: {
-      const int64_t R = values[n.inputs[0]].shape[0], width = out.shape[1], S = out.shape[0];
-      const int32_t* rows = I32(n.inputs[1]);
-      float* y = F32(n.output);
-      std::memset(y, 0, ValueBytes(out));
-      for (int64_t r = 0; r < R; ++r) {
-        if (rows[r] < 0 || rows[r] >= S) {
-          return OutOfRangeError("exec: row " + std::to_string(rows[r]) + " is outside [0, " +
-                                 std::to_string(S) + ")");
-        }
-        ops.add(y + rows[r] * width, F32(n.inputs[0]) + r * width, y + rows[r] * width, width);
-      }
-      return OkStatus();
-    }
-
+      return OkStatus();  // data already in place; reshapes and slices are views (RebindAliases)
+    case OpKind::kEmbedding: return RunEmbedding(n);
+    case OpKind::kRmsNorm: return RunRmsNorm(n);
+    case OpKind::kMatMul: return RunMatMul(n);
+    case OpKind::kRope:
+    case OpKind::kRopeBack: return RunRope(n);
+    case OpKind::kCacheWrite: return RunCacheWrite(n);
+    case OpKind::kAttention: return RunAttention(n);
+    case OpKind::kGeluMul: return RunGeluMul(n);
+    case OpKind::kAdd: return RunAdd(n);
+    case OpKind::kSelectRows: return RunSelectRows(n);
+    case OpKind::kArgmax: return RunArgmax(n);
+    case OpKind::kIota: return RunIota(n);
+    case OpKind::kScale: return RunScale(n);
+    case OpKind::kTranspose: return RunTranspose(n);
+    case OpKind::kConcat: return RunConcat(n);
+    case OpKind::kRopeTable: return RunRopeTable(n);
+    case OpKind::kAttentionKV: return RunAttentionKV(n);
+    case OpKind::kDot: return RunDot(n);
+    case OpKind::kLowRank: return RunLowRank(n);
+    case OpKind::kRmsNormBack: return RunRmsNormBack(n);
+    case OpKind::kCacheRead: return RunCacheRead(n);
+    case OpKind::kAttentionBack: return RunAttentionBack(n);
+    case OpKind::kGeluMulBack: return RunGeluMulBack(n);
+    case OpKind::kScatterRows: return RunScatterRows(n);
     case OpKind::kCrossEntropy:
-    case OpKind::kCrossEntropyBack: {
-      const Value& lv = values[n.inputs[0]];
-      const int64_t R = lv.shape[0], V = lv.shape[1];
-      const float* x = F32(n.inputs[0]);
-      const int32_t* t = I32(n.inputs[1]);
-      for (int64_t r = 0; r < R; ++r) {
-        if (t[r] >= V) {
-          return OutOfRangeError("exec: target " + std::to_string(t[r]) + " is outside [0, " +
-                                 std::to_string(V) + ")");
-        }
-      }
-      const bool back = n.op == OpKind::kCrossEntropyBack;
-      const float* dloss = back ? F32(n.inputs[2]) : nullptr;
-      float* y = F32(n.output);
-      MaybeParallel(pool_, R, V * 4, [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r) {
-          const float* xr = x + r * V;
-          if (!back) {
-            y[r] = t[r] < 0 ? 0.0f
-                   : options_.reference ? kernels::scalar::CrossEntropyRow(xr, V, t[r])
-                                        : kernels::CrossEntropyRow(ops, xr, V, t[r]);
-          } else if (t[r] < 0) {
-            std::memset(y + r * V, 0, V * sizeof(float));
-          } else if (options_.reference) {
-            kernels::scalar::CrossEntropyBackRow(xr, V, t[r], dloss[r], y + r * V);
-          } else {
-            kernels::CrossEntropyBackRow(ops, xr, V, t[r], dloss[r], y + r * V);
-          }
-        }
-      });
-      return OkStatus();
-    }
-
-    case OpKind::kDotTN: {
-      // y [M,N] = a^T b, a [K,M], b [K,N]: each thread owns rows of y and adds the K products
-      // of each element in k order, so the result does not depend on the threads.
-      const Value& a = values[n.inputs[0]];
-      const int64_t K = a.shape[0], M = a.shape[1], N = out.shape[1];
-      const float* pa = F32(n.inputs[0]);
-      const float* pb = F32(n.inputs[1]);
-      float* y = F32(n.output);
-      if (options_.reference) {
-        ReferenceProduct(pa, 1, M, pb, M, K, N, y);
-        return OkStatus();
-      }
-      MaybeParallel(pool_, M, K * N, [&](int64_t lo, int64_t hi) {
-        std::memset(y + lo * N, 0, (hi - lo) * N * sizeof(float));
-        for (int64_t k = 0; k < K; ++k) {
-          for (int64_t m = lo; m < hi; ++m) ops.axpy(pa[k * M + m], pb + k * N, y + m * N, N);
-        }
-      });
-      return OkStatus();
-    }
+    case OpKind::kCrossEntropyBack: return RunCrossEntropy(n);
+    case OpKind::kDotTN: return RunDotTN(n);
   }
   return InternalError("exec: unknown op");
 }
 
+Status Executor::RunEmbedding(const Node& n) {
+  const Value& out = graph_.value(n.output);
+  const WeightData& wd = weight_data_[n.inputs[0]];
+  const int64_t vocab = wd.shape[0], hidden = wd.shape[1];
+  const kernels::TypeOps* to = kernels::GetTypeOps(wd.type, isa_);
+  const size_t row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, hidden));
+  const int32_t* ids = I32(n.inputs[1]);
+  float* y = F32(n.output);
+  for (int64_t t = 0; t < out.shape[0]; ++t) {
+    if (ids[t] < 0 || ids[t] >= vocab) {
+      return OutOfRangeError("exec: token id " + std::to_string(ids[t]) +
+                             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+    to->dequantize_row(static_cast<const uint8_t*>(wd.data) + row_bytes * ids[t], y + t * hidden,
+                       hidden);
+    ops_->scale(y + t * hidden, n.f0, hidden);
+  }
+  return OkStatus();
+}
+
+Status Executor::RunRmsNorm(const Node& n) {
+  const Value& out = graph_.value(n.output);
+  const int64_t width = out.shape.back();
+  const int64_t rows = out.elements() / width;
+  const float* x = F32(n.inputs[0]);
+  const float* w = F32(n.inputs[1]);
+  float* y = F32(n.output);
+  MaybeParallel(pool_, rows, width, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) ops_->rms_norm(x + r * width, w, y + r * width, width, n.f0);
+  });
+  return OkStatus();
+}
+
+Status Executor::RunMatMul(const Node& n) {
+  const WeightData& wd = weight_data_[n.inputs[1]];
+  kernels::WeightMatrix w;
+  w.type = wd.type;
+  w.data = wd.data;
+  w.rows = wd.shape[0];
+  w.cols = wd.shape[1];
+  w.row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, w.cols));
+  const int64_t m = graph_.value(n.inputs[0]).shape[0];
+  if (options_.reference) {
+    kernels::MatMulReference(w, F32(n.inputs[0]), m, F32(n.output), w.rows);
+  } else {
+    kernels::MatMulIsa(isa_, w, F32(n.inputs[0]), m, F32(n.output), w.rows, pool_);
+  }
+  return OkStatus();
+}
+
+Status Executor::RunRope(const Node& n) {
+  const Value& out = graph_.value(n.output);
+  const int64_t S = out.shape[0], heads = out.shape[1], D = out.shape[2];
+  FG_ASSIGN_OR_RETURN(const RopeCache* rc, RopeTables(n.inputs[1], n.base, S, D));
+  const float* sin = rc->sin.data();
+  if (n.op == OpKind::kRopeBack) {  // the inverse rotation: sin negated
+    rope_neg_sin_.resize(rc->sin.size());
+    for (size_t i = 0; i < rc->sin.size(); ++i) rope_neg_sin_[i] = -rc->sin[i];
+    sin = rope_neg_sin_.data();
+  }
+  const float* x = F32(n.inputs[0]);
+  float* y = F32(n.output);
+  if (x != y) std::memcpy(y, x, ValueBytes(out));
+  for (int64_t t = 0; t < S; ++t) {
+    ops_->apply_rope(y + t * heads * D, heads, D, rc->cos.data() + t * D / 2, sin + t * D / 2);
+  }
+  return OkStatus();
+}
+
+Status Executor::RunCacheWrite(const Node& n) {
+  const Value& cache = graph_.value(n.inputs[0]);
+  const int64_t R = cache.shape[0], row = cache.shape[1] * cache.shape[2];
+  const float* x = F32(n.inputs[1]);
+  const int32_t* pos = I32(n.inputs[2]);
+  float* c = F32(n.inputs[0]);
+  for (int64_t t = 0; t < graph_.value(n.inputs[1]).shape[0]; ++t) {
+    if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
+    std::memcpy(c + (pos[t] % R) * row, x + t * row, row * kElementBytes);
+  }
+  return OkStatus();
+}
+
+Status Executor::CheckKeysInRing(const int32_t* pos, int64_t S, int64_t window, int64_t R) {
+  for (int64_t t = 0; t < S; ++t) {
+    if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
+  }
+  const kernels::KeySpan span = kernels::KeysRead(pos, S, window);
+  if (span.rows() > R) {
+    return OutOfRangeError("exec: positions " + std::to_string(span.lowest) + ".." +
+                           std::to_string(span.highest) + " need " + std::to_string(span.rows()) +
+                           " cached keys, the cache holds " + std::to_string(R));
+  }
+  return OkStatus();
+}
+
+Status Executor::RunAttention(const Node& n) {
+  const Value& q = graph_.value(n.inputs[0]);
+  const Value& kc = graph_.value(n.inputs[1]);
+  const int64_t S = q.shape[0];
+  kernels::RingAttention a;
+  a.q = F32(n.inputs[0]);
+  a.k = F32(n.inputs[1]);
+  a.v = F32(n.inputs[2]);
+  a.pos = I32(n.inputs[3]);
+  a.Hq = q.shape[1];
+  a.D = q.shape[2];
+  a.R = kc.shape[0];
+  a.KV = kc.shape[1];
+  a.window = n.window;
+  a.scale = n.f0;
+  a.out = F32(n.output);
+  FG_RETURN_IF_ERROR(CheckKeysInRing(a.pos, S, a.window, a.R));
+  // One task per (token, KV head, share of its query heads): the query heads sharing a KV
+  // head go through the keys together (kernels::AttendRing), each with R floats of scores
+  // (sized in Plan). Their group is split in `splits` shares only when there are fewer
+  // (token, KV head) pairs than threads (decode: 1 token, 1 KV head in the 270M).
+  const int64_t group = a.Hq / a.KV;
+  const int64_t splits = AttentionSplits(pool_ ? pool_->size() : 1, S, a.KV, group);
+  const kernels::Isa isa = isa_;
+  float* scores = scores_.data();
+  const int64_t stride = scores_stride_;
+  auto task = [&](int64_t begin, int64_t end, int thread) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto [t, kvh, g0, gn] = AttentionTaskOf(i, a.KV, group, splits);
+      kernels::AttendRing(isa, a, t, kvh, g0, gn, scores + thread * stride, a.R);
+    }
+  };
+  // Ranges of tasks are claimed by the pool's threads (a preempted thread's share is taken
+  // over); `thread` picks the scores row, so ranges running at once never share one.
+  const int64_t keys = std::min<int64_t>(a.R, a.pos[S - 1] + 1);  // most keys a query reads
+  const int64_t work = keys * a.D * 4 * group / splits;          // dot + axpy per key and head
+  RunAttentionTasks(pool_, S * a.KV * splits, work, task);
+  return OkStatus();
+}
+
+Status Executor::RunGeluMul(const Node& n) {
+  const float* g = F32(n.inputs[0]);
+  const float* u = F32(n.inputs[1]);
+  float* y = F32(n.output);
+  const int64_t total = graph_.value(n.output).elements();
+  MaybeParallel(pool_, (total + kChunk - 1) / kChunk, kChunk * 8, [&](int64_t b, int64_t e) {
+    const int64_t lo = b * kChunk, hi = std::min(total, e * kChunk);
+    ops_->gelu_tanh_mul(g + lo, u + lo, y + lo, hi - lo);
+  });
+  return OkStatus();
+}
+
+Status Executor::RunAdd(const Node& n) {
+  ops_->add(F32(n.inputs[0]), F32(n.inputs[1]), F32(n.output), graph_.value(n.output).elements());
+  return OkStatus();
+}
+
+Status Executor::RunSelectRows(const Node& n) {
+  const Value& x = graph_.value(n.inputs[0]);
+  const int64_t S = x.shape[0], width = x.shape[1];
+  const int32_t* rows = I32(n.inputs[1]);
+  for (int64_t r = 0; r < graph_.value(n.output).shape[0]; ++r) {
+    if (rows[r] < 0 || rows[r] >= S) {
+      return OutOfRangeError("exec: row " + std::to_string(rows[r]) + " is outside [0, " +
+                             std::to_string(S) + ")");
+    }
+    std::memcpy(F32(n.output) + r * width, F32(n.inputs[0]) + rows[r] * width,
+                width * kElementBytes);
+  }
+  return OkStatus();
+}
+
+Status Executor::RunArgmax(const Node& n) {
+  const Value& x = graph_.value(n.inputs[0]);
+  const int64_t width = x.shape[1];
+  for (int64_t r = 0; r < x.shape[0]; ++r) {
+    I32(n.output)[r] = static_cast<int32_t>(ops_->argmax(F32(n.inputs[0]) + r * width, width));
+  }
+  return OkStatus();
+}
+
+Status Executor::RunIota(const Node& n) {
+  int32_t* y = I32(n.output);
+  for (int64_t i = 0; i < graph_.value(n.output).shape[0]; ++i) y[i] = static_cast<int32_t>(i);
+  return OkStatus();
+}
+
+Status Executor::RunScale(const Node& n) {
+  // The same kernel as the embedding's scale, so an embeddings input gives bit-identical rows.
+  const Value& out = graph_.value(n.output);
+  float* y = F32(n.output);
+  std::memcpy(y, F32(n.inputs[0]), ValueBytes(out));
+  ops_->scale(y, n.f0, out.elements());
+  return OkStatus();
+}
+
+Status Executor::RunTranspose(const Node& n) {
+  // Data movement only (the same in reference and fast mode). Walks the output in order; when
+  // the last axis stays last, whole rows are copied.
+  const Value& x = graph_.value(n.inputs[0]);
+  const Value& out = graph_.value(n.output);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  // Strides and the output index in a scratch kept across runs (no allocation per run).
+  transpose_scratch_.assign(2 * rank, 0);
+  int64_t* in_stride = transpose_scratch_.data();
+  int64_t* idx = in_stride + rank;
+  if (rank > 0) in_stride[rank - 1] = 1;
+  for (int64_t i = rank - 2; i >= 0; --i) in_stride[i] = in_stride[i + 1] * x.shape[i + 1];
+  const bool rows = rank > 0 && n.perm.back() == rank - 1;
+  const int64_t inner = rows ? out.shape.back() : 1;
+  const int64_t outer_rank = rows ? rank - 1 : rank;
+  const uint8_t* src = ptr_[n.inputs[0]];
+  uint8_t* dst = ptr_[n.output];
+  const int64_t count = out.elements() / std::max<int64_t>(inner, 1);
+  for (int64_t c = 0; c < count; ++c) {
+    int64_t off = 0;
+    for (int64_t i = 0; i < outer_rank; ++i) off += idx[i] * in_stride[n.perm[i]];
+    std::memcpy(dst + c * inner * kElementBytes, src + off * kElementBytes, inner * kElementBytes);
+    for (int64_t i = outer_rank - 1; i >= 0; --i) {
+      if (++idx[i] < out.shape[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return OkStatus();
+}
+
+Status Executor::RunConcat(const Node& n) {
+  const Value& a = graph_.value(n.inputs[0]);
+  const Value& b = graph_.value(n.inputs[1]);
+  const Value& out = graph_.value(n.output);
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < n.axis; ++i) outer *= out.shape[i];
+  for (size_t i = n.axis + 1; i < out.shape.size(); ++i) inner *= out.shape[i];
+  const int64_t na = a.shape[n.axis] * inner * kElementBytes;
+  const int64_t nb = b.shape[n.axis] * inner * kElementBytes;
+  const uint8_t* pa = ptr_[n.inputs[0]];
+  const uint8_t* pb = ptr_[n.inputs[1]];
+  uint8_t* y = ptr_[n.output];
+  for (int64_t o = 0; o < outer; ++o) {
+    std::memcpy(y + o * (na + nb), pa + o * na, na);
+    std::memcpy(y + o * (na + nb) + na, pb + o * nb, nb);
+  }
+  return OkStatus();
+}
+
+Status Executor::RunRopeTable(const Node& n) {
+  // y = x*cos + swap_halves(x)*sin with the contract's signed tables. The fast kernel rounds
+  // each product in f32 as apply_rope does; the reference computes in double.
+  const Value& out = graph_.value(n.output);
+  const int64_t S = out.shape[0], heads = out.shape[1], D = out.shape[2], half = D / 2;
+  const float* x = F32(n.inputs[0]);
+  const float* cs = F32(n.inputs[1]);
+  const float* sn = F32(n.inputs[2]);
+  float* y = F32(n.output);
+  auto rope = [&](auto row) {  // row(xr, c, s, i, j) -> y[i]
+    for (int64_t t = 0; t < S; ++t) {
+      const float* c = cs + t * D;
+      const float* s = sn + t * D;
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* xr = x + (t * heads + h) * D;
+        float* yr = y + (t * heads + h) * D;
+        for (int64_t i = 0; i < D; ++i) yr[i] = row(xr, c, s, i, i < half ? i + half : i - half);
+      }
+    }
+  };
+  if (options_.reference) {
+    rope([](const float* xr, const float* c, const float* s, int64_t i, int64_t j) {
+      return static_cast<float>(static_cast<double>(xr[i]) * c[i] +
+                                static_cast<double>(xr[j]) * s[i]);
+    });
+  } else {
+    rope([](const float* xr, const float* c, const float* s, int64_t i, int64_t j) {
+      return xr[i] * c[i] + xr[j] * s[i];
+    });
+  }
+  return OkStatus();
+}
+
+Status Executor::RunAttentionKV(const Node& n) {
+  const Value& q = graph_.value(n.inputs[0]);
+  const Value& kv = graph_.value(n.inputs[1]);
+  const int64_t S = q.shape[0], Hq = q.shape[1], D = q.shape[2];
+  const int64_t KV = kv.shape[1], T = kv.shape[2];
+  const int64_t group = Hq / KV;
+  const float* qd = F32(n.inputs[0]);
+  const float* kd = F32(n.inputs[1]);
+  const float* vd = F32(n.inputs[2]);
+  const float* mask = n.inputs.size() > 3 ? F32(n.inputs[3]) : nullptr;
+  float* y = F32(n.output);
+  const kernels::Isa isa = isa_;
+  const kernels::ElementOps& ops = *ops_;
+  const int64_t splits = AttentionSplits(pool_ ? pool_->size() : 1, S, KV, group);
+  float* scores = scores_.data();
+  const int64_t stride = scores_stride_;
+  // Task = (query row, KV head, share of its query heads), as for the cache attention.
+  auto task = [&](int64_t begin, int64_t end, int thread) {
+    float* sc = scores + thread * stride;
+    for (int64_t i = begin; i < end; ++i) {
+      const auto [t, kvh, g0, gn] = AttentionTaskOf(i, KV, group, splits);
+      int64_t lo = 0, nk = T;
+      if (mask == nullptr) {  // causal from the end: query t is key T - S + t
+        const int64_t qi = T - S + t;
+        lo = kernels::FirstKey(qi, n.window);
+        nk = qi - lo + 1;
+      }
+      const float* qv = qd + (t * Hq + kvh * group + g0) * D;
+      const float* kb = kd + (kvh * T + lo) * D;
+      const float* vb = vd + (kvh * T + lo) * D;
+      kernels::AttnScores(isa, qv, gn, D, kb, D, nk, n.f0, sc, T);
+      for (int64_t g = 0; g < gn; ++g) {
+        if (mask != nullptr) {
+          const float* m = mask + ((kvh * group + g0 + g) * S + t) * T;
+          ops.add(sc + g * T, m, sc + g * T, T);
+        }
+        ops.softmax(sc + g * T, nk);
+      }
+      float* o = y + (t * Hq + kvh * group + g0) * D;
+      std::memset(o, 0, gn * D * kElementBytes);
+      kernels::AttnWeightedSum(isa, sc, T, gn, vb, D, nk, D, o);
+    }
+  };
+  RunAttentionTasks(pool_, S * KV * splits, T * D * 4 * group / splits, task);
+  return OkStatus();
+}
+
+Status Executor::RunDot(const Node& n) {
+  const Value& a = graph_.value(n.inputs[0]);
+  const int64_t M = a.shape[0], K = a.shape[1], N = graph_.value(n.output).shape[1];
+  const float* pa = F32(n.inputs[0]);
+  const float* pb = F32(n.inputs[1]);
+  float* y = F32(n.output);
+  if (options_.reference) {
+    ReferenceProduct(pa, K, 1, pb, M, K, N, y);
+    return OkStatus();
+  }
+  std::memset(y, 0, M * N * kElementBytes);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t k = 0; k < K; ++k) ops_->axpy(pa[m * K + k], pb + k * N, y + m * N, N);
+  }
+  return OkStatus();
+}
+
+Status Executor::RunLowRank(const Node& n) {
+  // out[s] = y[s] + sum_k (scale * x[s][k]) * w[k], in k order for every element.
+  const Value& out = graph_.value(n.output);
+  const int64_t S = out.shape[0], N = out.shape[1];
+  const int64_t K = graph_.value(n.inputs[0]).shape[1];
+  const float* x = F32(n.inputs[0]);
+  const float* w = F32(n.inputs[1]);  // f32 [K, N] (the graph checks the type)
+  const float* y = n.inputs.size() > 2 ? F32(n.inputs[2]) : nullptr;
+  float* o = F32(n.output);
+  const float scale = n.f0;
+  if (options_.reference) {
+    for (int64_t i = 0; i < S; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(x[i * K + k]) * w[k * N + j];
+        o[i * N + j] = static_cast<float>((y != nullptr ? y[i * N + j] : 0.0) + scale * acc);
+      }
+    }
+    return OkStatus();
+  }
+  MaybeParallel(pool_, S, N * K, [&](int64_t lo, int64_t hi) {
+    ops_->low_rank(y != nullptr ? y + lo * N : nullptr, x + lo * K, w, scale, hi - lo, K, N,
+                   o + lo * N);
+  });
+  return OkStatus();
+}
+
+Status Executor::RunRmsNormBack(const Node& n) {
+  const Value& out = graph_.value(n.output);
+  const int64_t width = out.shape.back();
+  const int64_t rows = out.elements() / width;
+  const float* x = F32(n.inputs[0]);
+  const float* w = F32(n.inputs[1]);
+  const float* dy = F32(n.inputs[2]);
+  float* dx = F32(n.output);
+  MaybeParallel(pool_, rows, width * 2, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      if (options_.reference) {
+        kernels::scalar::RmsNormBackRow(x + r * width, w, dy + r * width, dx + r * width, width,
+                                        n.f0);
+      } else {
+        kernels::RmsNormBackRow(*ops_, x + r * width, w, dy + r * width, dx + r * width, width,
+                                n.f0);
+      }
+    }
+  });
+  return OkStatus();
+}
+
+Status Executor::RunCacheRead(const Node& n) {
+  const Value& cache = graph_.value(n.inputs[0]);
+  const int64_t R = cache.shape[0], row = cache.shape[1] * cache.shape[2];
+  const int32_t* pos = I32(n.inputs[1]);
+  for (int64_t t = 0; t < graph_.value(n.output).shape[0]; ++t) {
+    if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
+    std::memcpy(F32(n.output) + t * row, F32(n.inputs[0]) + (pos[t] % R) * row,
+                row * kElementBytes);
+  }
+  return OkStatus();
+}
+
+Status Executor::RunGeluMulBack(const Node& n) {
+  const float* g = F32(n.inputs[0]);
+  const float* u = F32(n.inputs[1]);
+  const float* dy = F32(n.inputs[2]);
+  float* y = F32(n.output);
+  const int64_t total = graph_.value(n.output).elements();
+  const int operand = static_cast<int>(n.index);
+  MaybeParallel(pool_, (total + kChunk - 1) / kChunk, kChunk * 8, [&](int64_t b, int64_t e) {
+    const int64_t lo = b * kChunk, hi = std::min(total, e * kChunk);
+    if (options_.reference) {
+      kernels::scalar::GeluMulBack(g + lo, u + lo, dy + lo, y + lo, hi - lo, operand);
+    } else {
+      kernels::GeluMulBack(*ops_, g + lo, u + lo, dy + lo, y + lo, hi - lo, operand);
+    }
+  });
+  return OkStatus();
+}
+
+Status Executor::RunScatterRows(const Node& n) {
+  const Value& out = graph_.value(n.output);
+  const int64_t R = graph_.value(n.inputs[0]).shape[0], width = out.shape[1], S = out.shape[0];
+  const int32_t* rows = I32(n.inputs[1]);
+  float* y = F32(n.output);
+  std::memset(y, 0, ValueBytes(out));
+  for (int64_t r = 0; r < R; ++r) {
+    if (rows[r] < 0 || rows[r] >= S) {
+      return OutOfRangeError("exec: row " + std::to_string(rows[r]) + " is outside [0, " +
+                             std::to_string(S) + ")");
+    }
+    ops_->add(y + rows[r] * width, F32(n.inputs[0]) + r * width, y + rows[r] * width, width);
+  }
+  return OkStatus();
+}
+
+Status Executor::RunCrossEntropy(const Node& n) {
+  const Value& lv = graph_.value(n.inputs[0]);
+  const int64_t R = lv.shape[0], V = lv.shape[1];
+  const float* x = F32(n.inputs[0]);
+  const int32_t* t = I32(n.inputs[1]);
+  for (int64_t r = 0; r < R; ++r) {
+    if (t[r] >= V) {
+      return OutOfRangeError("exec: target " + std::to_string(t[r]) + " is outside [0, " +
+                             std::to_string(V) + ")");
+    }
+  }
+  const bool back = n.op == OpKind::kCrossEntropyBack;
+  const float* dloss = back ? F32(n.inputs[2]) : nullptr;
+  float* y = F32(n.output);
+  const kernels::ElementOps& ops = *ops_;
+  MaybeParallel(pool_, R, V * 4, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* xr = x + r * V;
+      if (!back) {
+        y[r] = t[r] < 0 ? 0.0f
+               : options_.reference ? kernels::scalar::CrossEntropyRow(xr, V, t[r])
+                                    : kernels::CrossEntropyRow(ops, xr, V, t[r]);
+      } else if (t[r] < 0) {
+        std::memset(y + r * V, 0, V * kElementBytes);
+      } else if (options_.reference) {
+        kernels::scalar::CrossEntropyBackRow(xr, V, t[r], dloss[r], y + r * V);
+      } else {
+        kernels::CrossEntropyBackRow(ops, xr, V, t[r], dloss[r], y + r * V);
+      }
+    }
+  });
+  return OkStatus();
+}
+
+Status Executor::RunDotTN(const Node& n) {
+  // y [M,N] = a^T b, a [K,M], b [K,N]: each thread owns rows of y and adds the K products of
+  // each element in k order, so the result does not depend on the threads.
+  const Value& a = graph_.value(n.inputs[0]);
+  const int64_t K = a.shape[0], M = a.shape[1], N = graph_.value(n.output).shape[1];
+  const float* pa = F32(n.inputs[0]);
+  const float* pb = F32(n.inputs[1]);
+  float* y = F32(n.output);
+  if (options_.reference) {
+    ReferenceProduct(pa, 1, M, pb, M, K, N, y);
+    return OkStatus();
+  }
+  MaybeParallel(pool_, M, K * N, [&](int64_t lo, int64_t hi) {
+    std::memset(y + lo * N, 0, (hi - lo) * N * kElementBytes);
+    for (int64_t k = 0; k < K; ++k) {
+      for (int64_t m = lo; m < hi; ++m) ops_->axpy(pa[k * M + m], pb + k * N, y + m * N, N);
+    }
+  });
+  return OkStatus();
+}
+
 Status Executor::RunAttentionBack(const Node& n) {
-  const auto& values = graph_.values();
-  const Value& q = values[n.inputs[0]];
-  const Value& kc = values[n.inputs[1]];
+  const Value& q = graph_.value(n.inputs[0]);
+  const Value& kc = graph_.value(n.inputs[1]);
   const int64_t S = q.shape[0], Hq = q.shape[1], D = q.shape[2];
   const int64_t R = kc.shape[0], KV = kc.shape[1];
   const int32_t* pos = I32(n.inputs[3]);
-  int64_t lowest = INT64_MAX, highest = -1;
-  for (int64_t t = 0; t < S; ++t) {
-    if (pos[t] < 0) return OutOfRangeError("exec: negative position " + std::to_string(pos[t]));
-    lowest = std::min<int64_t>(lowest, n.window > 0 ? std::max<int64_t>(0, pos[t] - n.window + 1) : 0);
-    highest = std::max<int64_t>(highest, pos[t]);
-  }
-  if (highest - lowest + 1 > R) {
-    return OutOfRangeError("exec: positions " + std::to_string(lowest) + ".." +
-                           std::to_string(highest) + " need " +
-                           std::to_string(highest - lowest + 1) + " cached keys, the cache holds " +
-                           std::to_string(R));
-  }
+  FG_RETURN_IF_ERROR(CheckKeysInRing(pos, S, n.window, R));
   float* dq = F32(n.output);
   const int64_t cache = R * KV * D;
   float* dk = dq + S * Hq * D;
   float* dv = dk + cache;
   kernels::AttentionBackArgs a{F32(n.inputs[0]), F32(n.inputs[1]), F32(n.inputs[2]), pos,
                                F32(n.inputs[4]), Hq, D, R, KV, n.window, n.f0, dq, dk, dv};
-  std::memset(dk, 0, 2 * cache * sizeof(float));
+  std::memset(dk, 0, 2 * cache * kElementBytes);
   if (options_.reference) {
     kernels::scalar::AttentionBack(a, 0, S);
     return OkStatus();
@@ -893,17 +909,17 @@ Status Executor::RunAttentionBack(const Node& n) {
     scratch.resize(static_cast<size_t>(chunks * 2 * cache));
   }
   float* parts = scratch.data();  // not `scratch` in the lambda: there it is the pool thread's
-  const kernels::ElementOps& ops = kernels::GetElementOps(isa_);
+  const kernels::Isa isa = isa_;
   auto run = [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       float* part = parts + c * 2 * cache;
       kernels::AttentionBackArgs ac = a;
       if (c > 0) {
-        std::memset(part, 0, 2 * cache * sizeof(float));
+        std::memset(part, 0, 2 * cache * kElementBytes);
         ac.dk = part;
         ac.dv = part + cache;
       }
-      kernels::AttentionBack(isa_, ac, S * c / chunks, S * (c + 1) / chunks);
+      kernels::AttentionBack(isa, ac, S * c / chunks, S * (c + 1) / chunks);
     }
   };
   if (pool_ == nullptr || pool_->size() == 1 || chunks == 1) {
@@ -913,7 +929,7 @@ Status Executor::RunAttentionBack(const Node& n) {
   }
   for (int64_t c = 1; c < chunks; ++c) {
     const float* part = parts + c * 2 * cache;
-    ops.add(dk, part, dk, 2 * cache);  // dk and dv are adjacent, as in the part
+    ops_->add(dk, part, dk, 2 * cache);  // dk and dv are adjacent, as in the part
   }
   return OkStatus();
 }

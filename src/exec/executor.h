@@ -22,6 +22,7 @@
 #include "src/base/thread_pool.h"
 #include "src/graph/graph.h"
 #include "src/kernels/cpu.h"
+#include "src/kernels/ops.h"
 #include "src/tensor/dtype.h"
 
 namespace fg::exec {
@@ -96,8 +97,35 @@ class Executor {
   void RebindAliases();            // ptr_ of aliases from their inputs
   int FindOutput(std::string_view name) const;  // value id of an output name, or -1
   Status CopyInput(std::string_view name, graph::ValueType type, const void* data, size_t count);
+  // RunNode dispatches to one Run<Op> per op.
   Status RunNode(const graph::Node& node);
-  Status RunAttentionBack(const graph::Node& node);
+  Status RunEmbedding(const graph::Node& n);
+  Status RunRmsNorm(const graph::Node& n);
+  Status RunMatMul(const graph::Node& n);
+  Status RunRope(const graph::Node& n);  // rope and rope_back
+  Status RunCacheWrite(const graph::Node& n);
+  Status RunAttention(const graph::Node& n);
+  Status RunGeluMul(const graph::Node& n);
+  Status RunAdd(const graph::Node& n);
+  Status RunSelectRows(const graph::Node& n);
+  Status RunArgmax(const graph::Node& n);
+  Status RunIota(const graph::Node& n);
+  Status RunScale(const graph::Node& n);
+  Status RunTranspose(const graph::Node& n);
+  Status RunConcat(const graph::Node& n);
+  Status RunRopeTable(const graph::Node& n);
+  Status RunAttentionKV(const graph::Node& n);
+  Status RunDot(const graph::Node& n);
+  Status RunLowRank(const graph::Node& n);
+  Status RunRmsNormBack(const graph::Node& n);
+  Status RunCacheRead(const graph::Node& n);
+  Status RunAttentionBack(const graph::Node& n);
+  Status RunGeluMulBack(const graph::Node& n);
+  Status RunScatterRows(const graph::Node& n);
+  Status RunCrossEntropy(const graph::Node& n);  // cross_entropy and its backward
+  Status RunDotTN(const graph::Node& n);
+  // Every key the queries at pos read is still in a ring of R rows (and no position is < 0).
+  static Status CheckKeysInRing(const int32_t* pos, int64_t S, int64_t window, int64_t R);
   float* F32(int value) const { return reinterpret_cast<float*>(ptr_[value]); }
   int32_t* I32(int value) const { return reinterpret_cast<int32_t*>(ptr_[value]); }
 
@@ -105,6 +133,7 @@ class Executor {
   ThreadPool* pool_ = nullptr;
   ExecOptions options_;
   kernels::Isa isa_ = kernels::Isa::kScalar;
+  const kernels::ElementOps* ops_ = nullptr;  // GetElementOps(isa_)
   std::vector<WeightData> weight_data_;      // by value id (kStored values only)
   std::vector<std::vector<float>> norm_f32_;  // by value id: non-F32 norm vectors, converted
   std::vector<uint8_t*> ptr_;                // by value id: where the value lives

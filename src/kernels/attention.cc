@@ -1,5 +1,9 @@
 #include "src/kernels/attention.h"
 
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
 #include "src/kernels/ops.h"
 
 namespace fg::kernels {
@@ -61,6 +65,38 @@ void AttnWeightedSum(Isa isa, const float* p, int64_t ldp, int64_t G, const floa
   for (int64_t g = 0; g < G; ++g) {
     for (int64_t j = 0; j < n; ++j) ops.axpy(p[g * ldp + j], v + j * v_stride, o + g * D, D);
   }
+}
+
+KeySpan KeysRead(const int32_t* pos, int64_t S, int64_t window) {
+  KeySpan span{INT64_MAX, -1};
+  for (int64_t t = 0; t < S; ++t) {
+    span.lowest = std::min(span.lowest, FirstKey(pos[t], window));
+    span.highest = std::max<int64_t>(span.highest, pos[t]);
+  }
+  if (S == 0) span.lowest = 0;
+  return span;
+}
+
+void AttendRing(Isa isa, const RingAttention& a, int64_t t, int64_t kvh, int64_t g0, int64_t gn,
+                float* scores, int64_t lds) {
+  const int64_t D = a.D, group = a.Hq / a.KV;
+  const int64_t p = a.pos[t];
+  const int64_t lo = FirstKey(p, a.window);
+  const int64_t nk = p - lo + 1;
+  const int64_t first = lo % a.R;
+  const int64_t run1 = std::min(nk, a.R - first), run2 = nk - run1;
+  const float* qv = a.q + (t * a.Hq + kvh * group + g0) * D;
+  const float* kb = a.k + kvh * D;
+  const float* vb = a.v + kvh * D;
+  const int64_t stride = a.KV * D;
+  AttnScores(isa, qv, gn, D, kb + first * stride, stride, run1, a.scale, scores, lds);
+  if (run2 > 0) AttnScores(isa, qv, gn, D, kb, stride, run2, a.scale, scores + run1, lds);
+  const ElementOps& ops = GetElementOps(isa);
+  for (int64_t g = 0; g < gn; ++g) ops.softmax(scores + g * lds, nk);
+  float* o = a.out + (t * a.Hq + kvh * group + g0) * D;
+  std::memset(o, 0, gn * D * sizeof(float));
+  AttnWeightedSum(isa, scores, lds, gn, vb + first * stride, stride, run1, D, o);
+  if (run2 > 0) AttnWeightedSum(isa, scores + run1, lds, gn, vb, stride, run2, D, o);
 }
 
 }  // namespace fg::kernels

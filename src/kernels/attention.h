@@ -28,6 +28,38 @@ void AttnScores(Isa isa, const float* q, int64_t G, int64_t D, const float* k, i
 void AttnWeightedSum(Isa isa, const float* p, int64_t ldp, int64_t G, const float* v,
                      int64_t v_stride, int64_t n, int64_t D, float* o);
 
+// Attention of query rows over a ring KV cache: position p's key and value at row p % R. A query
+// at position p reads the keys FirstKey(p, window) .. p (causal; window 0: all of them), which
+// sit in at most two contiguous runs of the ring.
+struct RingAttention {
+  const float* q = nullptr;    // [S, Hq, D]
+  const float* k = nullptr;    // [R, KV, D]
+  const float* v = nullptr;    // [R, KV, D]
+  const int32_t* pos = nullptr;  // [S], >= 0
+  int64_t Hq = 0, D = 0, R = 0, KV = 0;
+  int64_t window = 0;
+  float scale = 1.0f;
+  float* out = nullptr;  // [S, Hq, D]
+};
+
+inline int64_t FirstKey(int64_t p, int64_t window) {
+  return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+}
+
+// The keys S queries at pos read, lowest .. highest: they are all in a ring of R rows iff
+// highest - lowest + 1 <= R (else newer positions overwrote some). Positions must be >= 0.
+struct KeySpan {
+  int64_t lowest = 0, highest = -1;
+  int64_t rows() const { return highest - lowest + 1; }
+};
+KeySpan KeysRead(const int32_t* pos, int64_t S, int64_t window);
+
+// Query row t's heads kvh * group + g0 .. + gn - 1 (group = Hq / KV; they share KV head kvh):
+// scores, softmax and the weighted sum of the values into a.out. `scores`: gn rows of lds >= R
+// floats of scratch. Isa::kScalar runs the scalar twins.
+void AttendRing(Isa isa, const RingAttention& a, int64_t t, int64_t kvh, int64_t g0, int64_t gn,
+                float* scores, int64_t lds);
+
 namespace scalar {
 void AttnScores(const float* q, int64_t G, int64_t D, const float* k, int64_t k_stride, int64_t n,
                 float scale, float* s, int64_t lds);

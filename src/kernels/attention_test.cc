@@ -1,5 +1,6 @@
 #include "src/kernels/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -68,6 +69,95 @@ TEST(AttentionTest, ScalarTwinIsTheDefinition) {
   EXPECT_FLOAT_EQ(o[1], 1 + 0.25f * 8 + 0.75f * 16);
   EXPECT_FLOAT_EQ(o[2], 4);
   EXPECT_FLOAT_EQ(o[3], 8);
+}
+
+// The ring walk: positions past the ring's length (keys wrapped to rows p % R, read as two
+// runs), with and without a sliding window, every ISA against attention written out per key in
+// double over the positions themselves.
+TEST(AttentionTest, AttendRingMatchesAttentionOverPositions) {
+  std::mt19937 rng(11);
+  const int64_t Hq = 4, KV = 2, D = 16, R = 8, group = Hq / KV;
+  for (int64_t window : {0, 5}) {
+    for (int64_t p0 : {0, 3, 6, 13}) {
+      const int64_t S = 3;
+      // Keys of positions 0 .. p0 + S - 1, the newest R of them in the ring.
+      const int64_t P = p0 + S;
+      auto kpos = Random(P * KV * D, rng), vpos = Random(P * KV * D, rng);
+      std::vector<float> k(R * KV * D), v(R * KV * D);
+      for (int64_t p = std::max<int64_t>(0, P - R); p < P; ++p) {
+        std::copy_n(kpos.begin() + p * KV * D, KV * D, k.begin() + (p % R) * KV * D);
+        std::copy_n(vpos.begin() + p * KV * D, KV * D, v.begin() + (p % R) * KV * D);
+      }
+      auto q = Random(S * Hq * D, rng);
+      std::vector<int32_t> pos(S);
+      for (int64_t t = 0; t < S; ++t) pos[t] = static_cast<int32_t>(p0 + t);
+      const KeySpan span = KeysRead(pos.data(), S, window);
+      if (span.rows() > R) {
+        // Not every key survives: the executor refuses these positions.
+        EXPECT_EQ(window, 0) << p0;
+        continue;
+      }
+      // Expected: softmax over keys FirstKey(p) .. p of scale * q.k, then sum p * v, in double.
+      const float scale = 0.25f;
+      std::vector<double> want(S * Hq * D, 0.0);
+      for (int64_t t = 0; t < S; ++t) {
+        for (int64_t h = 0; h < Hq; ++h) {
+          const int64_t kvh = h / group, lo = FirstKey(pos[t], window);
+          std::vector<double> w;
+          double mx = -1e300, sum = 0;
+          for (int64_t j = lo; j <= pos[t]; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < D; ++d) {
+              dot += static_cast<double>(q[(t * Hq + h) * D + d]) * kpos[(j * KV + kvh) * D + d];
+            }
+            w.push_back(dot * scale);
+            mx = std::max(mx, w.back());
+          }
+          for (double& x : w) sum += (x = std::exp(x - mx));
+          for (int64_t j = lo; j <= pos[t]; ++j) {
+            for (int64_t d = 0; d < D; ++d) {
+              want[(t * Hq + h) * D + d] += w[j - lo] / sum * vpos[(j * KV + kvh) * D + d];
+            }
+          }
+        }
+      }
+      for (Isa isa : AvailableIsas()) {
+        std::vector<float> out(S * Hq * D, -9.0f), scores(group * R);
+        RingAttention a;
+        a.q = q.data();
+        a.k = k.data();
+        a.v = v.data();
+        a.pos = pos.data();
+        a.Hq = Hq;
+        a.D = D;
+        a.R = R;
+        a.KV = KV;
+        a.window = window;
+        a.scale = scale;
+        a.out = out.data();
+        for (int64_t t = 0; t < S; ++t) {
+          for (int64_t kvh = 0; kvh < KV; ++kvh) {
+            // The group in two shares, as the executor splits it when threads outnumber tasks.
+            AttendRing(isa, a, t, kvh, 0, 1, scores.data(), R);
+            AttendRing(isa, a, t, kvh, 1, group - 1, scores.data(), R);
+          }
+        }
+        for (int64_t i = 0; i < S * Hq * D; ++i) {
+          EXPECT_NEAR(out[i], want[i], 1e-5) << IsaName(isa) << " window=" << window
+                                              << " p0=" << p0 << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionTest, KeysReadSpansFirstKeyToNewestPosition) {
+  const int32_t pos[] = {7, 9, 8};
+  EXPECT_EQ(KeysRead(pos, 3, 0).lowest, 0);
+  EXPECT_EQ(KeysRead(pos, 3, 0).highest, 9);
+  EXPECT_EQ(KeysRead(pos, 3, 4).lowest, 4);  // position 7's window: 4 .. 7
+  EXPECT_EQ(KeysRead(pos, 3, 4).rows(), 6);
+  EXPECT_EQ(FirstKey(2, 4), 0);
 }
 
 }  // namespace

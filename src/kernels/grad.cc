@@ -16,11 +16,6 @@ namespace {
 constexpr double kGeluC = 0.7978845608028654;  // sqrt(2/pi)
 constexpr double kGeluK = 0.044715;
 
-// First key position query position p reads.
-int64_t FirstKey(int64_t p, int64_t window) {
-  return window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
-}
-
 }  // namespace
 
 void RmsNormBackRow(const ElementOps& ops, const float* x, const float* w, const float* dy,

@@ -34,7 +34,7 @@ namespace {
 constexpr size_t kActTileBytes = 128 * 1024;
 constexpr int64_t kMaxTokTile = 64;
 // Smallest amount of work (multiply-adds) worth handing a thread of its own.
-constexpr int64_t kMinWorkPerThread = 32 * 1024;
+constexpr int64_t kMinWorkPerThread = ThreadPool::kMinWork;
 
 struct Plan {
   const TypeOps* ops = nullptr;
