@@ -1,11 +1,11 @@
 // SplitMix64: a tiny generator whose output is fixed by its definition, so a seed gives the same
 // adapter and the same example order on every machine and standard library.
-#ifndef FGEMMA_TRAIN_SPLITMIX_H_
-#define FGEMMA_TRAIN_SPLITMIX_H_
+#ifndef FGEMMA_BASE_SPLITMIX_H_
+#define FGEMMA_BASE_SPLITMIX_H_
 
 #include <cstdint>
 
-namespace fg::train {
+namespace fg {
 
 inline uint64_t SplitMix64(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -14,6 +14,6 @@ inline uint64_t SplitMix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-}  // namespace fg::train
+}  // namespace fg
 
-#endif  // FGEMMA_TRAIN_SPLITMIX_H_
+#endif  // FGEMMA_BASE_SPLITMIX_H_

@@ -1,7 +1,13 @@
 #include "src/call/training_data.h"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
+#include <set>
+#include <tuple>
 #include <utility>
+
+#include "src/base/splitmix.h"
 
 #include "src/call/prompt.h"
 #include "src/text/call_parser.h"
@@ -23,7 +29,132 @@ StatusOr<std::pair<std::string, nlohmann::json>> ReadCall(const nlohmann::json& 
   return std::make_pair(c["name"].get<std::string>(), std::move(args));
 }
 
+// The text a value has in a request: strings as they are, integers as digits; other values
+// (booleans, fractions, arrays, objects) are not swapped.
+bool ValueText(const nlohmann::json& v, std::string* text) {
+  if (v.is_string()) {
+    *text = v.get<std::string>();
+  } else if (v.is_number_integer()) {
+    *text = v.dump();
+  } else if (v.is_number_float() && v.get<double>() == static_cast<double>(v.get<int64_t>())) {
+    *text = std::to_string(v.get<int64_t>());
+  } else {
+    return false;
+  }
+  return !text->empty();
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool WordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+// Where `needle` occurs in `hay` (both lower case) on word boundaries: the offset if exactly
+// once, else npos.
+size_t OnlyOccurrence(const std::string& hay, const std::string& needle) {
+  size_t found = std::string::npos;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) {
+    const bool left = at == 0 || !WordChar(hay[at - 1]);
+    const size_t end = at + needle.size();
+    const bool right = end == hay.size() || !WordChar(hay[end]);
+    if (!left || !right) continue;
+    if (found != std::string::npos) return std::string::npos;
+    found = at;
+  }
+  return found;
+}
+
 }  // namespace
+
+std::vector<TrainingExample> AugmentSwappingValues(const std::vector<TrainingExample>& examples,
+                                                   int variants, uint64_t seed) {
+  std::vector<TrainingExample> out = examples;
+  if (variants <= 0) return out;
+  // A swappable argument of an example: the call and argument, and where its text is.
+  struct Slot {
+    size_t call;
+    std::string arg;
+    size_t at, len;
+  };
+  using PoolKey = std::tuple<std::string, std::string, std::string>;  // catalog, tool, argument
+  std::map<PoolKey, std::vector<nlohmann::json>> pools;
+  std::vector<std::vector<Slot>> slots(examples.size());
+  std::set<std::pair<std::string, std::string>> seen;  // (catalog_key, request)
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const TrainingExample& e = examples[i];
+    seen.insert({e.catalog_key, e.request});
+    const std::string hay = Lower(e.request);
+    std::vector<Slot> found;
+    for (size_t c = 0; c < e.calls.size(); ++c) {
+      for (const auto& [arg, v] : e.calls[c].second.items()) {
+        std::string text;
+        if (!ValueText(v, &text)) continue;
+        const size_t at = OnlyOccurrence(hay, Lower(text));
+        if (at == std::string::npos) continue;
+        found.push_back({c, arg, at, text.size()});
+        auto& pool = pools[{e.catalog_key, e.calls[c].first, arg}];
+        if (std::find(pool.begin(), pool.end(), v) == pool.end()) pool.push_back(v);
+      }
+    }
+    // Overlapping spans ("5" inside "5 pm" and "5") are ambiguous: keep neither.
+    std::sort(found.begin(), found.end(), [](const Slot& a, const Slot& b) { return a.at < b.at; });
+    std::vector<bool> drop(found.size(), false);
+    for (size_t k = 1; k < found.size(); ++k) {
+      if (found[k].at < found[k - 1].at + found[k - 1].len) drop[k] = drop[k - 1] = true;
+    }
+    for (size_t k = 0; k < found.size(); ++k) {
+      if (!drop[k]) slots[i].push_back(found[k]);
+    }
+  }
+  uint64_t state = seed;
+  auto next = [&state] { return SplitMix64(state); };
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const TrainingExample& e = examples[i];
+    std::vector<const Slot*> swappable;
+    for (const Slot& s : slots[i]) {
+      if (pools[{e.catalog_key, e.calls[s.call].first, s.arg}].size() > 1) swappable.push_back(&s);
+    }
+    if (swappable.empty()) continue;
+    // A few more tries than variants: some draws repeat a request or fail to validate.
+    for (int tries = 0, made = 0; made < variants && tries < 4 * variants; ++tries) {
+      TrainingExample v = e;
+      std::string request = e.request;
+      // Each slot swapped with probability 1/2, at least one; right to left so the earlier
+      // offsets stay valid.
+      std::vector<bool> pick(swappable.size());
+      bool any = false;
+      for (size_t k = 0; k < swappable.size(); ++k) any |= (pick[k] = next() & 1);
+      if (!any) pick[next() % swappable.size()] = true;
+      bool ok = true;
+      for (size_t k = swappable.size(); k-- > 0;) {
+        if (!pick[k]) continue;
+        const Slot& s = *swappable[k];
+        const auto& pool = pools[{e.catalog_key, e.calls[s.call].first, s.arg}];
+        const nlohmann::json& old = e.calls[s.call].second[s.arg];
+        nlohmann::json repl = pool[next() % pool.size()];
+        if (repl == old) repl = pool[(std::find(pool.begin(), pool.end(), old) - pool.begin() + 1) % pool.size()];
+        std::string text;
+        ok = ok && ValueText(repl, &text);
+        request.replace(s.at, s.len, text);
+        v.calls[s.call].second[s.arg] = repl;
+      }
+      if (!ok) continue;
+      for (const auto& [name, args] : v.calls) {
+        const text::Tool* tool = v.catalog->Find(name);
+        ok = ok && tool != nullptr && text::ValidateCall(*tool, args).ok();
+      }
+      if (!ok || CheckRequest(request).ok() == false) continue;
+      if (!seen.insert({e.catalog_key, request}).second) continue;
+      v.request = std::move(request);
+      out.push_back(std::move(v));
+      ++made;
+    }
+  }
+  return out;
+}
 
 StatusOr<std::vector<TrainingExample>> ParseTrainingData(
     std::string_view jsonl, std::string_view source,

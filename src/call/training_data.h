@@ -46,6 +46,16 @@ StatusOr<std::vector<TrainingExample>> ParseTrainingData(
     std::string_view jsonl, std::string_view source,
     std::shared_ptr<const text::ToolCatalog> catalog = nullptr);
 
+// Value-swap augmentation, for an app's few labelled requests: up to `variants` new examples per
+// example, each with one or more argument values that appear verbatim in the request (once, on
+// word boundaries, case-insensitively; strings as they are, integers as digits) replaced, in the
+// request and in the call together, by another value the examples give the same argument of the
+// same tool of the same catalog. "Send 25 dollars to Anna" -> "Send 12 dollars to Tom" when other
+// lines pay Tom 12. Every new call validates against its tool; a request that already exists is
+// not added twice. Deterministic for a seed; the originals come first, unchanged.
+std::vector<TrainingExample> AugmentSwappingValues(const std::vector<TrainingExample>& examples,
+                                                   int variants, uint64_t seed);
+
 // The tokens of one example: <bos> + prefix + request (call::PrefixTokens, call::RequestTokens:
 // what FunctionCaller prefills) then the target, the calls as the model writes them
 // (RenderCall each) through the last <end_function_call>. The loss covers

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <set>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -122,6 +123,77 @@ TEST(TrainingData, ProjectCorpusParses) {
     ASSERT_TRUE(ex.ok()) << ex.status().ToString();
     EXPECT_GT(ex->size(), 700u);
   }
+}
+
+// Short-form lines for the augmentation tests: a catalog with a string, an integer and an enum.
+std::shared_ptr<const text::ToolCatalog> PayCatalog() {
+  auto c = text::ParseToolCatalog(
+      R"({"tools":[{"type":"function","function":{"name":"pay","description":"Pay someone",)"
+      R"("parameters":{"type":"object","properties":{"payee":{"type":"string"},)"
+      R"("amount":{"type":"integer","maximum":500},"speed":{"type":"string","enum":["fast","slow"]}},)"
+      R"("required":["payee","amount"]}}}]})");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return std::make_shared<const text::ToolCatalog>(std::move(*c));
+}
+
+TEST(TrainingData, AugmentSwapsValuesInRequestAndCallTogether) {
+  const std::string jsonl =
+      R"({"request":"send 25 dollars to Anna","calls":[{"name":"pay","arguments":{"payee":"Anna","amount":25}}]})"
+      "\n"
+      R"({"request":"Pay Tom 12 bucks, fast","calls":[{"name":"pay","arguments":{"payee":"Tom","amount":12,"speed":"fast"}}]})"
+      "\n"
+      R"({"request":"give John 400 slow","calls":[{"name":"pay","arguments":{"payee":"John","amount":400,"speed":"slow"}}]})"
+      "\n"
+      R"({"request":"pay 7 to 7eleven","calls":[{"name":"pay","arguments":{"payee":"7eleven","amount":7}}]})"
+      "\n";
+  auto ex = ParseTrainingData(jsonl, "app.jsonl", PayCatalog());
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  const std::vector<TrainingExample> aug = AugmentSwappingValues(*ex, 3, 5);
+  ASSERT_GT(aug.size(), ex->size());
+  // The originals first, unchanged.
+  for (size_t i = 0; i < ex->size(); ++i) {
+    EXPECT_EQ(aug[i].request, (*ex)[i].request);
+    EXPECT_EQ(aug[i].calls, (*ex)[i].calls);
+  }
+  std::set<std::string> requests;
+  for (const TrainingExample& e : aug) {
+    EXPECT_TRUE(requests.insert(e.request).second) << "twice: " << e.request;
+    ASSERT_EQ(e.calls.size(), 1u);
+    const nlohmann::json& args = e.calls[0].second;
+    // Every swapped value is in the request, where the original's was.
+    EXPECT_NE(e.request.find(args["payee"].get<std::string>()), std::string::npos) << e.request;
+    EXPECT_NE(e.request.find(std::to_string(args["amount"].get<int64_t>())), std::string::npos)
+        << e.request;
+    EXPECT_TRUE(text::ValidateCall(*e.catalog->Find("pay"), args).ok()) << args.dump();
+    EXPECT_EQ(e.catalog_key, (*ex)[0].catalog_key);
+  }
+  // The 4th line: "7" occurs once on word boundaries (the 7 of "7eleven" is not one), so both
+  // of its values can be swapped.
+  bool varied_fourth = false;
+  for (size_t i = ex->size(); i < aug.size(); ++i) {
+    if (aug[i].line == 4) varied_fourth = true;
+  }
+  EXPECT_TRUE(varied_fourth);
+  // Deterministic for a seed; another seed draws other variants.
+  const std::vector<TrainingExample> again = AugmentSwappingValues(*ex, 3, 5);
+  ASSERT_EQ(again.size(), aug.size());
+  for (size_t i = 0; i < aug.size(); ++i) EXPECT_EQ(again[i].request, aug[i].request);
+  EXPECT_EQ(AugmentSwappingValues(*ex, 0, 5).size(), ex->size());
+}
+
+TEST(TrainingData, AugmentLeavesValuesNotInTheRequestAlone) {
+  // "twenty five" is not written as digits and "Anna" is the only payee: nothing to swap.
+  const std::string jsonl =
+      R"({"request":"send twenty five dollars to Anna","calls":[{"name":"pay","arguments":{"payee":"Anna","amount":25}}]})"
+      "\n"
+      R"({"request":"send Anna 30","calls":[{"name":"pay","arguments":{"payee":"Anna","amount":30}}]})"
+      "\n";
+  auto ex = ParseTrainingData(jsonl, "app.jsonl", PayCatalog());
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  const std::vector<TrainingExample> aug = AugmentSwappingValues(*ex, 4, 1);
+  // Pools hold only values seen verbatim: payee {Anna}, amount {30} (25 is not in its line's
+  // request). One value per pool: nothing to swap to.
+  EXPECT_EQ(aug.size(), ex->size());
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "src/train/splitmix.h"
+#include "src/base/splitmix.h"
 
 namespace fg::train {
 

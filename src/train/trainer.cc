@@ -22,7 +22,7 @@
 #include "src/model/gemma3/forward.h"
 #include "src/graph/graph.h"
 #include "src/text/call_grammar.h"
-#include "src/train/splitmix.h"
+#include "src/base/splitmix.h"
 #include "src/train/train_graph.h"
 
 namespace fg::train {

@@ -153,7 +153,7 @@ TEST_F(CliTuneTest, ValidationKeepsTheBestEpoch) {
   const std::string out = Tmp("val.gguf");
   Result r = Fgemma(Tune(out, "--epochs 3 --val-split 0.5"));
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("4 examples (2 for validation)"));
+  EXPECT_THAT(r.out, HasSubstr("4 examples (2 for validation, 0 added by --augment)"));
   int scored = 0;
   for (size_t p = r.out.find("validation score"); p != std::string::npos;
        p = r.out.find("validation score", p + 1)) {
@@ -162,6 +162,22 @@ TEST_F(CliTuneTest, ValidationKeepsTheBestEpoch) {
   EXPECT_EQ(scored, 3) << r.out;
   Result meta = Fgemma("inspect " + out, false);
   EXPECT_THAT(meta.out, HasSubstr("training.best_epoch"));
+}
+
+// --augment: the on/off state is written in two requests, so each gets the other's value
+// ("turn the light off"); the room (one value) and the minutes (5 and "ten") have nothing to
+// swap with. The added examples are trained (more tokens per epoch).
+TEST_F(CliTuneTest, AugmentAddsValueSwappedExamples) {
+  Result plain = Fgemma(Tune(Tmp("aug0.gguf"), "--max-steps 1"));
+  ASSERT_EQ(plain.rc, 0) << plain.out;
+  Result r = Fgemma(Tune(Tmp("aug.gguf"), "--max-steps 1 --augment 3"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("4 examples (0 for validation, 2 added by --augment)"));
+  auto tokens = [](const std::string& log) {
+    const size_t p = log.find("--augment), ");
+    return p == std::string::npos ? -1 : std::atol(log.c_str() + p + 12);
+  };
+  EXPECT_GT(tokens(r.out), tokens(plain.out)) << r.out;
 }
 
 TEST_F(CliTuneTest, BadFlagsAndData) {
@@ -173,7 +189,8 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
   EXPECT_EQ(Fgemma("tune -m " + *model_ + " --data " + *data_).rc, 2);  // no -o
   for (const std::string flag : {"--lora-rank 0", "--lr 0", "--lr nan", "--epochs 0",
                                  "--val-split 1", "--prefix sideways", "--lora-modules attn_x",
-                                 "--batch-tokens 0", "--warmup 2", "--stop-after -1"}) {
+                                 "--batch-tokens 0", "--warmup 2", "--stop-after -1",
+                                 "--augment -1"}) {
     Result r = Fgemma(Tune(out, flag));
     EXPECT_EQ(r.rc, 2) << flag << ": " << r.out;
   }

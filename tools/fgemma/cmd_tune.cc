@@ -76,7 +76,7 @@ int CmdTune(int argc, char** argv) {
   std::string prefix = "base", init_lora, loss_tokens = "free";
   int64_t rank = 16, epochs = 1, batch_tokens = 1024, max_steps = 0, checkpoint_every = 50;
   int64_t stop_after = 0;
-  int64_t seed = 1;
+  int64_t seed = 1, augment = 0;
   double alpha = 32, lr = 1e-3, wd = 0.0, warmup = 0.05, val_split = 0.0, clip = 1.0;
   bool quiet = false;
   FlagParser p("tune",
@@ -90,6 +90,10 @@ int CmdTune(int argc, char** argv) {
               "{\"request\", \"calls\"} with --tools (required)");
   p.AddString("--tools", &tools_path, "FILE", "Catalog of the {\"request\", \"calls\"} lines");
   p.AddString("-o,--output", &out_path, "FILE", "Adapter to write (required)");
+  p.AddInt("--augment", &augment, "N",
+           "Up to N more examples per training example, argument values that appear in the "
+           "request swapped with other values of the same argument in the data (request and "
+           "call together; for an app's few labelled requests; default 0)");
   p.AddInt("--lora-rank", &rank, "R", "LoRA rank (default 16)");
   p.AddDouble("--lora-alpha", &alpha, "A", "LoRA alpha: the scale is alpha / rank (default 32)");
   p.AddString("--lora-modules", &modules, "LIST",
@@ -147,6 +151,7 @@ int CmdTune(int argc, char** argv) {
   if (stop_after < 0) return usage("--stop-after must be >= 0");
   if (seed < 0) return usage("--seed must be >= 0");
   if (!(val_split >= 0 && val_split < 1)) return usage("--val-split must be in [0, 1)");
+  if (augment < 0 || augment > 1000) return usage("--augment must be in [0, 1000]");
   if (prefix != "base" && prefix != "adapted") return usage("--prefix must be base or adapted");
   if (loss_tokens != "free" && loss_tokens != "all") return usage("--loss-tokens must be free or all");
   auto mods = train::ParseModules(modules);
@@ -202,6 +207,13 @@ int CmdTune(int argc, char** argv) {
   } else {
     train_set = std::move(*examples);
   }
+  // After the split: no variant of a validation example is trained on.
+  const size_t n_original = train_set.size();
+  if (augment > 0) {
+    train_set = call::AugmentSwappingValues(train_set, static_cast<int>(augment),
+                                            static_cast<uint64_t>(seed));
+  }
+  const size_t n_added = train_set.size() - n_original;
 
   train::TuneOptions o;
   o.lora.rank = rank;
@@ -230,9 +242,10 @@ int CmdTune(int argc, char** argv) {
   const bool tty = isatty(fileno(stderr));
   if (!quiet) {
     std::fprintf(stderr,
-                 "tune: %zu examples (%zu for validation), %lld trained tokens per epoch, %lld "
-                 "steps per epoch, rank %lld, %lld parameters, prefix %s, %d threads\n",
-                 n_examples, val_set.size(),
+                 "tune: %zu examples (%zu for validation, %zu added by --augment), %lld trained "
+                 "tokens per epoch, %lld steps per epoch, rank %lld, %lld parameters, prefix %s, "
+                 "%d threads\n",
+                 n_examples, val_set.size(), n_added,
                  static_cast<long long>((*trainer)->trained_tokens_per_epoch()),
                  static_cast<long long>((*trainer)->steps_per_epoch()),
                  static_cast<long long>((*trainer)->params().tensors()[0].shape[0]),
