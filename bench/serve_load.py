@@ -178,6 +178,7 @@ def main():
     mem_before = proc_mem(pid) if pid else {}
     lock = threading.Lock()
     results = []
+    errors = []  # the first words of good requests' failures
     next_i = [0]
 
     def client():
@@ -217,7 +218,10 @@ def main():
                 try:
                     status, data = post(url, "/v1/chat/completions", body, headers, a.timeout)
                 except (OSError, http.client.HTTPException) as e:
-                    status, data = -1, str(e).encode()
+                    status, data = -1, repr(e).encode()
+                if status != 200:
+                    with lock:
+                        errors.append(f"{status}: {data[:200]!r}")
                 ok, call = status == 200, None
                 if ok:
                     try:
@@ -281,6 +285,7 @@ def main():
         "by_status": by_status, "slot_leak": leaked, "alive": alive,
         "rss_mib_before": mem_before.get("VmRSS"), "rss_mib_after": mem_after.get("VmRSS"),
         "peak_rss_mib": mem_after.get("VmHWM"),
+        "errors": sorted(set(e[:120] for e in errors))[:8],
     }
     if a.json:
         print(json.dumps(summary))

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -156,7 +157,12 @@ int CmdServe(int argc, char** argv) {
     std::fprintf(stderr, "fgemma serve: signal %d: finishing the requests in flight\n", sig);
     (*service)->BeginDrain();
     (*service)->WaitIdle();
-    (*http)->Stop();
+    // A signal before the listener started would make one Stop() a no-op: repeat until Run()
+    // has returned.
+    while (!done.load()) {
+      (*http)->Stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   });
   std::printf("fgemma serve: listening on http://%s:%d (%lld slots, %d threads each)\n",
               host.c_str(), (*http)->port(), static_cast<long long>(parallel), so.threads);
