@@ -308,5 +308,60 @@ TEST(Service, SameAnswerWithOthersBeside) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
+// The conversion from OpenAI messages to FunctionGemma's prompt under fire: a multi-turn body
+// with tool calls and results, mutated (bytes changed, cut, repeated), through the whole
+// service. Every answer is a 200 or a 4xx with OpenAI's error shape; the process never crashes.
+TEST(Service, MutatedConversationsNeverCrash) {
+  auto s = MakeService();
+  json b = ChatBody("x", {{"max_tokens", 3}, {"tool_choice", "auto"}});
+  b["messages"] = json::parse(R"([
+    {"role": "system", "content": "short"},
+    {"role": "user", "content": "kitchen light on"},
+    {"role": "assistant", "content": "ok", "tool_calls": [{"id": "c1", "type": "function",
+      "function": {"name": "set_light", "arguments": "{\"room\":\"hall\",\"state\":\"on\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "{\"done\": [1, 2.5, null, \"x\"]}"},
+    {"role": "user", "content": "and off"}])");
+  const std::string valid = b.dump();
+  const std::string alphabet = "{}[]\":,0123456789.-+eE truefalsnul\\<>\x01\xff\xc3";
+  uint64_t x = 88172645463325252ull;
+  auto rnd = [&] {  // xorshift64: deterministic
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  int ok = 0;
+  for (int i = 0; i < 600; ++i) {
+    std::string body = valid;
+    const int kind = static_cast<int>(rnd() % 3);
+    if (kind == 0) {
+      for (int k = 0; k < 1 + static_cast<int>(rnd() % 4); ++k) {
+        body[rnd() % body.size()] = alphabet[rnd() % alphabet.size()];
+      }
+    } else if (kind == 1) {
+      body.resize(rnd() % body.size());
+    } else {
+      const size_t a = rnd() % body.size();
+      body.insert(a, body.substr(a, rnd() % 48));
+    }
+    HttpRequest r;
+    r.method = "POST";
+    r.path = "/v1/chat/completions";
+    r.body = body;
+    HttpResponse out = s->Handle(r);
+    if (out.status == 200) {
+      ++ok;
+      continue;
+    }
+    EXPECT_GE(out.status, 400) << body;
+    EXPECT_LT(out.status, 500) << out.body << "\n" << body;
+    const json e = json::parse(out.body, nullptr, false);
+    ASSERT_TRUE(e.is_object()) << out.body;
+    EXPECT_TRUE(e["error"].contains("message"));
+  }
+  EXPECT_GT(ok, 0);
+  EXPECT_EQ(s->counters().busy, 0);
+}
+
 }  // namespace
 }  // namespace fg::serve
