@@ -135,6 +135,8 @@ def main():
     ap.add_argument("--api-key", default="")
     ap.add_argument("--model-name", default="fgemma", help="the request's model field")
     ap.add_argument("--timeout", type=float, default=600, help="per request, seconds")
+    ap.add_argument("--max-tokens", type=int, default=0,
+                    help="max_tokens of good requests (default: none, the server's)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     a = ap.parse_args()
@@ -212,9 +214,11 @@ def main():
                 except OSError:
                     res = ("hangup", -1, False, time.monotonic() - t0, None)
             else:
-                body = json.dumps({"model": a.model_name, "messages": [
-                    {"role": "user", "content": what}], "tools": tools,
-                    "tool_choice": "required"}).encode()
+                req = {"model": a.model_name, "messages": [{"role": "user", "content": what}],
+                       "tools": tools, "tool_choice": "required"}
+                if a.max_tokens:
+                    req["max_tokens"] = a.max_tokens
+                body = json.dumps(req).encode()
                 try:
                     status, data = post(url, "/v1/chat/completions", body, headers, a.timeout)
                 except (OSError, http.client.HTTPException) as e:
