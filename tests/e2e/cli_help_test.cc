@@ -49,7 +49,7 @@ TEST_P(CliHelpTest, HelpIsAlignedAndUnknownFlagsAreUsageErrors) {
 
 INSTANTIATE_TEST_SUITE_P(Commands, CliHelpTest,
                          ::testing::Values("run", "call", "invoke", "export", "bench", "quantize",
-                                           "inspect", "mkmodel", "tokenize"));
+                                           "inspect", "mkmodel", "tokenize", "serve"));
 
 }  // namespace
 }  // namespace fg
