@@ -33,7 +33,7 @@ with open(CATALOG) as f:
 @pytest.fixture(scope="module")
 def server():
     # -m given: the base model alone, as `fgemma call -m` runs it.
-    p = subprocess.Popen([CLI, "serve", "-m", MODEL, "--port", "0", "--parallel", "4", "-t", "1",
+    p = subprocess.Popen([CLI, "serve", "-m", MODEL, "--port", "0", "--parallel", "2",
                           "--api-key", KEY], stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     assert "listening on http://127.0.0.1:" in line, line
@@ -154,7 +154,7 @@ def test_wrong_key_is_401(server):
 
 def test_same_answer_with_others_beside(client):
     requests = ["turn the light on in the kitchen", "set the thermostat to 21 degrees",
-                "play some jazz", "cancel my timer"]
+                "play some jazz"]
     alone = {}
     for q in requests:
         r = client.chat.completions.create(model="fgemma", messages=user(q), tools=TOOLS,
@@ -166,6 +166,6 @@ def test_same_answer_with_others_beside(client):
                                            tool_choice="required")
         return q, as_call(r.choices[0].message.tool_calls[0])
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         for q, got in pool.map(ask, requests * 2):
             assert got == alone[q], q
