@@ -64,6 +64,11 @@ int FinishStdout(const char* command, int rc) {
   return rc == kExitOk ? kExitRuntime : rc;
 }
 
+int RunSubcommand(const Command& c, int argc, char** argv) {
+  InstallTempCleanupHandlers();
+  return FinishStdout(c.name, RunCommand(c, argc, argv));
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2) {
     PrintHelp(stderr);
@@ -91,10 +96,7 @@ int Main(int argc, char** argv) {
     return FinishStdout("--version", kExitOk);
   }
   for (const auto& c : kCommands) {
-    if (cmd == c.name) {
-      InstallTempCleanupHandlers();
-      return FinishStdout(c.name, RunCommand(c, argc - 1, argv + 1));
-    }
+    if (cmd == c.name) return RunSubcommand(c, argc - 1, argv + 1);
   }
   std::fprintf(stderr, "fgemma: unknown command '%s'\n\n", cmd.c_str());
   PrintHelp(stderr);

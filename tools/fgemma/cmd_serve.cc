@@ -1,4 +1,7 @@
-// fgemma serve: an OpenAI-compatible HTTP server for function calling (docs/serve.md).
+// fgemma serve: an OpenAI-compatible HTTP server for function calling (docs/serve.md). Built into
+// its own executable, fgemma-serve (serve_main.cc), which `fgemma serve` runs (cmd_serve_exec.cc):
+// the HTTP library and the TLS, zlib and brotli libraries it links are loaded by the server only,
+// never by `fgemma call` and the other commands.
 #include <pthread.h>
 #include <signal.h>
 
@@ -17,23 +20,12 @@
 #include "tools/fgemma/common_flags.h"
 #include "tools/fgemma/flags.h"
 
-#if defined(FG_HAVE_SERVE)
 #include "src/serve/http.h"
 #include "src/serve/service.h"
-#endif
 
 namespace fg::cli {
 
-#if !defined(FG_HAVE_SERVE)
-
-int CmdServe(int, char**) {
-  return ReportError("serve", UnimplementedError("this build has no HTTP library "
-                                                 "(libcpp-httplib-dev); fgemma serve is not built"));
-}
-
-#else
-
-int CmdServe(int argc, char** argv) {
+int CmdServeMain(int argc, char** argv) {
   std::string host = "127.0.0.1", api_key, cache_dir, alias = "fgemma";
   int64_t port = 8080, parallel = 4, queue = 64, cache_ram = 512, max_body = 1 << 20,
           max_messages = 64, max_tools = 64, max_tokens = 1024, default_tokens = 256,
@@ -175,7 +167,5 @@ int CmdServe(int argc, char** argv) {
   std::fprintf(stderr, "fgemma serve: stopped\n");
   return kExitOk;
 }
-
-#endif
 
 }  // namespace fg::cli

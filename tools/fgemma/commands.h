@@ -24,7 +24,11 @@ int CmdMerge(int argc, char** argv);
 int CmdEval(int argc, char** argv);
 int CmdMklora(int argc, char** argv);
 int CmdTune(int argc, char** argv);
+// Runs fgemma-serve (beside this executable) with the arguments: the server is its own
+// executable, so only it loads the HTTP and TLS libraries (cmd_serve_exec.cc).
 int CmdServe(int argc, char** argv);
+// The server itself (cmd_serve.cc, linked into fgemma-serve only).
+int CmdServeMain(int argc, char** argv);
 
 // Every subcommand, in the order `fgemma --help` lists them.
 inline constexpr Command kCommands[] = {
@@ -52,6 +56,10 @@ int Main(int argc, char** argv);
 // Flushes stdout and checks its error flag after `command` returned `rc`: a lost write (a full
 // disk, a closed pipe) is reported on stderr, naming the error, and turns exit 0 into 1.
 int FinishStdout(const char* command, int rc);
+
+// One subcommand as Main runs it: the temporary-file handlers installed, exceptions reported
+// (exit 1), stdout checked. For executables that are one command (fgemma-serve).
+int RunSubcommand(const Command& c, int argc, char** argv);
 
 // fflush(stdout) for subcommands that stream: remembers why the first failure failed, for
 // FinishStdout's message (the stream's error flag alone does not say).
