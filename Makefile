@@ -74,7 +74,7 @@ bench: build
 	@for b in $(BUILD)/*_benchmark; do echo "== $$b"; $$b --benchmark_min_time=0.2; done
 
 # docs/benchmarks.png from bench/compare.sh results files (-o FILE -l LABEL), one row each.
-PLOT_RESULTS ?= bench/results/2026-11-30b-Q4_K_M.json bench/results/2026-11-30b-Q8_0.json
+PLOT_RESULTS ?= bench/results/2026-12-02-Q4_K_M.json
 plot: venv
 	$(VENV)/bin/python bench/plot.py $(PLOT_RESULTS) -o docs/benchmarks.png
 
