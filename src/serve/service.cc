@@ -227,6 +227,25 @@ ApiError FromStatus(const Status& s, bool timed_out) {
   }
 }
 
+// A request's time limit and cancel check: Cancelled() once the deadline has passed (timed_out
+// is then set: the answer is a 504, not a 499) or the client has left.
+struct RequestLimit {
+  RequestLimit(const HttpRequest& r, double timeout_s)
+      : request(r),
+        deadline(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(timeout_s))) {}
+  bool Cancelled() {
+    if (Clock::now() > deadline) {
+      timed_out = true;
+      return true;
+    }
+    return request.disconnected && request.disconnected();
+  }
+  const HttpRequest& request;
+  Clock::time_point deadline;
+  bool timed_out = false;
+};
+
 std::string Endpoint(const std::string& path) {
   if (path == "/chat/completions") return "/v1/chat/completions";
   if (path == "/completions") return "/v1/completions";
@@ -290,22 +309,11 @@ HttpResponse Service::Handle(const HttpRequest& request) {
   return r;
 }
 
-HttpResponse Service::Chat(const HttpRequest& request) {
-  ChatRequest cr;
-  if (auto e = ParseChatRequest(request.body, options_.limits, &cr)) return Error(*e);
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(options_.timeout_s));
-  bool timed_out = false;
-  std::function<bool()> cancelled = [&] {
-    if (Clock::now() > deadline) {
-      timed_out = true;
-      return true;
-    }
-    return request.disconnected && request.disconnected();
-  };
+std::optional<HttpResponse> Service::AdmitOrRefuse(Clock::time_point deadline,
+                                                   const std::function<bool()>& cancelled) {
   switch (Acquire(deadline, cancelled)) {
-    case Admit::kOk: break;
+    case Admit::kOk:
+      return std::nullopt;
     case Admit::kDraining:
       return Error(MakeError(503, "the server is shutting down", "server_error", "unavailable"));
     case Admit::kQueueFull:
@@ -321,6 +329,17 @@ HttpResponse Service::Chat(const HttpRequest& request) {
       ++metrics_->cancelled;
       return Error(MakeError(499, "the client closed the connection", "cancelled"));
     }
+  }
+  return Error(MakeError(500, "unknown admission state", "server_error"));
+}
+
+HttpResponse Service::Chat(const HttpRequest& request) {
+  ChatRequest cr;
+  if (auto e = ParseChatRequest(request.body, options_.limits, &cr)) return Error(*e);
+  RequestLimit limit(request, options_.timeout_s);
+  std::function<bool()> cancelled = [&limit] { return limit.Cancelled(); };
+  if (std::optional<HttpResponse> refused = AdmitOrRefuse(limit.deadline, cancelled)) {
+    return *refused;
   }
   struct SlotGuard {
     Service* s;
@@ -372,7 +391,7 @@ HttpResponse Service::Chat(const HttpRequest& request) {
       std::lock_guard<std::mutex> l(metrics_->mu);
       ++metrics_->cancelled;
     }
-    return Error(FromStatus(s, timed_out));
+    return Error(FromStatus(s, limit.timed_out));
   }
   pool_->Put(key, std::move(caller));
   const std::string id = NextId();
@@ -399,29 +418,10 @@ HttpResponse Service::Chat(const HttpRequest& request) {
 HttpResponse Service::Completion(const HttpRequest& request) {
   CompletionRequest cr;
   if (auto e = ParseCompletionRequest(request.body, options_.limits, &cr)) return Error(*e);
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(options_.timeout_s));
-  bool timed_out = false;
-  std::function<bool()> cancelled = [&] {
-    if (Clock::now() > deadline) {
-      timed_out = true;
-      return true;
-    }
-    return request.disconnected && request.disconnected();
-  };
-  switch (Acquire(deadline, cancelled)) {
-    case Admit::kOk: break;
-    case Admit::kDraining:
-      return Error(MakeError(503, "the server is shutting down", "server_error", "unavailable"));
-    case Admit::kQueueFull:
-      return Error(MakeError(429, "every slot is busy and the queue is full", "rate_limit_error",
-                             "queue_full"));
-    case Admit::kTimeout:
-      return Error(MakeError(503, "no slot came free within the server's --timeout",
-                             "server_error", "timeout"));
-    case Admit::kCancelled:
-      return Error(MakeError(499, "the client closed the connection", "cancelled"));
+  RequestLimit limit(request, options_.timeout_s);
+  std::function<bool()> cancelled = [&limit] { return limit.Cancelled(); };
+  if (std::optional<HttpResponse> refused = AdmitOrRefuse(limit.deadline, cancelled)) {
+    return *refused;
   }
   struct SlotGuard {
     Service* s;
@@ -466,7 +466,7 @@ HttpResponse Service::Completion(const HttpRequest& request) {
     if (cancelled()) {
       std::lock_guard<std::mutex> l(metrics_->mu);
       ++metrics_->cancelled;
-      return Error(FromStatus(FailedPreconditionError("cancelled"), timed_out));
+      return Error(FromStatus(FailedPreconditionError("cancelled"), limit.timed_out));
     }
     if (Status s = (*session)->Append(pending); !s.ok()) {
       return Error(MakeError(500, s.message(), "server_error"));

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,9 @@ class Service {
   Admit Acquire(std::chrono::steady_clock::time_point deadline,
                 const std::function<bool()>& cancelled);
   void Release();
+  // Acquire, and the response to send when the request gets no slot (503, 429, 499).
+  std::optional<HttpResponse> AdmitOrRefuse(std::chrono::steady_clock::time_point deadline,
+                                            const std::function<bool()>& cancelled);
   HttpResponse Chat(const HttpRequest& request);
   HttpResponse Completion(const HttpRequest& request);
   HttpResponse Error(const ApiError& e) const;
