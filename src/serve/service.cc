@@ -341,10 +341,7 @@ HttpResponse Service::Chat(const HttpRequest& request) {
   if (std::optional<HttpResponse> refused = AdmitOrRefuse(limit.deadline, cancelled)) {
     return *refused;
   }
-  struct SlotGuard {
-    Service* s;
-    ~SlotGuard() { s->Release(); }
-  } guard{this};
+  const SlotGuard slot{this};
 
   const std::string key = cr.catalog_json + '\x1f' + cr.developer_message + '\x1f' +
                           cr.constrain + '\x1f' + std::to_string(cr.max_calls);
@@ -423,10 +420,7 @@ HttpResponse Service::Completion(const HttpRequest& request) {
   if (std::optional<HttpResponse> refused = AdmitOrRefuse(limit.deadline, cancelled)) {
     return *refused;
   }
-  struct SlotGuard {
-    Service* s;
-    ~SlotGuard() { s->Release(); }
-  } guard{this};
+  const SlotGuard slot{this};
 
   // Raw completion: the prompt as `fgemma run --raw` takes it (BOS, special tokens parsed),
   // sampled token by token with the full head until <eos> or max_tokens.

@@ -98,6 +98,11 @@ class Service {
   Admit Acquire(std::chrono::steady_clock::time_point deadline,
                 const std::function<bool()>& cancelled);
   void Release();
+  // An admitted request's slot, released when the request's handler returns.
+  struct SlotGuard {
+    Service* service;
+    ~SlotGuard() { service->Release(); }
+  };
   // Acquire, and the response to send when the request gets no slot (503, 429, 499).
   std::optional<HttpResponse> AdmitOrRefuse(std::chrono::steady_clock::time_point deadline,
                                             const std::function<bool()>& cancelled);
