@@ -73,6 +73,10 @@ struct FunctionCallerOptions {
   std::vector<std::string> tool_map;
   // Official dialect: text before the first declaration ("" = FunctionGemma's default).
   std::string developer_message;
+  // With a grammar: the calls it admits are of these tools only, while the prompt still declares
+  // the whole catalog (OpenAI's tool_choice naming one function). Empty: every tool. Each name
+  // must be in the catalog.
+  std::vector<std::string> grammar_tools;
   // false: the plain decoder, for measuring the shortcuts: one token per Append and the whole
   // LM head at every step, even when the grammar allows one or a few tokens. The output is the
   // same: the sparse rows are the full head's values, and every kernel gives a token the same

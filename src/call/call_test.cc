@@ -747,6 +747,38 @@ TEST(FunctionCaller, ConstrainedOutputIsAlwaysAValidCall) {
   EXPECT_GT(sparse, 0);
 }
 
+// grammar_tools: only calls of the named tools, while the prompt (and so the cached prefix)
+// still declares every tool of the catalog; names outside the catalog are refused.
+TEST(FunctionCaller, GrammarToolsLimitTheCallsNotThePrompt) {
+  FunctionCallerOptions o = Options("call");
+  o.max_tokens = 200;
+  auto all = NewCaller(o, kBoundedCatalog);
+  ASSERT_NE(all, nullptr);
+  o.grammar_tools = {"stop_music"};
+  auto only = NewCaller(o, kBoundedCatalog);
+  ASSERT_NE(only, nullptr);
+  for (const std::string r : {"turn the light on", "heat please", "hello"}) {
+    auto a = only->Call(r);
+    FG_ASSERT_OK(a.status());
+    FG_EXPECT_OK(a->validity) << r << ": " << a->text;
+    ASSERT_EQ(a->calls.size(), 1u) << a->text;
+    EXPECT_EQ(a->calls[0].name, "stop_music") << r;
+    EXPECT_EQ(only->PromptTokens(r).value(), all->PromptTokens(r).value());
+  }
+  o.grammar_tools = {"set_mode", "set_light"};
+  auto two = NewCaller(o, kBoundedCatalog);
+  ASSERT_NE(two, nullptr);
+  for (const std::string r : {"turn the light on", "stop the music"}) {
+    auto a = two->Call(r);
+    FG_ASSERT_OK(a.status());
+    ASSERT_EQ(a->calls.size(), 1u) << a->text;
+    EXPECT_NE(a->calls[0].name, "stop_music") << r;
+  }
+  o.grammar_tools = {"play_music"};
+  EXPECT_THAT(FunctionCaller::Create(TinyModel(), kBoundedCatalog, o).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("play_music")));
+}
+
 // Integers in an array, a number and a free string, all required: the kind of call a model
 // can run on in (a base model writes "4,5,6,..." until -n and used to end "not a valid call").
 constexpr char kArrayCatalog[] = R"([

@@ -231,6 +231,25 @@ Status ValidateOptions(const FunctionCallerOptions& options) {
   return runtime::ValidateSampling(SamplingOf(options));
 }
 
+namespace {
+
+// The catalog the grammar admits calls of: `catalog`, or its options.grammar_tools only.
+text::ToolCatalog GrammarCatalog(const text::ToolCatalog& catalog,
+                                 const FunctionCallerOptions& options) {
+  if (options.grammar_tools.empty()) return catalog;
+  text::ToolCatalog only;
+  only.id = catalog.id;
+  for (const text::Tool& t : catalog.tools) {
+    if (std::find(options.grammar_tools.begin(), options.grammar_tools.end(), t.name) !=
+        options.grammar_tools.end()) {
+      only.tools.push_back(t);
+    }
+  }
+  return only;
+}
+
+}  // namespace
+
 Status CheckRequest(std::string_view request) { return call::CheckRequest(request); }
 
 StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
@@ -256,6 +275,12 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     m.catalog = std::move(*cat);
   }
   if (m.catalog.tools.empty()) return InvalidArgumentError("tool catalog: no tools");
+  for (const std::string& name : options.grammar_tools) {
+    if (m.catalog.Find(name) == nullptr) {
+      return InvalidArgumentError("grammar tools: '" + name +
+                                  "' is not a tool of the catalog");
+    }
+  }
   if (m.dialect == text::Dialect::kCompact) {
     bool any = false;
     for (size_t i = 0; i < options.tool_map.size(); ++i) {
@@ -313,7 +338,8 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     go.mode = m.mode;
     go.max_calls = options.max_calls;
     go.tool_map = options.tool_map;
-    FG_ASSIGN_OR_RETURN(m.grammar, text::CallGrammar::Create(m.catalog, *m.tk, go));
+    FG_ASSIGN_OR_RETURN(m.grammar,
+                        text::CallGrammar::Create(GrammarCatalog(m.catalog, options), *m.tk, go));
 #if defined(__GLIBC__)
     // Building the grammar frees tens of MB of temporaries in small blocks that glibc keeps
     // for reuse; hand them back so they do not count in the resident set for the whole run.

@@ -235,17 +235,8 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const Limits& li
           return BadRequest("tool_choice names '" + out->named_tool + "', which tools lacks",
                             "tool_choice");
         }
-        // The catalog of that function alone (its entry as the request gave it).
-        for (const json& t : *tools) {
-          const json* fn = &t;
-          if (t.is_object() && t.contains("function") && t["function"].is_object()) {
-            fn = &t["function"];
-          }
-          if (fn->is_object() && fn->contains("name") && (*fn)["name"] == out->named_tool) {
-            catalog = {{"tools", json::array({t})}};
-            break;
-          }
-        }
+        // The prompt declares every tool, as the client sent them; the grammar admits calls of
+        // the named one only (FunctionCallerOptions::grammar_tools).
       } else {
         return BadRequest(
             "tool_choice must be auto, none, required or {\"type\": \"function\", \"function\": "

@@ -65,7 +65,7 @@ struct ChatRequest {
   std::string developer_message;  // "": FunctionGemma's default
   std::vector<ChatTurn> turns;
   ToolChoice tool_choice = ToolChoice::kAuto;
-  std::string named_tool;  // kNamed
+  std::string named_tool;  // kNamed: the only tool the grammar admits calls of
   std::string constrain;   // FunctionCallerOptions::constrain for the choice
   int max_calls = 1;
   CallControl control;  // sampling, max_tokens (always set); `cancelled` is the server's

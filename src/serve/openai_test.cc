@@ -71,9 +71,9 @@ TEST(ParseChat, ToolChoices) {
   ChatRequest r = MustParse(b);
   EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
   EXPECT_EQ(r.constrain, "call");
-  const json cat = json::parse(r.catalog_json);
-  ASSERT_EQ(cat["tools"].size(), 1u);
-  EXPECT_EQ(cat["tools"][0]["function"]["name"], "stop_music");
+  EXPECT_EQ(r.named_tool, "stop_music");
+  // The prompt keeps every tool; only the grammar is narrowed (service.cc).
+  EXPECT_EQ(json::parse(r.catalog_json)["tools"].size(), Body()["tools"].size());
   b["tool_choice"] = {{"type", "function"}, {"function", {{"name", "nope"}}}};
   EXPECT_EQ(MustFail(b).param, "tool_choice");
   b["tool_choice"] = "sometimes";

@@ -344,7 +344,8 @@ HttpResponse Service::Chat(const HttpRequest& request) {
   const SlotGuard slot{this};
 
   const std::string key = cr.catalog_json + '\x1f' + cr.developer_message + '\x1f' +
-                          cr.constrain + '\x1f' + std::to_string(cr.max_calls);
+                          cr.constrain + '\x1f' + std::to_string(cr.max_calls) + '\x1f' +
+                          cr.named_tool;
   std::unique_ptr<FunctionCaller> caller = pool_->Take(key);
   if (caller == nullptr) {
     FunctionCallerOptions o;
@@ -355,6 +356,7 @@ HttpResponse Service::Chat(const HttpRequest& request) {
     o.threads = options_.threads;
     o.cache_dir = options_.cache_dir;
     o.developer_message = cr.developer_message;
+    if (cr.tool_choice == ToolChoice::kNamed) o.grammar_tools = {cr.named_tool};
     o.draft_tokens = options_.draft_tokens;
     o.on_warning = [](const std::string& m) {
       std::fprintf(stderr, "fgemma serve: warning: %s\n", m.c_str());
