@@ -163,6 +163,9 @@ struct CallControl {
   std::optional<uint64_t> seed;
   std::optional<int64_t> max_tokens;
   std::function<bool()> cancelled;
+  // Called with each generated token's text (special tokens as text) as soon as the token is
+  // chosen, in order: the pieces of a call that returns a result concatenate to its `text`.
+  std::function<void(std::string_view piece)> on_piece;
 };
 
 // One turn of a conversation after the catalog's developer turn (CallConversation): a user turn,

@@ -747,6 +747,30 @@ TEST(FunctionCaller, ConstrainedOutputIsAlwaysAValidCall) {
   EXPECT_GT(sparse, 0);
 }
 
+// CallControl::on_piece sees every generated token's text as it is chosen (drafted tokens
+// included): the pieces concatenate to the result's text, with or without a grammar.
+TEST(FunctionCaller, PiecesArriveInOrderAndMakeTheText) {
+  for (const char* mode : {"call", "off"}) {
+    FunctionCallerOptions o = Options(mode);
+    o.max_tokens = 40;
+    auto c = NewCaller(o, kBoundedCatalog);
+    ASSERT_NE(c, nullptr);
+    for (const std::string r : {"turn the light on", "hello"}) {
+      std::string seen;
+      int pieces = 0;
+      CallControl control;
+      control.on_piece = [&](std::string_view p) {
+        seen += p;
+        ++pieces;
+      };
+      auto a = c->Call(r, control);
+      FG_ASSERT_OK(a.status());
+      EXPECT_EQ(seen, a->text) << mode << " " << r;
+      EXPECT_EQ(pieces, static_cast<int>(a->tokens.size()));
+    }
+  }
+}
+
 // grammar_tools: only calls of the named tools, while the prompt (and so the cached prefix)
 // still declares every tool of the catalog; names outside the catalog are refused.
 TEST(FunctionCaller, GrammarToolsLimitTheCallsNotThePrompt) {

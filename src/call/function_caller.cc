@@ -806,6 +806,7 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
     digit_run = m.digits != nullptr && (*m.digits)[tok] ? digit_run + 1 : 0;
     if (m.grammar) FG_RETURN_IF_ERROR(m.grammar->Advance(&state, tok));
     r.tokens.push_back(tok);
+    if (control.on_piece) control.on_piece(m.tk->TokenToPiece(tok, /*special=*/true));
     if (in_draft && draft_row < draft.size() && tok == draft[draft_row]) {
       ++draft_row;  // the drafted token was right: it is in the session already
       ++st.accepted_tokens;

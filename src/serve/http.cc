@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include <httplib.h>
 
@@ -132,10 +133,12 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Bind(Service* service,
     r.path = req.path;
     r.authorization = req.get_header_value("Authorization");
     r.body = req.body;
-    int fd = -2;  // looked up on the first check
-    r.disconnected = [&req, &fd]() {
-      if (fd == -2) fd = FindConnection(req.remote_addr, req.remote_port, req.local_port);
-      return fd >= 0 && PeerClosed(fd);
+    // Looked up on the first check. Shared: a streamed answer checks it after this handler has
+    // returned (httplib runs the content provider while `req` still lives).
+    auto fd = std::make_shared<int>(-2);
+    r.disconnected = [&req, fd]() {
+      if (*fd == -2) *fd = FindConnection(req.remote_addr, req.remote_port, req.local_port);
+      return *fd >= 0 && PeerClosed(*fd);
     };
     HttpResponse out = self->service->Handle(r);
     res.status = out.status;
@@ -144,14 +147,17 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Bind(Service* service,
       return;
     }
     res.set_header("Cache-Control", "no-cache");
-    auto events = std::make_shared<std::vector<std::string>>(std::move(out.events));
+    // The answer is computed here, on this connection's thread, each event written as the
+    // model settles it.
     res.set_chunked_content_provider(
-        out.content_type, [events](size_t, httplib::DataSink& sink) {
-          for (const std::string& e : *events) {
-            if (!sink.write(e.data(), e.size())) return false;
-          }
-          sink.done();
-          return true;
+        out.content_type, [produce = std::move(out.produce)](size_t, httplib::DataSink& sink) {
+          bool open = true;
+          produce([&](const std::string& e) {
+            open = open && sink.is_writable() && sink.write(e.data(), e.size());
+            return open;
+          });
+          if (open) sink.done();
+          return open;
         });
   };
   for (const char* path : {"/health", "/metrics", "/v1/models", "/models",

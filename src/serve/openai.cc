@@ -484,41 +484,126 @@ std::vector<std::string> Fragments(std::string_view s, size_t n) {
   return out;
 }
 
-std::vector<std::string> ChatCompletionEvents(const ChatAnswer& a, std::string_view id,
-                                              int64_t created, std::string_view model,
-                                              bool include_usage) {
-  std::vector<std::string> ev;
-  auto chunk = [&](json delta, json finish) {
-    json j = ChunkBase(id, created, model, "chat.completion.chunk");
-    j["choices"] = json::array(
-        {{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},
-          {"finish_reason", std::move(finish)}}});
-    ev.push_back(SseEvent(j));
+std::string SettledPrefix(std::string_view text, const std::vector<std::string>& stop,
+                          const std::vector<std::string_view>& holds) {
+  std::string t(text);
+  if (CutAtStop(&t, stop)) return t;
+  // The longest tail that is a proper prefix of a stop string or a hold.
+  size_t keep = t.size();
+  auto hold_back = [&](std::string_view h) {
+    for (size_t n = std::min(h.size() - 1, t.size()); n > 0; --n) {
+      if (std::string_view(t).substr(t.size() - n) == h.substr(0, n)) {
+        keep = std::min(keep, t.size() - n);
+        break;
+      }
+    }
   };
-  chunk({{"role", "assistant"}, {"content", a.tool_calls.empty() ? json("") : json(nullptr)}},
-        nullptr);
-  for (const std::string& piece : Fragments(a.content, 16)) chunk({{"content", piece}}, nullptr);
-  for (size_t i = 0; i < a.tool_calls.size(); ++i) {
-    const ChatAnswer::ToolCall& c = a.tool_calls[i];
-    chunk({{"tool_calls", json::array({{{"index", i},
-                                        {"id", c.id},
-                                        {"type", "function"},
-                                        {"function", {{"name", c.name}, {"arguments", ""}}}}})}},
-          nullptr);
-    for (const std::string& piece : Fragments(c.arguments, 16)) {
-      chunk({{"tool_calls", json::array({{{"index", i}, {"function", {{"arguments", piece}}}}})}},
-            nullptr);
+  for (const std::string& h : stop) {
+    if (!h.empty()) hold_back(h);
+  }
+  for (std::string_view h : holds) {
+    if (!h.empty()) hold_back(h);
+  }
+  // Not inside a UTF-8 character: back up over a lead byte whose sequence is not complete.
+  for (size_t back = 1; back <= 3 && back <= keep; ++back) {
+    const auto c = static_cast<unsigned char>(t[keep - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (len > back) keep -= back;
+    break;
+  }
+  t.resize(keep);
+  return t;
+}
+
+ChatStream::ChatStream(const ChatRequest& request, std::string id, int64_t created,
+                       std::string model)
+    : stop_(request.stop),
+      none_(request.tool_choice == ToolChoice::kNone),
+      include_usage_(request.include_usage),
+      id_(std::move(id)),
+      model_(std::move(model)),
+      created_(created) {}
+
+json ChatStream::Chunk(json delta, json finish) const {
+  json j = ChunkBase(id_, created_, model_, "chat.completion.chunk");
+  j["choices"] = json::array({{{"index", 0},
+                               {"delta", std::move(delta)},
+                               {"logprobs", nullptr},
+                               {"finish_reason", std::move(finish)}}});
+  return j;
+}
+
+void ChatStream::Role(bool tool_calls, std::vector<std::string>* ev) {
+  if (role_sent_) return;
+  role_sent_ = true;
+  ev->push_back(SseEvent(
+      Chunk({{"role", "assistant"}, {"content", tool_calls ? json(nullptr) : json("")}}, nullptr)));
+}
+
+std::vector<std::string> ChatStream::Update(std::string_view output) {
+  std::vector<std::string> ev;
+  // Every answer's content starts with the text before the first call (MakeChatAnswer): the
+  // output's, or, with tools, the parser's, which drops the turn markers.
+  const size_t call = output.find(text::kStartCall);
+  std::string t(output.substr(0, call));
+  std::vector<std::string_view> holds;
+  if (call == std::string_view::npos) holds.push_back(text::kStartCall);
+  if (!none_) {
+    for (std::string_view m : {text::kEndOfTurn, text::kStartResponse, std::string_view("<eos>")}) {
+      for (size_t at; (at = t.find(m)) != std::string::npos;) t.erase(at, m.size());
+      if (call == std::string_view::npos) holds.push_back(m);
     }
   }
-  chunk(json::object(), a.finish_reason);
-  if (include_usage) {
-    json j = ChunkBase(id, created, model, "chat.completion.chunk");
+  const std::string settled = text::ToValidUtf8(SettledPrefix(t, stop_, holds));
+  if (settled.size() > sent_.size() && settled.compare(0, sent_.size(), sent_) == 0) {
+    Role(false, &ev);
+    ev.push_back(SseEvent(Chunk({{"content", settled.substr(sent_.size())}}, nullptr)));
+    sent_ = settled;
+  }
+  return ev;
+}
+
+std::vector<std::string> ChatStream::Finish(const ChatAnswer& a) {
+  std::vector<std::string> ev;
+  Role(!a.tool_calls.empty(), &ev);
+  // What the answer's content holds beyond the part sent (which it starts with).
+  if (a.content.size() > sent_.size() && a.content.compare(0, sent_.size(), sent_) == 0) {
+    for (const std::string& piece : Fragments(std::string_view(a.content).substr(sent_.size()), 16)) {
+      ev.push_back(SseEvent(Chunk({{"content", piece}}, nullptr)));
+    }
+  }
+  for (size_t i = 0; i < a.tool_calls.size(); ++i) {
+    const ChatAnswer::ToolCall& c = a.tool_calls[i];
+    ev.push_back(SseEvent(Chunk({{"tool_calls", json::array({{{"index", i},
+                                                               {"id", c.id},
+                                                               {"type", "function"},
+                                                               {"function", {{"name", c.name},
+                                                                             {"arguments", ""}}}}})}},
+                                nullptr)));
+    for (const std::string& piece : Fragments(c.arguments, 16)) {
+      ev.push_back(SseEvent(Chunk(
+          {{"tool_calls", json::array({{{"index", i}, {"function", {{"arguments", piece}}}}})}},
+          nullptr)));
+    }
+  }
+  ev.push_back(SseEvent(Chunk(json::object(), a.finish_reason)));
+  if (include_usage_) {
+    json j = ChunkBase(id_, created_, model_, "chat.completion.chunk");
     j["choices"] = json::array();
     j["usage"] = Usage(a.prompt_tokens, a.completion_tokens);
     ev.push_back(SseEvent(j));
   }
   ev.push_back("data: [DONE]\n\n");
   return ev;
+}
+
+std::vector<std::string> ChatCompletionEvents(const ChatAnswer& a, std::string_view id,
+                                              int64_t created, std::string_view model,
+                                              bool include_usage) {
+  ChatRequest r;
+  r.include_usage = include_usage;
+  return ChatStream(r, std::string(id), created, std::string(model)).Finish(a);
 }
 
 json CompletionJson(const TextAnswer& a, std::string_view id, int64_t created,
@@ -532,28 +617,56 @@ json CompletionJson(const TextAnswer& a, std::string_view id, int64_t created,
   return j;
 }
 
-std::vector<std::string> CompletionEvents(const TextAnswer& a, std::string_view id,
-                                          int64_t created, std::string_view model,
-                                          bool include_usage) {
+TextStream::TextStream(std::vector<std::string> stop, bool include_usage, std::string id,
+                       int64_t created, std::string model)
+    : stop_(std::move(stop)),
+      include_usage_(include_usage),
+      id_(std::move(id)),
+      model_(std::move(model)),
+      created_(created) {}
+
+std::string TextStream::Event(std::string_view text, json finish) const {
+  json j = ChunkBase(id_, created_, model_, "text_completion");
+  j["choices"] = json::array({{{"index", 0},
+                               {"text", text},
+                               {"logprobs", nullptr},
+                               {"finish_reason", std::move(finish)}}});
+  return SseEvent(j);
+}
+
+std::vector<std::string> TextStream::Update(std::string_view text) {
   std::vector<std::string> ev;
-  auto chunk = [&](const std::string& text, json finish) {
-    json j = ChunkBase(id, created, model, "text_completion");
-    j["choices"] = json::array({{{"index", 0},
-                                 {"text", text},
-                                 {"logprobs", nullptr},
-                                 {"finish_reason", std::move(finish)}}});
-    ev.push_back(SseEvent(j));
-  };
-  for (const std::string& piece : Fragments(text::ToValidUtf8(a.text), 16)) chunk(piece, nullptr);
-  chunk("", a.finish_reason);
-  if (include_usage) {
-    json j = ChunkBase(id, created, model, "text_completion");
+  const std::string settled = text::ToValidUtf8(SettledPrefix(text, stop_, {}));
+  if (settled.size() > sent_.size() && settled.compare(0, sent_.size(), sent_) == 0) {
+    ev.push_back(Event(std::string_view(settled).substr(sent_.size()), nullptr));
+    sent_ = settled;
+  }
+  return ev;
+}
+
+std::vector<std::string> TextStream::Finish(const TextAnswer& a) {
+  std::vector<std::string> ev;
+  const std::string all = text::ToValidUtf8(a.text);
+  if (all.size() > sent_.size() && all.compare(0, sent_.size(), sent_) == 0) {
+    for (const std::string& piece : Fragments(std::string_view(all).substr(sent_.size()), 16)) {
+      ev.push_back(Event(piece, nullptr));
+    }
+  }
+  ev.push_back(Event("", a.finish_reason));
+  if (include_usage_) {
+    json j = ChunkBase(id_, created_, model_, "text_completion");
     j["choices"] = json::array();
     j["usage"] = Usage(a.prompt_tokens, a.completion_tokens);
     ev.push_back(SseEvent(j));
   }
   ev.push_back("data: [DONE]\n\n");
   return ev;
+}
+
+std::vector<std::string> CompletionEvents(const TextAnswer& a, std::string_view id,
+                                          int64_t created, std::string_view model,
+                                          bool include_usage) {
+  return TextStream({}, include_usage, std::string(id), created, std::string(model)).Finish(a);
 }
 
 }  // namespace fg::serve

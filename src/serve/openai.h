@@ -11,8 +11,8 @@
 //     assistant's text closes that turn.
 //   * tools are the catalog (the `{"tools": [...]}` object FunctionCaller parses);
 //     tool_choice "required" = the call grammar (constrain "call"), "auto" (the default) = text
-//     or valid calls ("auto"), "none" = no grammar and no calls returned, a named function = a
-//     catalog of that function alone with the call grammar.
+//     or valid calls ("auto"), "none" = no grammar and no calls returned, a named function = the
+//     call grammar admitting that function only (the prompt still declares every tool).
 //   * parallel_tool_calls false = one call at most; true (the default) = the server's
 //     --max-calls.
 // A request whose only message after the system ones is one user message is rendered exactly as
@@ -116,10 +116,32 @@ bool CutAtStop(std::string* text, const std::vector<std::string>& stop);
 // The response bodies. `created` is the Unix time; `model` the served model's name.
 nlohmann::json ChatCompletionJson(const ChatAnswer& a, std::string_view id, int64_t created,
                                   std::string_view model);
-// The SSE events of a streamed answer ("data: {...}\n\n" each, "data: [DONE]\n\n" last): the
-// role, then the content in pieces or, per tool call, {index, id, type, function: {name,
-// arguments: ""}} once and the arguments in fragments, then the finish_reason, then usage when
-// asked for.
+// The SSE events of a streamed chat answer ("data: {...}\n\n" each, "data: [DONE]\n\n" last), made
+// while the model decodes. Update() takes the output so far (the generated tokens' text, special
+// tokens as text) and returns the events it settles: the role, then the content the model writes
+// before any call, as it comes, held back only where it could still become a call or a stop
+// string or ends inside a UTF-8 character. Finish() takes the final answer (MakeChatAnswer of the
+// same output) and returns the rest: the content not sent yet, per tool call {index, id, type,
+// function: {name, arguments: ""}} once and the arguments in fragments, the finish_reason, usage
+// when asked for, [DONE]. The events of one answer add up to the answer ChatCompletionJson gives.
+class ChatStream {
+ public:
+  ChatStream(const ChatRequest& request, std::string id, int64_t created, std::string model);
+  std::vector<std::string> Update(std::string_view output);
+  std::vector<std::string> Finish(const ChatAnswer& a);
+
+ private:
+  nlohmann::json Chunk(nlohmann::json delta, nlohmann::json finish) const;
+  void Role(bool tool_calls, std::vector<std::string>* ev);
+  const std::vector<std::string> stop_;
+  const bool none_, include_usage_;
+  const std::string id_, model_;
+  const int64_t created_;
+  std::string sent_;  // the content sent so far
+  bool role_sent_ = false;
+};
+
+// The events of a whole answer at once (ChatStream's Finish alone).
 std::vector<std::string> ChatCompletionEvents(const ChatAnswer& a, std::string_view id,
                                               int64_t created, std::string_view model,
                                               bool include_usage);
@@ -131,9 +153,34 @@ struct TextAnswer {
 };
 nlohmann::json CompletionJson(const TextAnswer& a, std::string_view id, int64_t created,
                               std::string_view model);
+// A raw completion's events as it decodes, like ChatStream: Update() with the text so far sends
+// what is settled (held back where it could still become a stop string or ends inside a UTF-8
+// character), Finish() the rest, the finish_reason, usage when asked for, [DONE].
+class TextStream {
+ public:
+  TextStream(std::vector<std::string> stop, bool include_usage, std::string id, int64_t created,
+             std::string model);
+  std::vector<std::string> Update(std::string_view text);
+  std::vector<std::string> Finish(const TextAnswer& a);
+
+ private:
+  std::string Event(std::string_view text, nlohmann::json finish) const;
+  const std::vector<std::string> stop_;
+  const bool include_usage_;
+  const std::string id_, model_;
+  const int64_t created_;
+  std::string sent_;
+};
+
 std::vector<std::string> CompletionEvents(const TextAnswer& a, std::string_view id,
                                           int64_t created, std::string_view model,
                                           bool include_usage);
+
+// The part of `text` (an output so far) no later token can change: cut at the first `stop`
+// string, else without a tail that could still grow into one of `stop` or `holds`, and never
+// ending inside a UTF-8 character.
+std::string SettledPrefix(std::string_view text, const std::vector<std::string>& stop,
+                          const std::vector<std::string_view>& holds);
 
 // Splits UTF-8 `s` into pieces of about `n` bytes, never inside a character.
 std::vector<std::string> Fragments(std::string_view s, size_t n);

@@ -7,6 +7,11 @@
 
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "src/text/call_parser.h"
+#include "src/text/tool_catalog.h"
 
 namespace fg::serve {
 namespace {
@@ -296,6 +301,138 @@ TEST(Answer, StreamEvents) {
   EXPECT_EQ(args, a.tool_calls[0].arguments);
   EXPECT_TRUE(finished);
   EXPECT_TRUE(usage);
+}
+
+// What a client makes of a stream: the content deltas joined, the tool calls by index, the
+// finish_reason; checks the shape on the way (one role chunk first, [DONE] last).
+struct Collected {
+  std::string content, finish;
+  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+};
+Collected Collect(const std::vector<std::string>& ev) {
+  Collected c;
+  EXPECT_FALSE(ev.empty());
+  if (ev.empty()) return c;
+  EXPECT_EQ(ev.back(), "data: [DONE]\n\n");
+  for (size_t i = 0; i + 1 < ev.size(); ++i) {
+    const json j = json::parse(ev[i].substr(6));
+    if (j["choices"].empty()) continue;  // usage
+    const json& d = j["choices"][0]["delta"];
+    EXPECT_EQ(d.contains("role"), i == 0) << ev[i];
+    if (d.contains("content") && d["content"].is_string()) c.content += d["content"];
+    if (d.contains("tool_calls")) {
+      const json& tc = d["tool_calls"][0];
+      const size_t k = tc["index"];
+      if (tc.contains("id")) {
+        EXPECT_EQ(k, c.calls.size());
+        c.calls.push_back({tc["function"]["name"], ""});
+      }
+      if (k < c.calls.size()) c.calls[k].second += tc["function"]["arguments"].get<std::string>();
+    }
+    if (!j["choices"][0]["finish_reason"].is_null()) c.finish = j["choices"][0]["finish_reason"];
+  }
+  return c;
+}
+
+// A streamed answer, fed piece by piece as the model writes it, adds up to the whole answer of
+// the same output: content (before, between and after calls, cut at a stop string split over
+// pieces, UTF-8 split inside a character), tool calls, finish_reason; and text before any call
+// is sent while decoding, not only at the end.
+TEST(Answer, StreamedPiecesAddUpToTheWholeAnswer) {
+  auto catalog = text::ParseToolCatalog(json{{"tools", json::parse(kTools)}}.dump());
+  ASSERT_TRUE(catalog.ok());
+  const std::vector<std::vector<std::string>> outputs = {
+      {"Hello wor", "ld, h\xc3", "\xa9llo", " there"},
+      {"Sure", ", ", "<start_function_call>",
+       "call:set_light{room:<escape>hall<escape>,state:<escape>on<escape>}",
+       "<end_function_call>"},
+      {"ok <", "start_function", "_call>call:stop_music{}<end_function_call>", " after"},
+      {"a", "X", "Yb and more"},
+      {"<start_function_call>", "call:stop_music{}", "<end_function_call>"},
+  };
+  for (const char* choice : {"auto", "none"}) {
+    for (const std::vector<std::string>& stop : {std::vector<std::string>{},
+                                                 std::vector<std::string>{"XY", " th"}}) {
+      for (const std::vector<std::string>& pieces : outputs) {
+        json b = Body();
+        b["tool_choice"] = choice;
+        if (!stop.empty()) b["stop"] = stop;
+        const ChatRequest req = MustParse(b);
+        ChatStream stream(req, "chatcmpl-5", 1, "m");
+        std::vector<std::string> ev;
+        std::string out;
+        for (const std::string& p : pieces) {
+          out += p;
+          for (std::string& e : stream.Update(out)) ev.push_back(std::move(e));
+        }
+        const size_t while_decoding = ev.size();
+        CallResult r;
+        r.text = out;
+        r.stop_reason = "stop token 1";
+        auto parsed = text::ParseModelOutput(out, &*catalog);
+        ASSERT_TRUE(parsed.ok()) << out;
+        r.content = parsed->content;
+        for (text::Call& c : parsed->calls) r.calls.push_back({c.name, c.arguments});
+        const ChatAnswer a = MakeChatAnswer(r, req, "5");
+        for (std::string& e : stream.Finish(a)) ev.push_back(std::move(e));
+        const Collected c = Collect(ev);
+        const std::string where = std::string(choice) + " | " + out;
+        EXPECT_EQ(c.content, a.content) << where;
+        EXPECT_EQ(c.finish, a.finish_reason) << where;
+        ASSERT_EQ(c.calls.size(), a.tool_calls.size()) << where;
+        for (size_t i = 0; i < c.calls.size(); ++i) {
+          EXPECT_EQ(c.calls[i].first, a.tool_calls[i].name);
+          EXPECT_EQ(c.calls[i].second, a.tool_calls[i].arguments);
+        }
+        if (pieces[0] == "Hello wor") {
+          EXPECT_GE(while_decoding, 3u) << where;
+        }
+        if (pieces[0] == "<start_function_call>") {
+          EXPECT_EQ(while_decoding, 0u) << where;
+        }
+      }
+    }
+  }
+}
+
+TEST(Answer, SettledPrefixHoldsBackWhatCouldStillChange) {
+  const std::vector<std::string> stop = {"STOP"};
+  const std::vector<std::string_view> holds = {"<start_function_call>"};
+  EXPECT_EQ(SettledPrefix("hello", stop, holds), "hello");
+  EXPECT_EQ(SettledPrefix("hello ST", stop, holds), "hello ");
+  EXPECT_EQ(SettledPrefix("hello STOP and on", stop, holds), "hello ");
+  EXPECT_EQ(SettledPrefix("hi <start_fun", stop, holds), "hi ");
+  EXPECT_EQ(SettledPrefix("h\xc3\xa9", stop, holds), "h\xc3\xa9");
+  EXPECT_EQ(SettledPrefix("h\xc3", stop, holds), "h");
+  EXPECT_EQ(SettledPrefix("h\xe2\x82", stop, holds), "h");
+  EXPECT_EQ(SettledPrefix("h\xe2\x82\xac", stop, holds), "h\xe2\x82\xac");
+}
+
+TEST(Answer, TextStreamAddsUpToTheCompletion) {
+  for (const std::vector<std::string>& stop :
+       {std::vector<std::string>{}, std::vector<std::string>{"lo w"}}) {
+    TextStream stream(stop, true, "cmpl-1", 1, "m");
+    std::vector<std::string> ev;
+    std::string text;
+    for (const char* p : {"hel", "lo", " w", "or\xc3", "\xa9ld"}) {
+      text += p;
+      for (std::string& e : stream.Update(text)) ev.push_back(std::move(e));
+    }
+    TextAnswer a;
+    a.text = text;
+    a.finish_reason = CutAtStop(&a.text, stop) ? "stop" : "length";
+    for (std::string& e : stream.Finish(a)) ev.push_back(std::move(e));
+    std::string joined, finish;
+    ASSERT_EQ(ev.back(), "data: [DONE]\n\n");
+    for (size_t i = 0; i + 1 < ev.size(); ++i) {
+      const json j = json::parse(ev[i].substr(6));
+      if (j["choices"].empty()) continue;
+      joined += j["choices"][0]["text"].get<std::string>();
+      if (!j["choices"][0]["finish_reason"].is_null()) finish = j["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(joined, stop.empty() ? "hello wor\xc3\xa9ld" : "hel");
+    EXPECT_EQ(finish, a.finish_reason);
+  }
 }
 
 TEST(Answer, FragmentsKeepCharacters) {

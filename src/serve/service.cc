@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
+#include <utility>
 
 #include "src/base/thread_pool.h"
 #include "src/call/runtime_model.h"
@@ -234,6 +235,7 @@ struct RequestLimit {
       : request(r),
         deadline(Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(timeout_s))) {}
+  RequestLimit(const HttpRequest& r, Clock::time_point d) : request(r), deadline(d) {}
   bool Cancelled() {
     if (Clock::now() > deadline) {
       timed_out = true;
@@ -299,13 +301,31 @@ HttpResponse Service::Handle(const HttpRequest& request) {
   } else {
     r = Completion(request);
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  metrics_->Record(known ? endpoint : "other", r.status, seconds);
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    --handling_;
+  // The request ends here, or, streamed, once its events are sent (or the response is dropped
+  // unsent): WaitIdle waits for it, and its latency is the whole stream's.
+  struct Done {
+    Done(Service* s, std::string e, int st, Clock::time_point t)
+        : service(s), endpoint(std::move(e)), status(st), t0(t) {}
+    Done(const Done&) = delete;
+    Done& operator=(const Done&) = delete;
+    Service* service;
+    std::string endpoint;
+    int status;
+    Clock::time_point t0;
+    ~Done() {
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      service->metrics_->Record(endpoint, status, seconds);
+      {
+        std::lock_guard<std::mutex> l(service->mu_);
+        --service->handling_;
+      }
+      service->idle_cv_.notify_all();
+    }
+  };
+  auto done = std::make_shared<Done>(this, known ? endpoint : "other", r.status, t0);
+  if (r.produce) {
+    r.produce = [produce = std::move(r.produce), done](const EventSender& send) { produce(send); };
   }
-  idle_cv_.notify_all();
   return r;
 }
 
@@ -333,21 +353,40 @@ std::optional<HttpResponse> Service::AdmitOrRefuse(Clock::time_point deadline,
   return Error(MakeError(500, "unknown admission state", "server_error"));
 }
 
-HttpResponse Service::Chat(const HttpRequest& request) {
+namespace {
+
+// An error as a server-sent event (a stream that already sent its 200): "data: {"error":...}".
+std::string ErrorEvent(const HttpResponse& e) { return "data: " + e.body + "\n\n"; }
+
+}  // namespace
+
+// What an admitted chat request carries from its handler to the call (a streamed one: into the
+// producer, which runs after the handler returned).
+struct Service::ChatRun {
   ChatRequest cr;
+  std::string key;  // the caller pool's
+  std::unique_ptr<FunctionCaller> caller;
+  std::unique_ptr<SlotGuard> slot;
+  Clock::time_point deadline;
+  HttpRequest request;  // streamed: the handler's request without its body
+};
+
+HttpResponse Service::Chat(const HttpRequest& request) {
+  auto run = std::make_shared<ChatRun>();
+  ChatRequest& cr = run->cr;
   if (auto e = ParseChatRequest(request.body, options_.limits, &cr)) return Error(*e);
   RequestLimit limit(request, options_.timeout_s);
   std::function<bool()> cancelled = [&limit] { return limit.Cancelled(); };
   if (std::optional<HttpResponse> refused = AdmitOrRefuse(limit.deadline, cancelled)) {
     return *refused;
   }
-  const SlotGuard slot{this};
+  run->slot = std::make_unique<SlotGuard>(this);
+  run->deadline = limit.deadline;
 
-  const std::string key = cr.catalog_json + '\x1f' + cr.developer_message + '\x1f' +
-                          cr.constrain + '\x1f' + std::to_string(cr.max_calls) + '\x1f' +
-                          cr.named_tool;
-  std::unique_ptr<FunctionCaller> caller = pool_->Take(key);
-  if (caller == nullptr) {
+  run->key = cr.catalog_json + '\x1f' + cr.developer_message + '\x1f' + cr.constrain + '\x1f' +
+             std::to_string(cr.max_calls) + '\x1f' + cr.named_tool;
+  run->caller = pool_->Take(run->key);
+  if (run->caller == nullptr) {
     FunctionCallerOptions o;
     o.constrain = cr.constrain;
     o.max_calls = cr.max_calls;
@@ -373,40 +412,68 @@ HttpResponse Service::Chat(const HttpRequest& request) {
       }
       return Error(MakeError(500, c.status().message(), "server_error"));
     }
-    caller = std::move(*c);
+    run->caller = std::move(*c);
   }
+  if (!cr.stream) return RunChat(*run, request, nullptr);
+  run->request = request;
+  run->request.body.clear();
+  HttpResponse r;
+  r.stream = true;
+  r.content_type = "text/event-stream";
+  r.produce = [this, run](const EventSender& send) { RunChat(*run, run->request, &send); };
+  return r;
+}
+
+HttpResponse Service::RunChat(ChatRun& run, const HttpRequest& request, const EventSender* send) {
+  const ChatRequest& cr = run.cr;
+  RequestLimit limit(request, run.deadline);
+  bool gone = false;  // streamed: the client stopped reading
+  auto emit = [&](const std::vector<std::string>& events) {
+    for (const std::string& e : events) {
+      if (!gone && !(*send)(e)) gone = true;
+    }
+  };
   CallControl control = cr.control;
-  control.cancelled = cancelled;
-  auto result = cr.single_request() ? caller->Call(cr.turns[0].text, control)
-                                    : caller->CallConversation(cr.turns, control);
+  control.cancelled = [&] { return gone || limit.Cancelled(); };
+  const std::string id = NextId();
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  const std::string model = cr.model.empty() ? options_.model_name : cr.model;
+  std::optional<ChatStream> stream;
+  std::string output;
+  if (send != nullptr) {
+    stream.emplace(cr, "chatcmpl-" + id, created, model);
+    control.on_piece = [&](std::string_view piece) {
+      output += piece;
+      emit(stream->Update(output));
+    };
+  }
+  auto result = cr.single_request() ? run.caller->Call(cr.turns[0].text, control)
+                                    : run.caller->CallConversation(cr.turns, control);
   if (!result.ok()) {
     const Status& s = result.status();
     const bool reusable = s.code() == StatusCode::kInvalidArgument ||
                           s.code() == StatusCode::kOutOfRange ||
                           s.code() == StatusCode::kUnimplemented ||
                           s.code() == StatusCode::kFailedPrecondition;
-    if (reusable) pool_->Put(key, std::move(caller));
+    if (reusable) pool_->Put(run.key, std::move(run.caller));
     if (s.code() == StatusCode::kFailedPrecondition) {
       std::lock_guard<std::mutex> l(metrics_->mu);
       ++metrics_->cancelled;
     }
-    return Error(FromStatus(s, limit.timed_out));
+    HttpResponse e = Error(FromStatus(s, limit.timed_out));
+    if (send != nullptr) emit({ErrorEvent(e)});
+    return e;
   }
-  pool_->Put(key, std::move(caller));
-  const std::string id = NextId();
+  pool_->Put(run.key, std::move(run.caller));
   const ChatAnswer a = MakeChatAnswer(*result, cr, id);
   {
     std::lock_guard<std::mutex> l(metrics_->mu);
     metrics_->prompt_tokens += a.prompt_tokens;
     metrics_->completion_tokens += a.completion_tokens;
   }
-  const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  const std::string model = cr.model.empty() ? options_.model_name : cr.model;
   HttpResponse r;
-  if (cr.stream) {
-    r.stream = true;
-    r.content_type = "text/event-stream";
-    r.events = ChatCompletionEvents(a, "chatcmpl-" + id, created, model, cr.include_usage);
+  if (send != nullptr) {
+    emit(stream->Finish(a));
   } else {
     r.body = ChatCompletionJson(a, "chatcmpl-" + id, created, model)
                  .dump(-1, ' ', false, json::error_handler_t::replace);
@@ -414,38 +481,81 @@ HttpResponse Service::Chat(const HttpRequest& request) {
   return r;
 }
 
-HttpResponse Service::Completion(const HttpRequest& request) {
+struct Service::TextRun {
   CompletionRequest cr;
+  std::vector<int32_t> prompt;
+  int64_t context = 0;
+  std::unique_ptr<SlotGuard> slot;
+  Clock::time_point deadline;
+  HttpRequest request;  // streamed: the handler's request without its body
+};
+
+HttpResponse Service::Completion(const HttpRequest& request) {
+  auto run = std::make_shared<TextRun>();
+  CompletionRequest& cr = run->cr;
   if (auto e = ParseCompletionRequest(request.body, options_.limits, &cr)) return Error(*e);
   RequestLimit limit(request, options_.timeout_s);
   std::function<bool()> cancelled = [&limit] { return limit.Cancelled(); };
   if (std::optional<HttpResponse> refused = AdmitOrRefuse(limit.deadline, cancelled)) {
     return *refused;
   }
-  const SlotGuard slot{this};
+  run->slot = std::make_unique<SlotGuard>(this);
+  run->deadline = limit.deadline;
 
   // Raw completion: the prompt as `fgemma run --raw` takes it (BOS, special tokens parsed),
   // sampled token by token with the full head until <eos> or max_tokens.
   const runtime::Model& rm = call::RuntimeModel(*model_);
   const text::Tokenizer& tk = call::CallTokenizer(*model_);
-  std::vector<int32_t> prompt = tk.Encode(cr.prompt, /*add_special=*/true, /*parse_special=*/true);
+  run->prompt = tk.Encode(cr.prompt, /*add_special=*/true, /*parse_special=*/true);
   int64_t context = options_.context;
   const int64_t trained = rm.config().context_length;
   if (context == 0) context = trained > 0 ? std::min<int64_t>(2048, trained) : 2048;
-  if (static_cast<int64_t>(prompt.size()) >= context) {
-    ApiError e = BadRequest("the prompt has " + std::to_string(prompt.size()) +
+  run->context = context;
+  if (static_cast<int64_t>(run->prompt.size()) >= context) {
+    ApiError e = BadRequest("the prompt has " + std::to_string(run->prompt.size()) +
                                 " tokens, more than fits the context of " +
                                 std::to_string(context),
                             "prompt");
     e.code = "context_length_exceeded";
     return Error(e);
   }
+  if (!cr.stream) return RunCompletion(*run, request, nullptr);
+  run->request = request;
+  run->request.body.clear();
+  HttpResponse r;
+  r.stream = true;
+  r.content_type = "text/event-stream";
+  r.produce = [this, run](const EventSender& send) { RunCompletion(*run, run->request, &send); };
+  return r;
+}
+
+HttpResponse Service::RunCompletion(TextRun& run, const HttpRequest& request,
+                                    const EventSender* send) {
+  const CompletionRequest& cr = run.cr;
+  RequestLimit limit(request, run.deadline);
+  bool gone = false;  // streamed: the client stopped reading
+  auto emit = [&](const std::vector<std::string>& events) {
+    for (const std::string& e : events) {
+      if (!gone && !(*send)(e)) gone = true;
+    }
+  };
+  const std::string id = "cmpl-" + NextId();
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  const std::string model = cr.model.empty() ? options_.model_name : cr.model;
+  std::optional<TextStream> stream;
+  if (send != nullptr) stream.emplace(cr.stop, cr.include_usage, id, created, model);
+  auto fail = [&](const HttpResponse& e) {
+    if (send != nullptr) emit({ErrorEvent(e)});
+    return e;
+  };
+  const runtime::Model& rm = call::RuntimeModel(*model_);
+  const text::Tokenizer& tk = call::CallTokenizer(*model_);
   ThreadPool pool(options_.threads);
   runtime::SessionOptions so;
-  so.context = context;
+  so.context = run.context;
   so.pool = &pool;
   auto session = runtime::Session::Create(rm, so);
-  if (!session.ok()) return Error(MakeError(500, session.status().message(), "server_error"));
+  if (!session.ok()) return fail(Error(MakeError(500, session.status().message(), "server_error")));
   runtime::SamplingParams sp;
   sp.temperature = cr.control.temperature.value_or(0.0);
   if (cr.control.top_k) sp.top_k = *cr.control.top_k;
@@ -453,19 +563,19 @@ HttpResponse Service::Completion(const HttpRequest& request) {
   if (cr.control.seed) sp.seed = *cr.control.seed;
   runtime::Sampler sampler(sp);
   const int64_t max_new = std::min<int64_t>(*cr.control.max_tokens,
-                                            context - static_cast<int64_t>(prompt.size()));
+                                            run.context - static_cast<int64_t>(run.prompt.size()));
   TextAnswer a;
-  a.prompt_tokens = static_cast<int64_t>(prompt.size());
+  a.prompt_tokens = static_cast<int64_t>(run.prompt.size());
   a.finish_reason = "length";
-  std::vector<int32_t> out, pending = prompt;
+  std::vector<int32_t> out, pending = run.prompt;
   while (static_cast<int64_t>(out.size()) < max_new) {
-    if (cancelled()) {
+    if (gone || limit.Cancelled()) {
       std::lock_guard<std::mutex> l(metrics_->mu);
       ++metrics_->cancelled;
-      return Error(FromStatus(FailedPreconditionError("cancelled"), limit.timed_out));
+      return fail(Error(FromStatus(FailedPreconditionError("cancelled"), limit.timed_out)));
     }
     if (Status s = (*session)->Append(pending); !s.ok()) {
-      return Error(MakeError(500, s.message(), "server_error"));
+      return fail(Error(MakeError(500, s.message(), "server_error")));
     }
     const int32_t tok = sampler.Sample((*session)->logits());
     if (tok == tk.vocab().eos) {
@@ -475,6 +585,7 @@ HttpResponse Service::Completion(const HttpRequest& request) {
     out.push_back(tok);
     pending = {tok};
     a.text = tk.Decode(out);
+    if (send != nullptr) emit(stream->Update(a.text));
     if (CutAtStop(&a.text, cr.stop)) {
       a.finish_reason = "stop";
       break;
@@ -486,14 +597,9 @@ HttpResponse Service::Completion(const HttpRequest& request) {
     metrics_->prompt_tokens += a.prompt_tokens;
     metrics_->completion_tokens += a.completion_tokens;
   }
-  const std::string id = "cmpl-" + NextId();
-  const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  const std::string model = cr.model.empty() ? options_.model_name : cr.model;
   HttpResponse r;
-  if (cr.stream) {
-    r.stream = true;
-    r.content_type = "text/event-stream";
-    r.events = CompletionEvents(a, id, created, model, cr.include_usage);
+  if (send != nullptr) {
+    emit(stream->Finish(a));
   } else {
     r.body = CompletionJson(a, id, created, model).dump(-1, ' ', false,
                                                         json::error_handler_t::replace);
@@ -566,5 +672,6 @@ std::string Service::MetricsText() const {
   line("fgemma_cancelled_total " + std::to_string(metrics_->cancelled));
   return o;
 }
+
 
 }  // namespace fg::serve

@@ -54,13 +54,19 @@ struct HttpRequest {
   std::function<bool()> disconnected;  // null: never
 };
 
+// Sends one server-sent event; false once the client is gone.
+using EventSender = std::function<bool(const std::string& event)>;
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
-  // Set for a streamed answer: the server-sent events, sent in order (body unused).
-  std::vector<std::string> events;
+  // A streamed answer (body unused): produce() is called once, after Handle returned, on the
+  // thread that writes the response; it runs the request and sends its events as the model
+  // decodes them. The request's slot is held until produce returns, or until the response is
+  // dropped unsent.
   bool stream = false;
+  std::function<void(const EventSender& send)> produce;
 };
 
 // Compares two strings in time that depends only on their lengths (an API key check).
@@ -98,16 +104,29 @@ class Service {
   Admit Acquire(std::chrono::steady_clock::time_point deadline,
                 const std::function<bool()>& cancelled);
   void Release();
-  // An admitted request's slot, released when the request's handler returns.
-  struct SlotGuard {
-    Service* service;
-    ~SlotGuard() { service->Release(); }
+  // An admitted request's slot, released when the request is done (a streamed one: when its
+  // events are sent).
+  class SlotGuard {
+   public:
+    explicit SlotGuard(Service* service) : service_(service) {}
+    SlotGuard(const SlotGuard&) = delete;
+    SlotGuard& operator=(const SlotGuard&) = delete;
+    ~SlotGuard() { service_->Release(); }
+
+   private:
+    Service* service_;
   };
   // Acquire, and the response to send when the request gets no slot (503, 429, 499).
   std::optional<HttpResponse> AdmitOrRefuse(std::chrono::steady_clock::time_point deadline,
                                             const std::function<bool()>& cancelled);
+  struct ChatRun;
   HttpResponse Chat(const HttpRequest& request);
+  // Runs an admitted chat request: the answer (send == nullptr) or, streamed, its events sent
+  // as they come (the returned response then unused).
+  HttpResponse RunChat(ChatRun& run, const HttpRequest& request, const EventSender* send);
+  struct TextRun;
   HttpResponse Completion(const HttpRequest& request);
+  HttpResponse RunCompletion(TextRun& run, const HttpRequest& request, const EventSender* send);
   HttpResponse Error(const ApiError& e) const;
   std::string NextId();
 

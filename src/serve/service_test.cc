@@ -76,6 +76,19 @@ HttpResponse Post(Service& s, const json& body, const std::string& path = "/v1/c
   return s.Handle(r);
 }
 
+// A streamed response's events, as the HTTP layer sends them (produce runs the request).
+std::vector<std::string> Events(const HttpResponse& r) {
+  std::vector<std::string> ev;
+  EXPECT_TRUE(r.stream && r.produce);
+  if (r.produce) {
+    r.produce([&](const std::string& e) {
+      ev.push_back(e);
+      return true;
+    });
+  }
+  return ev;
+}
+
 // What `fgemma call` answers: a FunctionCaller on the catalog, the request alone.
 json LoneCall(const std::string& request) {
   auto caller = FunctionCaller::Create(TinyModel(), json{{"tools", json::parse(kTools)}}.dump(), {});
@@ -168,7 +181,7 @@ TEST(Service, StreamedEqualsWhole) {
   ASSERT_TRUE(streamed.stream);
   EXPECT_EQ(streamed.content_type, "text/event-stream");
   std::string name, args;
-  for (const std::string& e : streamed.events) {
+  for (const std::string& e : Events(streamed)) {
     if (e == "data: [DONE]\n\n") continue;
     const json j = json::parse(e.substr(6));
     const json& d = j["choices"][0]["delta"];
@@ -178,6 +191,41 @@ TEST(Service, StreamedEqualsWhole) {
     args += f["arguments"].get<std::string>();
   }
   EXPECT_EQ((json{{"name", name}, {"arguments", json::parse(args)}}), FirstCall(whole));
+}
+
+// A streamed text answer is sent while the model decodes: a client that stops reading after
+// the first content event cancels the rest of the work, and its slot comes free. A streamed
+// response dropped unsent frees its slot too.
+TEST(Service, StreamIsSentWhileDecodingAndAClientThatLeavesCancelsIt) {
+  auto s = MakeService();
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    const json body = std::string(path) == "/v1/completions"
+                          ? json{{"prompt", "once upon a time"}, {"max_tokens", 64},
+                                 {"stream", true}}
+                          : ChatBody("tell me a story", {{"tool_choice", "none"},
+                                                         {"max_tokens", 64},
+                                                         {"stream", true}});
+    const int64_t before = s->counters().cancelled;
+    HttpResponse r = Post(*s, body, path);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(s->counters().busy, 1);  // the slot is held until the events are sent
+    int sent = 0;
+    std::string text;
+    r.produce([&](const std::string& e) {
+      const json j = json::parse(e.substr(6));
+      const json& c = j["choices"][0];
+      text += c.contains("text") ? c["text"].get<std::string>()
+                                 : c["delta"].value("content", std::string());
+      ++sent;
+      return text.empty();  // the client leaves after the first text
+    });
+    EXPECT_FALSE(text.empty()) << path;
+    EXPECT_EQ(s->counters().cancelled, before + 1) << path << ": " << sent << " events";
+  }
+  HttpResponse dropped = Post(*s, ChatBody("x", {{"stream", true}}));
+  EXPECT_EQ(s->counters().busy, 1);
+  dropped = HttpResponse{};
+  EXPECT_EQ(s->counters().busy, 0);
 }
 
 TEST(Service, EndpointsAuthAndErrors) {
