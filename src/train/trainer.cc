@@ -267,7 +267,8 @@ struct Trainer::Impl {
                     " seed=" + std::to_string(opt.lora.seed) + " prefix=" + PrefixModeName(opt.prefix) +
                     " lr=" + std::to_string(opt.lr) + " wd=" + std::to_string(opt.weight_decay) +
                     " warmup=" + std::to_string(opt.warmup) + " batch_tokens=" +
-                    std::to_string(opt.batch_tokens) + " epochs=" + std::to_string(opt.epochs) +
+                    std::to_string(opt.batch_tokens) + " prefix_run=" +
+                    std::to_string(opt.prefix_run) + " epochs=" + std::to_string(opt.epochs) +
                     " max_steps=" + std::to_string(opt.max_steps) + " init=" + opt.init_adapter +
                     " free_only=" + std::to_string(opt.loss_free_tokens_only) + " modules=";
     for (const auto& mname : opt.lora.modules) s += mname + ",";
@@ -338,6 +339,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
   if (examples.empty()) return InvalidArgumentError("tune: no training examples");
   if (options.epochs < 1) return InvalidArgumentError("tune: epochs must be >= 1");
   if (options.batch_tokens < 1) return InvalidArgumentError("tune: batch tokens must be >= 1");
+  if (options.prefix_run < 1) return InvalidArgumentError("tune: prefix run must be >= 1");
   if (!(options.lr > 0) || !std::isfinite(options.lr)) return InvalidArgumentError("tune: lr must be > 0");
   auto impl = std::make_unique<Impl>();
   impl->model = &model;
@@ -418,10 +420,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
   impl->kcache.assign(c.n_layers, std::vector<float>(cache, 0.0f));
   impl->vcache.assign(c.n_layers, std::vector<float>(cache, 0.0f));
   // Every step of every epoch. Per epoch, from the seed: the examples of each catalog prefix
-  // (catalog_key) shuffled and cut in runs of kRun, the runs shuffled, then cut into batches of
-  // at least batch_tokens trained tokens. Examples that share a prefix come in runs, so with
-  // PrefixMode::kBase the prefix's K/V are computed once per run, not once per example.
-  constexpr int64_t kRun = 4;
+  // (catalog_key) shuffled and cut in runs of prefix_run, the runs shuffled, then cut into
+  // batches of at least batch_tokens trained tokens. Examples that share a prefix come in runs,
+  // so with PrefixMode::kBase the prefix's K/V are computed once per run, not once per example.
+  const auto kRun = static_cast<size_t>(options.prefix_run);
   std::map<std::string, std::vector<int>> by_key;
   for (size_t i = 0; i < examples.size(); ++i) by_key[examples[i].catalog_key].push_back(static_cast<int>(i));
   for (int64_t ep = 0; ep < options.epochs; ++ep) {

@@ -48,6 +48,10 @@ struct TuneOptions {
   double min_lr_ratio = 0.1;    // cosine decay to lr * this
   double clip = 1.0;            // global gradient norm clip (0: none)
   int64_t batch_tokens = 1024;  // trained tokens per step at least (whole examples)
+  // Examples of one catalog prompt that come one after the other (a run): with kBase, the
+  // prompt's K/V are computed once per run. Longer runs compute fewer prefixes (the catalog
+  // prompt is most of an example's tokens) but put fewer catalogs in a batch.
+  int64_t prefix_run = 4;
   int64_t epochs = 1;
   int64_t max_steps = 0;        // stop after this many steps in all (0: the epochs')
   int threads = 0;              // 0: the machine's

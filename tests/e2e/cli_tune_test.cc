@@ -127,6 +127,9 @@ TEST_F(CliTuneTest, SameSeedSameBytesAndResumeEqualsOneRun) {
   // Another seed: other bytes; other options: the checkpoint is refused.
   ASSERT_EQ(Fgemma(Tune(b, "--epochs 2 -q --seed 9")).rc, 0);
   EXPECT_FALSE(Read(a) == Read(b));
+  // Runs of one example per computed prefix instead of four: another order, other bytes.
+  ASSERT_EQ(Fgemma(Tune(b, "--epochs 2 -q --prefix-run 1")).rc, 0);
+  EXPECT_FALSE(Read(a) == Read(b));
   Result other = Fgemma(Tune(b, "--epochs 3 -q --resume " + ckpt));
   EXPECT_EQ(other.rc, 1);
   EXPECT_THAT(other.out, HasSubstr("written with other options or data"));
@@ -190,7 +193,7 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
   for (const std::string flag : {"--lora-rank 0", "--lr 0", "--lr nan", "--epochs 0",
                                  "--val-split 1", "--prefix sideways", "--lora-modules attn_x",
                                  "--batch-tokens 0", "--warmup 2", "--stop-after -1",
-                                 "--augment -1"}) {
+                                 "--augment -1", "--prefix-run 0"}) {
     Result r = Fgemma(Tune(out, flag));
     EXPECT_EQ(r.rc, 2) << flag << ": " << r.out;
   }

@@ -74,7 +74,8 @@ StatusOr<double> Validate(const std::string& model_path, const std::string& adap
 int CmdTune(int argc, char** argv) {
   std::string data_path, tools_path, out_path, checkpoint, resume, modules = "attn_q,attn_k,attn_v,attn_o,ffn_gate,ffn_up,ffn_down";
   std::string prefix = "base", init_lora, loss_tokens = "free";
-  int64_t rank = 16, epochs = 1, batch_tokens = 1024, max_steps = 0, checkpoint_every = 50;
+  int64_t rank = 16, epochs = 1, batch_tokens = 1024, max_steps = 0, checkpoint_every = 50,
+          prefix_run = 4;
   int64_t stop_after = 0;
   int64_t seed = 1, augment = 0;
   double alpha = 32, lr = 1e-3, wd = 0.0, warmup = 0.05, val_split = 0.0, clip = 1.0;
@@ -113,6 +114,10 @@ int CmdTune(int argc, char** argv) {
   p.AddDouble("--warmup", &warmup, "F", "Share of steps with a linear warmup (default 0.05); then cosine");
   p.AddDouble("--clip", &clip, "X", "Clip the gradient's global norm to X (default 1; 0: off)");
   p.AddInt("--batch-tokens", &batch_tokens, "N", "Trained tokens per step, at least (default 1024)");
+  p.AddInt("--prefix-run", &prefix_run, "N",
+           "Examples of one catalog prompt trained one after the other, sharing one computed "
+           "prefix (--prefix base; default 4): longer runs compute fewer prefixes, but put fewer "
+           "catalogs in a batch");
   p.AddInt("--epochs", &epochs, "N", "Passes over the data (default 1)");
   p.AddInt("--max-steps", &max_steps, "N", "Stop after N steps in all (default 0: the epochs')");
   p.AddInt("--seed", &seed, "N", "Seed of the initial adapter and the example order (default 1)");
@@ -145,6 +150,7 @@ int CmdTune(int argc, char** argv) {
   if (!(warmup >= 0 && warmup <= 1)) return usage("--warmup must be in [0, 1]");
   if (!(clip >= 0) || !std::isfinite(clip)) return usage("--clip must be >= 0");
   if (batch_tokens < 1) return usage("--batch-tokens must be >= 1");
+  if (prefix_run < 1) return usage("--prefix-run must be >= 1");
   if (epochs < 1 || epochs > 1000) return usage("--epochs must be in [1, 1000]");
   if (max_steps < 0) return usage("--max-steps must be >= 0");
   if (checkpoint_every < 0) return usage("--checkpoint-every must be >= 0");
@@ -228,6 +234,7 @@ int CmdTune(int argc, char** argv) {
   o.warmup = warmup;
   o.clip = clip;
   o.batch_tokens = batch_tokens;
+  o.prefix_run = prefix_run;
   o.epochs = epochs;
   o.max_steps = max_steps;
   o.threads = common.Threads();
