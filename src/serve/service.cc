@@ -358,30 +358,62 @@ namespace {
 // An error as a server-sent event (a stream that already sent its 200): "data: {"error":...}".
 std::string ErrorEvent(const HttpResponse& e) { return "data: " + e.body + "\n\n"; }
 
+// Sends a streamed request's events until the client is gone (then `gone`: the work stops).
+struct Emitter {
+  const EventSender* send;
+  bool gone = false;
+  void operator()(const std::vector<std::string>& events) {
+    for (const std::string& e : events) {
+      if (!gone && !(*send)(e)) gone = true;
+    }
+  }
+};
+
 }  // namespace
 
-// What an admitted chat request carries from its handler to the call (a streamed one: into the
-// producer, which runs after the handler returned).
-struct Service::ChatRun {
+// What an admitted request carries from its handler into its run (a streamed one: into the
+// response's producer, which runs after the handler returned): the slot, the deadline, and,
+// streamed, the handler's request without its body.
+struct Service::Admitted {
+  std::unique_ptr<SlotGuard> slot;
+  Clock::time_point deadline;
+  HttpRequest request;
+};
+
+std::optional<HttpResponse> Service::TakeSlot(const HttpRequest& request, Admitted* run) {
+  RequestLimit limit(request, options_.timeout_s);
+  std::function<bool()> cancelled = [&limit] { return limit.Cancelled(); };
+  if (std::optional<HttpResponse> refused = AdmitOrRefuse(limit.deadline, cancelled)) {
+    return refused;
+  }
+  run->slot = std::make_unique<SlotGuard>(this);
+  run->deadline = limit.deadline;
+  return std::nullopt;
+}
+
+// A streamed answer: the run moves into the producer, which calls go(run, request, &send).
+template <class Run, class Go>
+HttpResponse Streamed(std::shared_ptr<Run> run, const HttpRequest& request, Go go) {
+  run->request = request;
+  run->request.body.clear();
+  HttpResponse r;
+  r.stream = true;
+  r.content_type = "text/event-stream";
+  r.produce = [run, go](const EventSender& send) { go(*run, run->request, &send); };
+  return r;
+}
+
+struct Service::ChatRun : Admitted {
   ChatRequest cr;
   std::string key;  // the caller pool's
   std::unique_ptr<FunctionCaller> caller;
-  std::unique_ptr<SlotGuard> slot;
-  Clock::time_point deadline;
-  HttpRequest request;  // streamed: the handler's request without its body
 };
 
 HttpResponse Service::Chat(const HttpRequest& request) {
   auto run = std::make_shared<ChatRun>();
   ChatRequest& cr = run->cr;
   if (auto e = ParseChatRequest(request.body, options_.limits, &cr)) return Error(*e);
-  RequestLimit limit(request, options_.timeout_s);
-  std::function<bool()> cancelled = [&limit] { return limit.Cancelled(); };
-  if (std::optional<HttpResponse> refused = AdmitOrRefuse(limit.deadline, cancelled)) {
-    return *refused;
-  }
-  run->slot = std::make_unique<SlotGuard>(this);
-  run->deadline = limit.deadline;
+  if (std::optional<HttpResponse> refused = TakeSlot(request, run.get())) return *refused;
 
   run->key = cr.catalog_json + '\x1f' + cr.developer_message + '\x1f' + cr.constrain + '\x1f' +
              std::to_string(cr.max_calls) + '\x1f' + cr.named_tool;
@@ -415,26 +447,17 @@ HttpResponse Service::Chat(const HttpRequest& request) {
     run->caller = std::move(*c);
   }
   if (!cr.stream) return RunChat(*run, request, nullptr);
-  run->request = request;
-  run->request.body.clear();
-  HttpResponse r;
-  r.stream = true;
-  r.content_type = "text/event-stream";
-  r.produce = [this, run](const EventSender& send) { RunChat(*run, run->request, &send); };
-  return r;
+  return Streamed(run, request, [this](ChatRun& r, const HttpRequest& q, const EventSender* send) {
+    RunChat(r, q, send);
+  });
 }
 
 HttpResponse Service::RunChat(ChatRun& run, const HttpRequest& request, const EventSender* send) {
   const ChatRequest& cr = run.cr;
   RequestLimit limit(request, run.deadline);
-  bool gone = false;  // streamed: the client stopped reading
-  auto emit = [&](const std::vector<std::string>& events) {
-    for (const std::string& e : events) {
-      if (!gone && !(*send)(e)) gone = true;
-    }
-  };
+  Emitter emit{send};
   CallControl control = cr.control;
-  control.cancelled = [&] { return gone || limit.Cancelled(); };
+  control.cancelled = [&] { return emit.gone || limit.Cancelled(); };
   const std::string id = NextId();
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string model = cr.model.empty() ? options_.model_name : cr.model;
@@ -481,26 +504,17 @@ HttpResponse Service::RunChat(ChatRun& run, const HttpRequest& request, const Ev
   return r;
 }
 
-struct Service::TextRun {
+struct Service::TextRun : Admitted {
   CompletionRequest cr;
   std::vector<int32_t> prompt;
   int64_t context = 0;
-  std::unique_ptr<SlotGuard> slot;
-  Clock::time_point deadline;
-  HttpRequest request;  // streamed: the handler's request without its body
 };
 
 HttpResponse Service::Completion(const HttpRequest& request) {
   auto run = std::make_shared<TextRun>();
   CompletionRequest& cr = run->cr;
   if (auto e = ParseCompletionRequest(request.body, options_.limits, &cr)) return Error(*e);
-  RequestLimit limit(request, options_.timeout_s);
-  std::function<bool()> cancelled = [&limit] { return limit.Cancelled(); };
-  if (std::optional<HttpResponse> refused = AdmitOrRefuse(limit.deadline, cancelled)) {
-    return *refused;
-  }
-  run->slot = std::make_unique<SlotGuard>(this);
-  run->deadline = limit.deadline;
+  if (std::optional<HttpResponse> refused = TakeSlot(request, run.get())) return *refused;
 
   // Raw completion: the prompt as `fgemma run --raw` takes it (BOS, special tokens parsed),
   // sampled token by token with the full head until <eos> or max_tokens.
@@ -520,25 +534,16 @@ HttpResponse Service::Completion(const HttpRequest& request) {
     return Error(e);
   }
   if (!cr.stream) return RunCompletion(*run, request, nullptr);
-  run->request = request;
-  run->request.body.clear();
-  HttpResponse r;
-  r.stream = true;
-  r.content_type = "text/event-stream";
-  r.produce = [this, run](const EventSender& send) { RunCompletion(*run, run->request, &send); };
-  return r;
+  return Streamed(run, request, [this](TextRun& r, const HttpRequest& q, const EventSender* send) {
+    RunCompletion(r, q, send);
+  });
 }
 
 HttpResponse Service::RunCompletion(TextRun& run, const HttpRequest& request,
                                     const EventSender* send) {
   const CompletionRequest& cr = run.cr;
   RequestLimit limit(request, run.deadline);
-  bool gone = false;  // streamed: the client stopped reading
-  auto emit = [&](const std::vector<std::string>& events) {
-    for (const std::string& e : events) {
-      if (!gone && !(*send)(e)) gone = true;
-    }
-  };
+  Emitter emit{send};
   const std::string id = "cmpl-" + NextId();
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string model = cr.model.empty() ? options_.model_name : cr.model;
@@ -569,7 +574,7 @@ HttpResponse Service::RunCompletion(TextRun& run, const HttpRequest& request,
   a.finish_reason = "length";
   std::vector<int32_t> out, pending = run.prompt;
   while (static_cast<int64_t>(out.size()) < max_new) {
-    if (gone || limit.Cancelled()) {
+    if (emit.gone || limit.Cancelled()) {
       std::lock_guard<std::mutex> l(metrics_->mu);
       ++metrics_->cancelled;
       return fail(Error(FromStatus(FailedPreconditionError("cancelled"), limit.timed_out)));

@@ -119,6 +119,9 @@ class Service {
   // Acquire, and the response to send when the request gets no slot (503, 429, 499).
   std::optional<HttpResponse> AdmitOrRefuse(std::chrono::steady_clock::time_point deadline,
                                             const std::function<bool()>& cancelled);
+  struct Admitted;
+  // Takes a slot for `run` (nullopt), or the refusal to send.
+  std::optional<HttpResponse> TakeSlot(const HttpRequest& request, Admitted* run);
   struct ChatRun;
   HttpResponse Chat(const HttpRequest& request);
   // Runs an admitted chat request: the answer (send == nullptr) or, streamed, its events sent
