@@ -134,13 +134,24 @@ struct CallStats {
   int64_t guarded_strings = 0;    // strings the string guard closed
 };
 
+// Why decoding stopped.
+enum class StopReason {
+  kMaxTokens,    // max_tokens generated
+  kContextFull,  // the context ran out before max_tokens
+  kGrammarDone,  // the grammar admits nothing more (the calls are complete)
+  kMaxCalls,     // max_calls calls written (no grammar)
+  kStopToken,    // a stop token (CallResult::stop_token): <eos>, <end_of_turn>, ...
+};
+
 struct CallResult {
   std::vector<FunctionCall> calls;
   std::string content;  // text outside calls (usually empty)
   std::string text;     // the raw output, special tokens as text
   std::vector<int32_t> tokens;
-  std::string stop_reason;  // "stop token N", "grammar done", "max calls", "max tokens",
-                            // "context full" (the context ran out before max_tokens), ...
+  StopReason stop_reason = StopReason::kMaxTokens;
+  int32_t stop_token = -1;  // kStopToken: the token (not in `tokens`)
+  // "max tokens", "context full", "grammar done", "max calls" or "stop token N".
+  std::string stop_text() const;
   // OK when every call parsed and validated against the catalog; otherwise the reason (the
   // output was not a valid call: possible without a grammar, or when max_tokens cut it short).
   Status validity;

@@ -607,7 +607,7 @@ TEST(FunctionCaller, DraftsAreCheckedAndNeverChangeTheAnswer) {
     // Every generated token was decided by exactly one kind of step, or taken from a draft.
     EXPECT_EQ(x->stats.forced_steps + x->stats.sparse_steps + x->stats.full_steps +
                   x->stats.drafted_steps,
-              x->stats.generated_tokens + (x->stop_reason.rfind("stop token", 0) == 0 ? 1 : 0))
+              x->stats.generated_tokens + (x->stop_reason == StopReason::kStopToken ? 1 : 0))
         << req;
   }
   EXPECT_GT(accepted, 0) << "no draft was taken: the test checked nothing";
@@ -730,7 +730,7 @@ TEST(FunctionCaller, ConstrainedOutputIsAlwaysAValidCall) {
     auto a = fast->Call(r);
     FG_ASSERT_OK(a.status());
     FG_EXPECT_OK(a->validity) << r << ": " << a->text;
-    EXPECT_EQ(a->stop_reason, "grammar done");
+    EXPECT_EQ(a->stop_reason, StopReason::kGrammarDone);
     ASSERT_EQ(a->calls.size(), 1u) << a->text;
     EXPECT_NE(catalog->Find(a->calls[0].name), nullptr);
     forced += a->stats.forced_steps;
@@ -896,7 +896,8 @@ TEST(FunctionCaller, CutOutputIsInvalidNotAnError) {
   ASSERT_NE(c, nullptr);
   auto r = c->Call("weather in Paris");
   FG_ASSERT_OK(r.status());
-  EXPECT_EQ(r->stop_reason, "max tokens");
+  EXPECT_EQ(r->stop_reason, StopReason::kMaxTokens);
+  EXPECT_EQ(r->stop_text(), "max tokens");
   EXPECT_FALSE(r->validity.ok());
   nlohmann::json j = r->ToJson(1);
   EXPECT_TRUE(j.contains("error")) << j.dump();
@@ -948,7 +949,7 @@ TEST(FunctionCaller, BaseVocabularyGetsFunctionTokensAndTheStringGuard) {
   for (const char* req : {"weather in Paris", "turn the light on", "timer"}) {
     auto r = (*c)->Call(req);
     FG_ASSERT_OK(r.status());
-    EXPECT_NE(r->stop_reason, "max tokens") << r->text;
+    EXPECT_NE(r->stop_reason, StopReason::kMaxTokens) << r->text;
     FG_EXPECT_OK(r->validity) << r->text;
     EXPECT_EQ(r->tokens.front(), 48);
     guarded += r->stats.guarded_strings;

@@ -124,6 +124,17 @@ StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(
   return std::shared_ptr<const CallModel>(new CallModel(std::move(impl)));
 }
 
+std::string CallResult::stop_text() const {
+  switch (stop_reason) {
+    case StopReason::kMaxTokens: return "max tokens";
+    case StopReason::kContextFull: return "context full";
+    case StopReason::kGrammarDone: return "grammar done";
+    case StopReason::kMaxCalls: return "max calls";
+    case StopReason::kStopToken: return "stop token " + std::to_string(stop_token);
+  }
+  return "unknown";
+}
+
 nlohmann::json FunctionCall::ToJson() const {
   return nlohmann::json{{"name", name}, {"arguments", arguments}};
 }
@@ -690,14 +701,14 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
   std::span<const float> draft_logits;  // [draft.size() + 1, vocab]
   size_t draft_row = 0;
   bool in_draft = false;
-  r.stop_reason = "max tokens";
+  r.stop_reason = StopReason::kMaxTokens;
   while (static_cast<int64_t>(r.tokens.size()) < max_new) {
     if (cancelled()) return FailedPreconditionError("cancelled");
     int32_t tok = -1;
     bool forced = false;
     if (m.grammar) {
       if (m.grammar->Done(state)) {
-        r.stop_reason = "grammar done";
+        r.stop_reason = StopReason::kGrammarDone;
         break;
       }
       // The budget (-n, the context): only tokens after which the call can still be finished
@@ -795,7 +806,8 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
       st.head_rows_total += vocab;
     }
     if (m.IsStop(tok)) {
-      r.stop_reason = "stop token " + std::to_string(tok);
+      r.stop_reason = StopReason::kStopToken;
+      r.stop_token = tok;
       break;
     }
     if (forced) {
@@ -823,23 +835,23 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
       pending.push_back(tok);
     }
     if (!m.grammar && tok == m.end_call && ++calls_done >= m.opt.max_calls) {
-      r.stop_reason = "max calls";
+      r.stop_reason = StopReason::kMaxCalls;
       break;
     }
   }
-  if (r.stop_reason == "max tokens" && m.grammar && m.grammar->Done(state)) {
-    r.stop_reason = "grammar done";  // the last token allowed was also the last one finishing it
+  if (r.stop_reason == StopReason::kMaxTokens && m.grammar && m.grammar->Done(state)) {
+    r.stop_reason = StopReason::kGrammarDone;  // the last token allowed was also the last one finishing it
   }
   st.decode_ms = ms_since(t_decode);
   st.generated_tokens = static_cast<int64_t>(r.tokens.size());
   for (int32_t t : r.tokens) r.text += m.tk->TokenToPiece(t, /*special=*/true);
   r.validity = m.Parse(&r);
-  if (r.stop_reason == "max tokens" && max_new < max_tokens) {
-    r.stop_reason = "context full";  // the context ran out before -n did
+  if (r.stop_reason == StopReason::kMaxTokens && max_new < max_tokens) {
+    r.stop_reason = StopReason::kContextFull;  // the context ran out before -n did
   }
-  if (!r.validity.ok() && r.stop_reason == "max tokens") {
+  if (!r.validity.ok() && r.stop_reason == StopReason::kMaxTokens) {
     r.validity = r.validity.WithContext("output cut at " + std::to_string(max_new) + " tokens");
-  } else if (!r.validity.ok() && r.stop_reason == "context full") {
+  } else if (!r.validity.ok() && r.stop_reason == StopReason::kContextFull) {
     r.validity = r.validity.WithContext("the context of " + std::to_string(context) +
                                         " tokens is full after " + std::to_string(max_new) +
                                         " generated tokens (-c)");

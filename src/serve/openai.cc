@@ -400,7 +400,8 @@ ChatAnswer MakeChatAnswer(const CallResult& r, const ChatRequest& request, std::
   ChatAnswer a;
   a.prompt_tokens = r.stats.prompt_tokens;
   a.completion_tokens = r.stats.generated_tokens;
-  const bool length = r.stop_reason == "max tokens" || r.stop_reason == "context full";
+  const bool length =
+      r.stop_reason == StopReason::kMaxTokens || r.stop_reason == StopReason::kContextFull;
   if (request.tool_choice != ToolChoice::kNone && r.validity.ok() && !r.calls.empty()) {
     for (size_t i = 0; i < r.calls.size(); ++i) {
       a.tool_calls.push_back({"call_" + std::string(id) + "_" + std::to_string(i),

@@ -218,12 +218,12 @@ TEST(ParseCompletion, Prompt) {
   EXPECT_TRUE(ParseCompletionRequest("{\"prompt\": \"\xff\"}", {}, &r));
 }
 
-CallResult Result(std::vector<FunctionCall> calls, std::string text, std::string stop) {
+CallResult Result(std::vector<FunctionCall> calls, std::string text, StopReason stop) {
   CallResult r;
   r.content = calls.empty() ? text : "";
   r.calls = std::move(calls);
   r.text = text;
-  r.stop_reason = std::move(stop);
+  r.stop_reason = stop;
   r.stats.prompt_tokens = 10;
   r.stats.generated_tokens = 4;
   return r;
@@ -232,7 +232,7 @@ CallResult Result(std::vector<FunctionCall> calls, std::string text, std::string
 TEST(Answer, ToolCallsAndFinishReasons) {
   ChatRequest req = MustParse(Body());
   FunctionCall c{"set_light", json{{"room", "hall"}, {"state", "on"}}};
-  ChatAnswer a = MakeChatAnswer(Result({c}, "", "grammar done"), req, "7");
+  ChatAnswer a = MakeChatAnswer(Result({c}, "", StopReason::kGrammarDone), req, "7");
   ASSERT_EQ(a.tool_calls.size(), 1u);
   EXPECT_EQ(a.tool_calls[0].id, "call_7_0");
   EXPECT_EQ(json::parse(a.tool_calls[0].arguments), c.arguments);
@@ -244,18 +244,18 @@ TEST(Answer, ToolCallsAndFinishReasons) {
   EXPECT_EQ(j["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "set_light");
   EXPECT_EQ(j["usage"]["total_tokens"], 14);
 
-  ChatAnswer t = MakeChatAnswer(Result({}, "hello there", "max tokens"), req, "8");
+  ChatAnswer t = MakeChatAnswer(Result({}, "hello there", StopReason::kMaxTokens), req, "8");
   EXPECT_TRUE(t.tool_calls.empty());
   EXPECT_EQ(t.content, "hello there");
   EXPECT_EQ(t.finish_reason, "length");
   req.stop = {" th"};
-  t = MakeChatAnswer(Result({}, "hello there", "max tokens"), req, "8");
+  t = MakeChatAnswer(Result({}, "hello there", StopReason::kMaxTokens), req, "8");
   EXPECT_EQ(t.content, "hello");
   EXPECT_EQ(t.finish_reason, "stop");
 
   req.tool_choice = ToolChoice::kNone;
   req.stop.clear();
-  t = MakeChatAnswer(Result({c}, "ok <start_function_call>call:x{}", "stop token 1"), req, "9");
+  t = MakeChatAnswer(Result({c}, "ok <start_function_call>call:x{}", StopReason::kStopToken), req, "9");
   EXPECT_TRUE(t.tool_calls.empty());
   EXPECT_EQ(t.content, "ok ");
 }
@@ -368,7 +368,7 @@ TEST(Answer, StreamedPiecesAddUpToTheWholeAnswer) {
         const size_t while_decoding = ev.size();
         CallResult r;
         r.text = out;
-        r.stop_reason = "stop token 1";
+        r.stop_reason = StopReason::kStopToken;
         auto parsed = text::ParseModelOutput(out, &*catalog);
         ASSERT_TRUE(parsed.ok()) << out;
         r.content = parsed->content;
@@ -492,7 +492,7 @@ TEST(ParseChat, RandomAndMutatedBodiesNeverCrash) {
       (void)e->ToJson().dump();
     } else {
       ++parsed;
-      (void)MakeChatAnswer(Result({}, "x", "max tokens"), r, "1");
+      (void)MakeChatAnswer(Result({}, "x", StopReason::kMaxTokens), r, "1");
     }
     CompletionRequest c;
     (void)ParseCompletionRequest(body, {}, &c);

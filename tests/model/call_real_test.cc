@@ -120,7 +120,7 @@ TEST_F(CallReal, ConstrainedOutputsAlwaysParseAndValidate) {
     forced += r.stats.forced_steps;
     sparse += r.stats.sparse_steps;
     guarded += r.stats.guarded_strings;
-    if (r.stop_reason == "max tokens") ++cut;
+    if (r.stop_reason == StopReason::kMaxTokens) ++cut;
     if (!r.validity.ok()) {
       ++invalid;
       ADD_FAILURE() << cat << " / \"" << request << "\": " << r.validity.ToString() << "\n"
@@ -140,7 +140,7 @@ TEST_F(CallReal, ConstrainedOutputsAlwaysParseAndValidate) {
     if (i % 8 == 0) {
       ++unconstrained_checked;
       FG_ASSERT_OK_AND_ASSIGN(CallResult u, pc.free->Call(request));
-      if (u.validity.ok() && u.calls.size() == 1 && u.stop_reason != "max tokens") {
+      if (u.validity.ok() && u.calls.size() == 1 && u.stop_reason != StopReason::kMaxTokens) {
         ++unconstrained_valid;
         EXPECT_EQ(u.calls[0].ToJson(), r.calls[0].ToJson()) << request;
       }

@@ -49,7 +49,7 @@ void PrintStats(const CallResult& r, double cpu_ms) {
                s.prefill_ms, ll(s.prompt_tokens - s.prefix_tokens - s.reused_tokens), s.decode_ms,
                ll(s.generated_tokens), ll(s.forced_steps), ll(s.sparse_steps), ll(s.full_steps),
                ll(s.drafted_steps), ll(s.accepted_tokens), ll(s.drafted_tokens), skipped,
-               ll(s.guarded_strings), s.total_ms, cpu_ms, r.stop_reason.c_str(),
+               ll(s.guarded_strings), s.total_ms, cpu_ms, r.stop_text().c_str(),
                PeakRssKiB() / 1024.0);
 }
 
