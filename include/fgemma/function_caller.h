@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fgemma/call_modes.h"
 #include "fgemma/status.h"
 
 namespace fg {
@@ -57,8 +58,8 @@ class CallModel {
 };
 
 struct FunctionCallerOptions {
-  std::string dialect = "official";  // "official" or "compact"
-  std::string constrain = "call";    // "call" (output must be calls), "auto", or "off"
+  Dialect dialect = Dialect::kOfficial;
+  ConstrainMode constrain = ConstrainMode::kCall;  // kCall: the output must be calls
   // Sampling: temperature 0 is greedy (the default; ties go to the lowest token id).
   double temperature = 0.0;
   int64_t top_k = 64;

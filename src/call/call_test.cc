@@ -458,7 +458,7 @@ const std::string& BaseVocabModelPath() {
 
 FunctionCallerOptions Options(const std::string& constrain) {
   FunctionCallerOptions o;
-  o.constrain = constrain;
+  o.constrain = ParseConstrainMode(constrain).value();
   o.max_tokens = 48;
   o.threads = 1;
   o.context = 1024;
@@ -627,13 +627,14 @@ TEST(FunctionCaller, BadRequestsAndOptions) {
   // The caller still works after a refused request.
   FG_EXPECT_OK(c->Call("turn the light on").status());
 
-  FunctionCallerOptions o = Options("off");
-  o.dialect = "klingon";
-  EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
+  // The names flags and the C ABI take.
+  EXPECT_THAT(ParseDialect("klingon").status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("klingon")));
-  o = Options("maybe");
-  EXPECT_FALSE(FunctionCaller::Create(TinyModel(), kCatalog, o).ok());
-  o = Options("off");
+  EXPECT_THAT(ParseConstrainMode("maybe").status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("maybe")));
+  EXPECT_EQ(ParseDialect("compact").value(), Dialect::kCompact);
+  EXPECT_EQ(ParseConstrainMode("auto").value(), ConstrainMode::kAuto);
+  FunctionCallerOptions o = Options("off");
   EXPECT_THAT(FunctionCaller::Create(TinyModel(), "[{\"name\": 3}]", o).status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("tool catalog")));
   EXPECT_FALSE(FunctionCaller::Create(TinyModel(), "not json", o).ok());
@@ -646,7 +647,7 @@ TEST(FunctionCaller, BadRequestsAndOptions) {
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("draft_tokens")));
   }
   o = Options("off");
-  o.dialect = "compact";  // no tool map; and the synthetic vocabulary has no <tool_N>
+  o.dialect = Dialect::kCompact;  // no tool map; and the synthetic vocabulary has no <tool_N>
   EXPECT_FALSE(FunctionCaller::Create(TinyModel(), kCatalog, o).ok());
   o.tool_map = {"set_light"};
   EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
@@ -910,7 +911,7 @@ TEST(FunctionCaller, CompactDialectCallsThroughTheToolMap) {
   auto model = CallModel::Load(CompactModelPath());
   FG_ASSERT_OK(model.status());
   FunctionCallerOptions o = Options("call");
-  o.dialect = "compact";
+  o.dialect = Dialect::kCompact;
   o.tool_map = {"set_light", "set_mode", "stop_music"};
   o.max_tokens = 200;
   auto c = FunctionCaller::Create(*model, kBoundedCatalog, o);

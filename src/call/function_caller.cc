@@ -230,8 +230,6 @@ runtime::SamplingParams SamplingOf(const FunctionCallerOptions& options) {
 }  // namespace
 
 Status ValidateOptions(const FunctionCallerOptions& options) {
-  FG_RETURN_IF_ERROR(text::ParseDialect(options.dialect).status());
-  FG_RETURN_IF_ERROR(text::ParseConstrainMode(options.constrain).status());
   if (options.max_calls < 1) return InvalidArgumentError("max_calls must be >= 1");
   if (options.draft_tokens < 0 || options.draft_tokens > kMaxDraftTokens) {
     return InvalidArgumentError("draft_tokens must be in [0, " + std::to_string(kMaxDraftTokens) +
@@ -274,8 +272,8 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   m.tk = m.cm->impl().tokenizer.get();
   m.opt = options;
   FG_RETURN_IF_ERROR(ValidateOptions(options));
-  m.dialect = *text::ParseDialect(options.dialect);
-  m.mode = *text::ParseConstrainMode(options.constrain);
+  m.dialect = options.dialect;
+  m.mode = options.constrain;
   m.sampling = SamplingOf(options);
   {
     auto cat = text::ParseToolCatalog(catalog_json);

@@ -339,8 +339,11 @@ fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
       *dst = s;
       return fg::OkStatus();
     };
-    FG_RETURN_IF_ERROR(str(o.dialect, "dialect", &co.dialect));
-    FG_RETURN_IF_ERROR(str(o.constrain, "constrain", &co.constrain));
+    std::string dialect = "official", constrain = "call";
+    FG_RETURN_IF_ERROR(str(o.dialect, "dialect", &dialect));
+    FG_RETURN_IF_ERROR(str(o.constrain, "constrain", &constrain));
+    FG_ASSIGN_OR_RETURN(co.dialect, fg::ParseDialect(dialect));
+    FG_ASSIGN_OR_RETURN(co.constrain, fg::ParseConstrainMode(constrain));
     if (o.cache_dir != nullptr) co.cache_dir = o.cache_dir;  // a file name: any bytes
     co.temperature = o.temperature;
     co.top_k = o.top_k;

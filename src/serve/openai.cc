@@ -245,10 +245,10 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const Limits& li
       }
     }
     switch (out->tool_choice) {
-      case ToolChoice::kAuto: out->constrain = "auto"; break;
-      case ToolChoice::kNone: out->constrain = "off"; break;
+      case ToolChoice::kAuto: out->constrain = ConstrainMode::kAuto; break;
+      case ToolChoice::kNone: out->constrain = ConstrainMode::kOff; break;
       case ToolChoice::kRequired:
-      case ToolChoice::kNamed: out->constrain = "call"; break;
+      case ToolChoice::kNamed: out->constrain = ConstrainMode::kCall; break;
     }
     out->catalog_json = catalog.dump(-1, ' ', false, json::error_handler_t::replace);
     out->max_calls = limits.max_calls;

@@ -66,7 +66,7 @@ struct ChatRequest {
   std::vector<ChatTurn> turns;
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string named_tool;  // kNamed: the only tool the grammar admits calls of
-  std::string constrain;   // FunctionCallerOptions::constrain for the choice
+  ConstrainMode constrain = ConstrainMode::kAuto;  // FunctionCallerOptions::constrain
   int max_calls = 1;
   CallControl control;  // sampling, max_tokens (always set); `cancelled` is the server's
   std::vector<std::string> stop;

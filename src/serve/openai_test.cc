@@ -55,7 +55,7 @@ TEST(ParseChat, DefaultsAreFgemmaCalls) {
   EXPECT_TRUE(r.single_request());
   EXPECT_EQ(r.turns[0].text, "lights on");
   EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
-  EXPECT_EQ(r.constrain, "auto");
+  EXPECT_EQ(r.constrain, ConstrainMode::kAuto);
   EXPECT_EQ(r.max_calls, 1);
   EXPECT_EQ(r.control.temperature.value_or(-1), 0.0);  // greedy unless asked
   EXPECT_EQ(r.control.max_tokens.value_or(-1), 256);
@@ -67,15 +67,15 @@ TEST(ParseChat, DefaultsAreFgemmaCalls) {
 TEST(ParseChat, ToolChoices) {
   json b = Body();
   b["tool_choice"] = "required";
-  EXPECT_EQ(MustParse(b).constrain, "call");
+  EXPECT_EQ(MustParse(b).constrain, ConstrainMode::kCall);
   b["tool_choice"] = "none";
-  EXPECT_EQ(MustParse(b).constrain, "off");
+  EXPECT_EQ(MustParse(b).constrain, ConstrainMode::kOff);
   b["tool_choice"] = "auto";
-  EXPECT_EQ(MustParse(b).constrain, "auto");
+  EXPECT_EQ(MustParse(b).constrain, ConstrainMode::kAuto);
   b["tool_choice"] = {{"type", "function"}, {"function", {{"name", "stop_music"}}}};
   ChatRequest r = MustParse(b);
   EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
-  EXPECT_EQ(r.constrain, "call");
+  EXPECT_EQ(r.constrain, ConstrainMode::kCall);
   EXPECT_EQ(r.named_tool, "stop_music");
   // The prompt keeps every tool; only the grammar is narrowed (service.cc).
   EXPECT_EQ(json::parse(r.catalog_json)["tools"].size(), Body()["tools"].size());

@@ -415,7 +415,8 @@ HttpResponse Service::Chat(const HttpRequest& request) {
   if (auto e = ParseChatRequest(request.body, options_.limits, &cr)) return Error(*e);
   if (std::optional<HttpResponse> refused = TakeSlot(request, run.get())) return *refused;
 
-  run->key = cr.catalog_json + '\x1f' + cr.developer_message + '\x1f' + cr.constrain + '\x1f' +
+  run->key = cr.catalog_json + '\x1f' + cr.developer_message + '\x1f' +
+             std::to_string(static_cast<int>(cr.constrain)) + '\x1f' +
              std::to_string(cr.max_calls) + '\x1f' + cr.named_tool;
   run->caller = pool_->Take(run->key);
   if (run->caller == nullptr) {

@@ -1416,21 +1416,6 @@ struct CallGrammar::Impl {
   }
 };
 
-StatusOr<Dialect> ParseDialect(std::string_view name) {
-  if (name == "official") return Dialect::kOfficial;
-  if (name == "compact") return Dialect::kCompact;
-  return InvalidArgumentError("unknown dialect \"" + std::string(name) +
-                              "\" (expected official or compact)");
-}
-
-StatusOr<ConstrainMode> ParseConstrainMode(std::string_view name) {
-  if (name == "off") return ConstrainMode::kOff;
-  if (name == "call") return ConstrainMode::kCall;
-  if (name == "auto") return ConstrainMode::kAuto;
-  return InvalidArgumentError("unknown constrain mode \"" + std::string(name) +
-                              "\" (expected off, call or auto)");
-}
-
 CallGrammar::CallGrammar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CallGrammar::~CallGrammar() = default;
 
@@ -1581,3 +1566,22 @@ size_t CallGrammar::memoized_states() const {
 }
 
 }  // namespace fg::text
+
+namespace fg {
+
+StatusOr<Dialect> ParseDialect(std::string_view name) {
+  if (name == "official") return Dialect::kOfficial;
+  if (name == "compact") return Dialect::kCompact;
+  return InvalidArgumentError("unknown dialect \"" + std::string(name) +
+                              "\" (expected official or compact)");
+}
+
+StatusOr<ConstrainMode> ParseConstrainMode(std::string_view name) {
+  if (name == "off") return ConstrainMode::kOff;
+  if (name == "call") return ConstrainMode::kCall;
+  if (name == "auto") return ConstrainMode::kAuto;
+  return InvalidArgumentError("unknown constrain mode \"" + std::string(name) +
+                              "\" (expected off, call or auto)");
+}
+
+}  // namespace fg

@@ -21,20 +21,18 @@
 #include <string>
 #include <vector>
 
+#include "fgemma/call_modes.h"
 #include "fgemma/status.h"
 #include "src/text/tokenizer.h"
 #include "src/text/tool_catalog.h"
 
 namespace fg::text {
 
-enum class Dialect { kOfficial, kCompact };
-// kCall: the output must be one or more calls. kAuto: free text before the first call, and any
-// call that is started is constrained. kOff: no grammar (never compiled).
-enum class ConstrainMode { kOff, kCall, kAuto };
-
-// "official" / "compact", "call" / "auto" / "off": for flags and messages.
-StatusOr<Dialect> ParseDialect(std::string_view name);
-StatusOr<ConstrainMode> ParseConstrainMode(std::string_view name);
+// The public enums (include/fgemma/call_modes.h); kOff is never compiled into a grammar.
+using ::fg::ConstrainMode;
+using ::fg::Dialect;
+using ::fg::ParseConstrainMode;
+using ::fg::ParseDialect;
 
 // Items of an array whose schema gives no "maxItems".
 inline constexpr int kDefaultMaxArrayItems = 16;

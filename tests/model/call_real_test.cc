@@ -87,11 +87,11 @@ TEST_F(CallReal, ConstrainedOutputsAlwaysParseAndValidate) {
     FG_ASSERT_OK_AND_ASSIGN(pc.json, ReadFileToString(Example(std::string(name) + ".json")));
     FG_ASSERT_OK_AND_ASSIGN(pc.catalog, text::ParseToolCatalog(pc.json));
     FunctionCallerOptions o;
-    o.constrain = "call";
+    o.constrain = ConstrainMode::kCall;
     o.max_tokens = 48;
     o.string_guard = 8;  // short strings: the test budget (see function_caller.h)
     FG_ASSERT_OK_AND_ASSIGN(pc.constrained, FunctionCaller::Create(model, pc.json, o));
-    o.constrain = "off";
+    o.constrain = ConstrainMode::kOff;
     o.max_tokens = 16;
     FG_ASSERT_OK_AND_ASSIGN(pc.free, FunctionCaller::Create(model, pc.json, o));
   }
@@ -202,9 +202,9 @@ TEST_F(CallReal, AutoGrammarLeavesValidUnconstrainedOutputUnchanged) {
     FG_ASSERT_OK_AND_ASSIGN(std::string json, ReadFileToString(Example(std::string(name) + ".json")));
     FunctionCallerOptions o;
     o.max_tokens = 16;
-    o.constrain = "off";
+    o.constrain = ConstrainMode::kOff;
     FG_ASSERT_OK_AND_ASSIGN(auto free, FunctionCaller::Create(model, json, o));
-    o.constrain = "auto";
+    o.constrain = ConstrainMode::kAuto;
     FG_ASSERT_OK_AND_ASSIGN(auto fast, FunctionCaller::Create(model, json, o));
     o.fast_head = false;
     FG_ASSERT_OK_AND_ASSIGN(auto plain, FunctionCaller::Create(model, json, o));

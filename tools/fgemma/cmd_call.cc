@@ -149,8 +149,8 @@ int CmdCall(int argc, char** argv) {
   }
 
   FunctionCallerOptions o;
-  o.dialect = dialect;
-  o.constrain = constrain;
+  o.dialect = *ParseDialect(dialect);
+  o.constrain = *ParseConstrainMode(constrain);
   o.temperature = temp;
   o.top_k = top_k;
   o.top_p = top_p;
