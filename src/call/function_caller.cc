@@ -624,6 +624,71 @@ StatusOr<CallResult> FunctionCaller::CallConversation(const std::vector<ChatTurn
   return impl_->Run(std::move(rest), control);
 }
 
+namespace {
+
+// The guards for a model that never learned <escape> (a base Gemma 3), as logit processors
+// around the sampler, the way llama.cpp chains its samplers. The string guard: in a free string
+// (CallGrammar::InFreeString: where <escape> may close it) the first token may not be structure
+// (, { } newline) or <escape> (the model would leave every string empty); after it, a structure
+// token or one past the length budget closes the string instead (without the guard the model
+// writes the value and goes on with ",key:..." inside the string until max_tokens). The digit
+// guard: the same model repeats digits without end ("400400400..."), so past 12 digits in a row
+// any allowed token that is not a digit (the number's end) is preferred.
+class BaseModelGuard {
+ public:
+  // budget 0: off (the tables may then be null).
+  BaseModelGuard(int budget, const std::vector<bool>* structural, const std::vector<bool>* digits,
+                 int32_t escape)
+      : budget_(budget), structural_(structural), digits_(digits), escape_(escape) {}
+  bool on() const { return budget_ > 0; }
+
+  // Before sampling: the candidates (logits of `allowed`) it rules out set to -inf, unless that
+  // would leave none (the budget can leave only <escape> in a string, or only digits).
+  void Restrict(bool in_string, std::span<const int32_t> allowed, std::span<float> cand) const {
+    auto rule_out = [&](auto drop) {
+      if (std::all_of(allowed.begin(), allowed.end(), drop)) return;
+      for (size_t j = 0; j < allowed.size(); ++j) {
+        if (drop(allowed[j])) cand[j] = -INFINITY;
+      }
+    };
+    if (in_string && string_tokens_ == 0) {
+      rule_out([&](int32_t t) { return (*structural_)[t] || t == escape_; });
+    }
+    if (on() && !in_string && digit_run_ >= 12) {
+      rule_out([&](int32_t t) { return static_cast<bool>((*digits_)[t]); });
+    }
+  }
+  // After sampling: the token to write (<escape> where it closes the string; *closed counts it).
+  int32_t Replace(bool in_string, int32_t tok, int64_t* closed) {
+    if (!in_string || tok == escape_) {
+      string_tokens_ = 0;
+      return tok;
+    }
+    if ((string_tokens_ > 0 && (*structural_)[tok]) || ++string_tokens_ > budget_) {
+      string_tokens_ = 0;
+      ++*closed;
+      return escape_;
+    }
+    return tok;
+  }
+  // A token the grammar forced (the budget can force a string's <escape>: it ends the string).
+  void Forced(int32_t tok) {
+    if (tok == escape_) string_tokens_ = 0;
+  }
+  // Every token written.
+  void Written(int32_t tok) { digit_run_ = digits_ != nullptr && (*digits_)[tok] ? digit_run_ + 1 : 0; }
+
+ private:
+  const int budget_;
+  const std::vector<bool>* const structural_;
+  const std::vector<bool>* const digits_;
+  const int32_t escape_;
+  int string_tokens_ = 0;  // tokens of the free string so far
+  int digit_run_ = 0;      // digit tokens written in a row
+};
+
+}  // namespace
+
 StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
                                                const CallControl& control) {
   Impl& m = *this;
@@ -687,8 +752,7 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
     return OkStatus();
   };
   int calls_done = 0;
-  int string_tokens = 0;
-  int digit_run = 0;  // digit tokens generated in a row (string guard)
+  BaseModelGuard guard(m.string_guard_tokens, m.structural, m.digits, m.escape);
   // Speculative run: where the whole head is needed, drafted tokens (Impl::Draft) go into the
   // session with the pending ones in one Append that returns the logits of every drafted
   // position; the following decisions read those rows while they keep choosing the drafted
@@ -719,8 +783,7 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
       forced = allowed.size() == 1 && m.opt.fast_head;
       if (forced) {
         tok = allowed[0];
-        // The budget can force a string's <escape>: it ends the string for the guard too.
-        if (tok == m.escape) string_tokens = 0;
+        guard.Forced(tok);
       } else {
         cand.resize(allowed.size());
         std::span<const float> lg;  // full logits, when this step has them
@@ -761,41 +824,9 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
           for (size_t j = 0; j < allowed.size(); ++j) cand[j] = lg[allowed[j]];
         }
         st.head_rows_total += vocab;
-        // The string guard (for models that never learned <escape>: a base Gemma 3 writes the
-        // value and goes on with ",key:..." inside the string forever). In a free string
-        // (CallGrammar::InFreeString: where <escape> may close it) the first token may not be
-        // structure (, { } newline) or <escape> (the model would leave every string empty);
-        // after it, a structure token or one past the length budget closes the string instead.
-        const bool in_string = m.string_guard_tokens > 0 && m.grammar->InFreeString(state);
-        // Rules out the allowed tokens `drop` names, unless that would leave none (the budget
-        // can leave only <escape> in a string, or only digits).
-        auto rule_out = [&](auto drop) {
-          if (std::all_of(allowed.begin(), allowed.end(), drop)) return;
-          for (size_t j = 0; j < allowed.size(); ++j) {
-            if (drop(allowed[j])) cand[j] = -INFINITY;
-          }
-        };
-        if (in_string && string_tokens == 0) {
-          rule_out([&](int32_t t) { return (*m.structural)[t] || t == m.escape; });
-        }
-        // The same model repeats digits without end ("400400400..."): past 12 digits in a row,
-        // any allowed token that is not a digit (the number's end) is preferred.
-        if (m.string_guard_tokens > 0 && !in_string && digit_run >= 12) {
-          rule_out([&](int32_t t) { return static_cast<bool>((*m.digits)[t]); });
-        }
-        tok = allowed[sampler.Sample(cand)];
-        if (!in_string) {
-          string_tokens = 0;
-        } else if (tok != m.escape) {
-          if ((string_tokens > 0 && (*m.structural)[tok]) ||
-              ++string_tokens > m.string_guard_tokens) {
-            tok = m.escape;
-            string_tokens = 0;
-            ++st.guarded_strings;
-          }
-        } else {
-          string_tokens = 0;
-        }
+        const bool in_string = guard.on() && m.grammar->InFreeString(state);
+        guard.Restrict(in_string, allowed, cand);
+        tok = guard.Replace(in_string, allowed[sampler.Sample(cand)], &st.guarded_strings);
       }
     } else {
       FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
@@ -813,7 +844,7 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
       st.head_rows_skipped += vocab;
       st.head_rows_total += vocab;
     }
-    digit_run = m.digits != nullptr && (*m.digits)[tok] ? digit_run + 1 : 0;
+    guard.Written(tok);
     if (m.grammar) FG_RETURN_IF_ERROR(m.grammar->Advance(&state, tok));
     r.tokens.push_back(tok);
     if (control.on_piece) control.on_piece(m.tk->TokenToPiece(tok, /*special=*/true));
