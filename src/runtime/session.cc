@@ -1,10 +1,7 @@
 #include "src/runtime/session.h"
 
 #include <algorithm>
-#include <cstring>
 #include <new>
-
-#include <sys/mman.h>
 
 #include "src/kernels/matmul.h"
 #include "src/model/gemma3/forward.h"
@@ -23,38 +20,10 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, SessionOp
   if (options.max_chunk <= 0) return InvalidArgumentError("session: max_chunk must be > 0");
   options.max_chunk = std::min(options.max_chunk, options.context);
   std::unique_ptr<Session> s(new Session(model, options));
-  s->local_rows_ = model::LocalCacheRows(c, options.max_chunk, options.context);
-  // One anonymous mapping for all caches: zero pages until written (a vector would write every
-  // row up front, making the whole context resident).
-  size_t total = 0;
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    total += 2 * static_cast<size_t>(s->CacheRows(l) * c.kv_dim()) * sizeof(float);
-  }
-  total = std::max<size_t>(total, 1);
-  void* map = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) {
-    return ResourceExhaustedError("session: cannot map " + std::to_string(total) +
-                                  " bytes of KV cache");
-  }
-  s->cache_map_ = std::unique_ptr<void, CacheUnmap>(map, CacheUnmap{total});
-  float* next = static_cast<float*>(map);
-  s->k_.resize(c.n_layers);
-  s->v_.resize(c.n_layers);
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const size_t n = static_cast<size_t>(s->CacheRows(l) * c.kv_dim());
-    s->k_[l] = std::span<float>(next, n);
-    s->v_[l] = std::span<float>(next + n, n);
-    next += 2 * n;
-  }
-  s->pin_k_.resize(c.n_layers);
-  s->pin_v_.resize(c.n_layers);
+  FG_ASSIGN_OR_RETURN(s->cache_, KvCache::Create(c, model::LocalCacheRows(c, options.max_chunk,
+                                                                          options.context),
+                                                  options.context));
   return s;
-}
-
-void CacheUnmap::operator()(void* p) const { ::munmap(p, bytes); }
-
-int64_t Session::CacheRows(int64_t layer) const {
-  return model_.config().IsGlobal(layer) ? options_.context : local_rows_;
 }
 
 int64_t Session::ChunkAt(int64_t position, int64_t left) const {
@@ -83,7 +52,7 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, int64_t head_ro
   spec.n_logit_rows = std::max<int64_t>(1, head_rows);
   spec.lm_head = head_rows > 0;
   spec.global_cache_rows = options_.context;
-  spec.local_cache_rows = local_rows_;
+  spec.local_cache_rows = cache_.local_rows();
   if (base && base_weights_.layers.empty()) {
     base_weights_ = model_.weights();
     base_weights_.loras.clear();
@@ -114,8 +83,10 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, int64_t head_ro
   }
   FG_RETURN_IF_ERROR(e->UseArena(arena_base_, arena_capacity_));
   for (int64_t l = 0; l < model_.config().n_layers; ++l) {
-    FG_RETURN_IF_ERROR(e->BindState(model::KCacheName(l), k_[l].data(), k_[l].size()));
-    FG_RETURN_IF_ERROR(e->BindState(model::VCacheName(l), v_[l].data(), v_[l].size()));
+    FG_RETURN_IF_ERROR(
+        e->BindState(model::KCacheName(l), cache_.k(l).data(), cache_.k(l).size()));
+    FG_RETURN_IF_ERROR(
+        e->BindState(model::VCacheName(l), cache_.v(l).data(), cache_.v(l).size()));
   }
   if (dump_) e->SetDump(dump_);
   exec::Executor* raw = e.get();
@@ -178,7 +149,7 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
     for (int64_t i = n - std::max<int64_t>(1, head_rows); i < n; ++i) {
       logit_rows_.push_back(static_cast<int32_t>(i));
     }
-    if (pin_ >= 0) SavePinnedRows(position_, n);
+    cache_.BeforeWrite(position_, n);
     FG_RETURN_IF_ERROR(e->SetInput("tokens", tokens.subspan(done, n)));
     FG_RETURN_IF_ERROR(e->SetInput("pos", std::span<const int32_t>(pos_buf_)));
     FG_RETURN_IF_ERROR(e->SetInput("logit_rows", std::span<const int32_t>(logit_rows_)));
@@ -236,9 +207,9 @@ Session::Snapshot Session::Save() const {
   Snapshot s;
   s.position = position_;
   s.logits.assign(logits_.begin(), logits_.end());
-  s.k.resize(k_.size());
-  s.v.resize(v_.size());
-  for (size_t l = 0; l < k_.size(); ++l) {
+  s.k.resize(static_cast<size_t>(cache_.layers()));
+  s.v.resize(static_cast<size_t>(cache_.layers()));
+  for (size_t l = 0; l < s.k.size(); ++l) {
     const std::span<const float> k = cached_k(static_cast<int64_t>(l));
     const std::span<const float> v = cached_v(static_cast<int64_t>(l));
     s.k[l].assign(k.begin(), k.end());
@@ -249,13 +220,11 @@ Session::Snapshot Session::Save() const {
 
 // Global caches: rows 0..position-1; rings: all rows once wrapped.
 std::span<const float> Session::cached_k(int64_t layer) const {
-  const int64_t rows = std::min<int64_t>(position_, CacheRows(layer));
-  return k_[layer].first(static_cast<size_t>(rows * model_.config().kv_dim()));
+  return cache_.filled_k(layer, position_);
 }
 
 std::span<const float> Session::cached_v(int64_t layer) const {
-  const int64_t rows = std::min<int64_t>(position_, CacheRows(layer));
-  return v_[layer].first(static_cast<size_t>(rows * model_.config().kv_dim()));
+  return cache_.filled_v(layer, position_);
 }
 
 Status Session::Restore(const Snapshot& s) {
@@ -269,23 +238,24 @@ Status Session::Restore(const Snapshot& s) {
 Status Session::Restore(int64_t position, std::span<const std::span<const float>> k,
                         std::span<const std::span<const float>> v) {
   const int64_t kv = model_.config().kv_dim();
-  if (k.size() != k_.size() || v.size() != v_.size() || position < 0 ||
+  const size_t layers = static_cast<size_t>(cache_.layers());
+  if (k.size() != layers || v.size() != layers || position < 0 ||
       position > options_.context) {
     return InvalidArgumentError("session: snapshot does not fit this session");
   }
-  for (size_t l = 0; l < k_.size(); ++l) {
-    const int64_t rows = std::min<int64_t>(position, CacheRows(static_cast<int64_t>(l)));
+  for (size_t l = 0; l < layers; ++l) {
+    const int64_t rows = std::min<int64_t>(position, cache_.rows(static_cast<int64_t>(l)));
     if (static_cast<int64_t>(k[l].size()) != rows * kv ||
         static_cast<int64_t>(v[l].size()) != rows * kv) {
       return InvalidArgumentError("session: snapshot layer " + std::to_string(l) +
                                   " has the wrong size");
     }
   }
-  for (size_t l = 0; l < k_.size(); ++l) {
-    std::copy(k[l].begin(), k[l].end(), k_[l].begin());
-    std::copy(v[l].begin(), v[l].end(), v_[l].begin());
+  for (size_t l = 0; l < layers; ++l) {
+    std::copy(k[l].begin(), k[l].end(), cache_.k(static_cast<int64_t>(l)).begin());
+    std::copy(v[l].begin(), v[l].end(), cache_.v(static_cast<int64_t>(l)).begin());
   }
-  Unpin();
+  cache_.Unpin();
   position_ = position;
   owned_logits_.clear();
   logits_ = {};
@@ -295,7 +265,7 @@ Status Session::Restore(int64_t position, std::span<const std::span<const float>
 }
 
 void Session::Reset() {
-  Unpin();
+  cache_.Unpin();
   position_ = 0;
   logits_ = {};
   hidden_ = {};
@@ -307,38 +277,15 @@ Status Session::Truncate(int64_t position) {
     return InvalidArgumentError("session: cannot truncate to " + std::to_string(position) +
                                 " (position is " + std::to_string(position_) + ")");
   }
-  if (position == pin_) {
-    // Every ring row of a position in [PinLow(), pin_) that a run after the pin overwrote was
-    // copied aside first (SavePinnedRows), so putting those back makes the ring hold exactly
-    // what it held at the pin for every position a query at pin_ or later reads; rows of other
-    // positions are never read again before being rewritten. Global layers keep position p at
-    // row p, which only a run at p writes, so rows below pin_ are untouched.
-    const int64_t kv = model_.config().kv_dim();
-    const int64_t low = PinLow();
-    for (size_t l = 0; l < k_.size(); ++l) {
-      if (model_.config().IsGlobal(static_cast<int64_t>(l))) continue;
-      for (int64_t q = low; q < pin_saved_; ++q) {
-        const size_t src = static_cast<size_t>((q - low) * kv);
-        const size_t dst = static_cast<size_t>((q % local_rows_) * kv);
-        std::memcpy(&k_[l][dst], &pin_k_[l][src], kv * sizeof(float));
-        std::memcpy(&v_[l][dst], &pin_v_[l][src], kv * sizeof(float));
-      }
-      pin_k_[l].clear();
-      pin_v_[l].clear();
-    }
-    pin_saved_ = low;
+  if (position == cache_.pinned()) {
+    cache_.RewindToPin();
   } else {
-    // A sliding layer keeps position p at ring row p % local_rows_; the next query (at
-    // `position`) reads keys from position - window + 1 on. The oldest of them is intact iff no
-    // later position written so far (< position_) landed on its row.
-    const int64_t window = model_.config().sliding_window;
-    const int64_t oldest = std::max<int64_t>(0, position - window + 1);
-    if (position > 0 && position < position_ && oldest + local_rows_ < position_) {
+    if (!cache_.CanRewind(position_, position)) {
       return FailedPreconditionError("session: cannot rewind from " + std::to_string(position_) +
                                      " to " + std::to_string(position) +
                                      ": the sliding-window cache has moved on");
     }
-    if (position < pin_) Unpin();
+    if (position < cache_.pinned()) cache_.Unpin();
   }
   position_ = position;
   logits_ = {};
@@ -347,60 +294,14 @@ Status Session::Truncate(int64_t position) {
   return OkStatus();
 }
 
-int64_t Session::PinLow() const {
-  return std::max<int64_t>(0, pin_ - model_.config().sliding_window + 1);
-}
-
-void Session::Pin() {
-  Unpin();
-  pin_ = position_;
-  pin_saved_ = PinLow();
-}
-
-void Session::Unpin() {
-  pin_ = -1;
-  pin_saved_ = 0;
-  for (auto& p : pin_k_) std::vector<float>().swap(p);
-  for (auto& p : pin_v_) std::vector<float>().swap(p);
-}
-
-void Session::SavePinnedRows(int64_t start, int64_t n) {
-  // Writing position p overwrites ring row p % local_rows_, which held p - local_rows_. Every
-  // position from pin_ to position_ was written through here since the pin (Restore drops it),
-  // so the rows of [PinLow(), pin_saved_) were saved before their first overwrite and those of
-  // [pin_saved_, pin_) still hold their pinned positions: the first of them that this run
-  // reaches is pin_saved_ itself.
-  const int64_t from = std::max(pin_saved_, start - local_rows_);
-  const int64_t to = std::min(pin_, start + n - local_rows_);
-  if (to <= from) return;
-  const int64_t kv = model_.config().kv_dim();
-  const int64_t low = PinLow();
-  for (size_t l = 0; l < k_.size(); ++l) {
-    if (model_.config().IsGlobal(static_cast<int64_t>(l))) continue;
-    pin_k_[l].resize(static_cast<size_t>((to - low) * kv));
-    pin_v_[l].resize(static_cast<size_t>((to - low) * kv));
-    for (int64_t q = from; q < to; ++q) {
-      const size_t src = static_cast<size_t>((q % local_rows_) * kv);
-      const size_t dst = static_cast<size_t>((q - low) * kv);
-      std::memcpy(&pin_k_[l][dst], &k_[l][src], kv * sizeof(float));
-      std::memcpy(&pin_v_[l][dst], &v_[l][src], kv * sizeof(float));
-    }
-  }
-  pin_saved_ = to;
-}
+void Session::Pin() { cache_.Pin(position_); }
 
 void Session::SetDump(exec::DumpFn fn) {
   dump_ = std::move(fn);
   for (auto& [n, e] : executors_) e->SetDump(dump_);
 }
 
-size_t Session::cache_bytes() const {
-  size_t b = 0;
-  for (size_t l = 0; l < k_.size(); ++l) {
-    b += (k_[l].size() + v_[l].size() + pin_k_[l].size() + pin_v_[l].size()) * sizeof(float);
-  }
-  return b;
-}
+size_t Session::cache_bytes() const { return cache_.bytes(); }
 
 size_t Session::scratch_bytes() const {
   return arena_capacity_;

@@ -23,6 +23,7 @@
 #include "fgemma/status.h"
 #include "src/base/thread_pool.h"
 #include "src/exec/executor.h"
+#include "src/runtime/kv_cache.h"
 #include "src/runtime/model.h"
 
 namespace fg::runtime {
@@ -59,12 +60,6 @@ struct HeadStats {
   int64_t none = 0;         // Appends that skipped the head
   int64_t sparse = 0;       // Appends that computed only requested rows
   int64_t sparse_rows = 0;  // rows computed by those
-};
-
-// Unmaps a session's KV caches.
-struct CacheUnmap {
-  size_t bytes = 0;
-  void operator()(void* p) const;
 };
 
 class Session {
@@ -119,7 +114,7 @@ class Session {
   // Truncate below the pinned position drop it.
   void Pin();
   // The pinned position, or -1.
-  int64_t pinned() const { return pin_; }
+  int64_t pinned() const { return cache_.pinned(); }
 
   // Calls fn for every named intermediate of the following Appends (debugging, --dump).
   void SetDump(exec::DumpFn fn);
@@ -129,29 +124,18 @@ class Session {
 
  private:
   Session(const Model& model, SessionOptions options) : model_(model), options_(options) {}
-  // Copies aside the ring rows of pinned positions that a run writing positions
-  // [start, start + n) overwrites.
-  void SavePinnedRows(int64_t start, int64_t n);
-  void Unpin();
   // The graph for `n_tokens` new tokens, with the LM head (one logit row) or without it (the
   // final-norm hidden state of the last token).
   StatusOr<exec::Executor*> ExecutorFor(int64_t n_tokens, int64_t head_rows, bool base);
   // Tokens of the chunk that starts at `position` with `left` tokens to go.
   int64_t ChunkAt(int64_t position, int64_t left) const;
-  int64_t CacheRows(int64_t layer) const;
   // row_logits_ = the head rows `rows` times hidden_.
   Status RowLogits(std::span<const int32_t> rows);
 
   const Model& model_;
   SessionOptions options_;
-  int64_t local_rows_ = 0;
   int64_t position_ = 0;
-  std::unique_ptr<void, CacheUnmap> cache_map_;  // every layer's K and V cache
-  std::vector<std::span<float>> k_, v_;      // per layer: [rows, n_kv, head_dim] in cache_map_
-  int64_t pin_ = -1;
-  int64_t pin_saved_ = 0;  // ring rows of positions [PinLow(), pin_saved_) are in pin_k_/pin_v_
-  std::vector<std::vector<float>> pin_k_, pin_v_;  // per layer (sliding layers only)
-  int64_t PinLow() const;
+  KvCache cache_;
   std::span<const float> logits_;    // an executor's output, or owned_logits_
   std::vector<float> owned_logits_;  // logits restored from a snapshot
   std::span<const float> hidden_;    // result_norm of a headless run
