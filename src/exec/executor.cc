@@ -7,6 +7,7 @@
 
 #include "src/kernels/attention.h"
 #include "src/kernels/grad.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/matmul.h"
 #include "src/kernels/ops.h"
 #include "src/kernels/quant.h"
@@ -98,12 +99,11 @@ Executor::~Executor() = default;
 StatusOr<std::unique_ptr<Executor>> Executor::Create(graph::Graph graph,
                                                      const WeightResolver& weights,
                                                      ThreadPool* pool, ExecOptions options) {
-  std::unique_ptr<Executor> e(new Executor());
+  std::unique_ptr<Executor> e(new Executor(
+      options.reference ? kernels::ReferenceKernelSet() : kernels::ActiveKernelSet()));
   e->graph_ = std::move(graph);
   e->pool_ = pool;
   e->options_ = options;
-  e->isa_ = options.reference ? kernels::Isa::kScalar : kernels::ActiveIsa();
-  e->ops_ = &kernels::GetElementOps(e->isa_);
   const auto& values = e->graph_.values();
   for (const Value& v : values) {
     if (graph::HasDynamic(v.shape)) {
@@ -124,7 +124,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(graph::Graph graph,
                                   std::string(tensor::DTypeName(v.stored_dtype)) + " " +
                                   graph::ShapeString(v.shape));
     }
-    if (!tensor::Info(wd.type).supported || kernels::GetTypeOps(wd.type, e->isa_) == nullptr) {
+    if (!tensor::Info(wd.type).supported || e->kernels_.type_ops(wd.type) == nullptr) {
       return UnimplementedError("exec: weight '" + v.name + "' has type " +
                                 std::string(tensor::DTypeName(wd.type)) + ", which has no kernels");
     }
@@ -398,7 +398,7 @@ Status Executor::RunEmbedding(const Node& n) {
   const Value& out = graph_.value(n.output);
   const WeightData& wd = weight_data_[n.inputs[0]];
   const int64_t vocab = wd.shape[0], hidden = wd.shape[1];
-  const kernels::TypeOps* to = kernels::GetTypeOps(wd.type, isa_);
+  const kernels::TypeOps* to = kernels_.type_ops(wd.type);
   const size_t row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, hidden));
   const int32_t* ids = I32(n.inputs[1]);
   float* y = F32(n.output);
@@ -436,11 +436,7 @@ Status Executor::RunMatMul(const Node& n) {
   w.cols = wd.shape[1];
   w.row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, w.cols));
   const int64_t m = graph_.value(n.inputs[0]).shape[0];
-  if (options_.reference) {
-    kernels::MatMulReference(w, F32(n.inputs[0]), m, F32(n.output), w.rows);
-  } else {
-    kernels::MatMulIsa(isa_, w, F32(n.inputs[0]), m, F32(n.output), w.rows, pool_);
-  }
+  kernels::MatMul(kernels_, w, F32(n.inputs[0]), m, F32(n.output), w.rows, pool_);
   return OkStatus();
 }
 
@@ -512,13 +508,13 @@ Status Executor::RunAttention(const Node& n) {
   // (token, KV head) pairs than threads (decode: 1 token, 1 KV head in the 270M).
   const int64_t group = a.Hq / a.KV;
   const int64_t splits = AttentionSplits(pool_ ? pool_->size() : 1, S, a.KV, group);
-  const kernels::Isa isa = isa_;
+  const kernels::KernelSet& ks = kernels_;
   float* scores = scores_.data();
   const int64_t stride = scores_stride_;
   auto task = [&](int64_t begin, int64_t end, int thread) {
     for (int64_t i = begin; i < end; ++i) {
       const auto [t, kvh, g0, gn] = AttentionTaskOf(i, a.KV, group, splits);
-      kernels::AttendRing(isa, a, t, kvh, g0, gn, scores + thread * stride, a.R);
+      kernels::AttendRing(ks, a, t, kvh, g0, gn, scores + thread * stride, a.R);
     }
   };
   // Ranges of tasks are claimed by the pool's threads (a preempted thread's share is taken
@@ -654,7 +650,7 @@ Status Executor::RunRopeTable(const Node& n) {
       }
     }
   };
-  if (options_.reference) {
+  if (kernels_.reference) {
     rope([](const float* xr, const float* c, const float* s, int64_t i, int64_t j) {
       return static_cast<float>(static_cast<double>(xr[i]) * c[i] +
                                 static_cast<double>(xr[j]) * s[i]);
@@ -678,7 +674,7 @@ Status Executor::RunAttentionKV(const Node& n) {
   const float* vd = F32(n.inputs[2]);
   const float* mask = n.inputs.size() > 3 ? F32(n.inputs[3]) : nullptr;
   float* y = F32(n.output);
-  const kernels::Isa isa = isa_;
+  const kernels::KernelSet& ks = kernels_;
   const kernels::ElementOps& ops = *ops_;
   const int64_t splits = AttentionSplits(pool_ ? pool_->size() : 1, S, KV, group);
   float* scores = scores_.data();
@@ -697,7 +693,7 @@ Status Executor::RunAttentionKV(const Node& n) {
       const float* qv = qd + (t * Hq + kvh * group + g0) * D;
       const float* kb = kd + (kvh * T + lo) * D;
       const float* vb = vd + (kvh * T + lo) * D;
-      kernels::AttnScores(isa, qv, gn, D, kb, D, nk, n.f0, sc, T);
+      kernels::AttnScores(ks, qv, gn, D, kb, D, nk, n.f0, sc, T);
       for (int64_t g = 0; g < gn; ++g) {
         if (mask != nullptr) {
           const float* m = mask + ((kvh * group + g0 + g) * S + t) * T;
@@ -707,7 +703,7 @@ Status Executor::RunAttentionKV(const Node& n) {
       }
       float* o = y + (t * Hq + kvh * group + g0) * D;
       std::memset(o, 0, gn * D * kElementBytes);
-      kernels::AttnWeightedSum(isa, sc, T, gn, vb, D, nk, D, o);
+      kernels::AttnWeightedSum(ks, sc, T, gn, vb, D, nk, D, o);
     }
   };
   RunAttentionTasks(pool_, S * KV * splits, T * D * 4 * group / splits, task);
@@ -720,7 +716,7 @@ Status Executor::RunDot(const Node& n) {
   const float* pa = F32(n.inputs[0]);
   const float* pb = F32(n.inputs[1]);
   float* y = F32(n.output);
-  if (options_.reference) {
+  if (kernels_.reference) {
     ReferenceProduct(pa, K, 1, pb, M, K, N, y);
     return OkStatus();
   }
@@ -741,7 +737,7 @@ Status Executor::RunLowRank(const Node& n) {
   const float* y = n.inputs.size() > 2 ? F32(n.inputs[2]) : nullptr;
   float* o = F32(n.output);
   const float scale = n.f0;
-  if (options_.reference) {
+  if (kernels_.reference) {
     for (int64_t i = 0; i < S; ++i) {
       for (int64_t j = 0; j < N; ++j) {
         double acc = 0;
@@ -768,7 +764,7 @@ Status Executor::RunRmsNormBack(const Node& n) {
   float* dx = F32(n.output);
   MaybeParallel(pool_, rows, width * 2, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      if (options_.reference) {
+      if (kernels_.reference) {
         kernels::scalar::RmsNormBackRow(x + r * width, w, dy + r * width, dx + r * width, width,
                                         n.f0);
       } else {
@@ -801,7 +797,7 @@ Status Executor::RunGeluMulBack(const Node& n) {
   const int operand = static_cast<int>(n.index);
   MaybeParallel(pool_, (total + kChunk - 1) / kChunk, kChunk * 8, [&](int64_t b, int64_t e) {
     const int64_t lo = b * kChunk, hi = std::min(total, e * kChunk);
-    if (options_.reference) {
+    if (kernels_.reference) {
       kernels::scalar::GeluMulBack(g + lo, u + lo, dy + lo, y + lo, hi - lo, operand);
     } else {
       kernels::GeluMulBack(*ops_, g + lo, u + lo, dy + lo, y + lo, hi - lo, operand);
@@ -846,11 +842,11 @@ Status Executor::RunCrossEntropy(const Node& n) {
       const float* xr = x + r * V;
       if (!back) {
         y[r] = t[r] < 0 ? 0.0f
-               : options_.reference ? kernels::scalar::CrossEntropyRow(xr, V, t[r])
+               : kernels_.reference ? kernels::scalar::CrossEntropyRow(xr, V, t[r])
                                     : kernels::CrossEntropyRow(ops, xr, V, t[r]);
       } else if (t[r] < 0) {
         std::memset(y + r * V, 0, V * kElementBytes);
-      } else if (options_.reference) {
+      } else if (kernels_.reference) {
         kernels::scalar::CrossEntropyBackRow(xr, V, t[r], dloss[r], y + r * V);
       } else {
         kernels::CrossEntropyBackRow(ops, xr, V, t[r], dloss[r], y + r * V);
@@ -868,7 +864,7 @@ Status Executor::RunDotTN(const Node& n) {
   const float* pa = F32(n.inputs[0]);
   const float* pb = F32(n.inputs[1]);
   float* y = F32(n.output);
-  if (options_.reference) {
+  if (kernels_.reference) {
     ReferenceProduct(pa, 1, M, pb, M, K, N, y);
     return OkStatus();
   }
@@ -895,7 +891,7 @@ Status Executor::RunAttentionBack(const Node& n) {
   kernels::AttentionBackArgs a{F32(n.inputs[0]), F32(n.inputs[1]), F32(n.inputs[2]), pos,
                                F32(n.inputs[4]), Hq, D, R, KV, n.window, n.f0, dq, dk, dv};
   std::memset(dk, 0, 2 * cache * kElementBytes);
-  if (options_.reference) {
+  if (kernels_.reference) {
     kernels::scalar::AttentionBack(a, 0, S);
     return OkStatus();
   }
@@ -909,7 +905,7 @@ Status Executor::RunAttentionBack(const Node& n) {
     scratch.resize(static_cast<size_t>(chunks * 2 * cache));
   }
   float* parts = scratch.data();  // not `scratch` in the lambda: there it is the pool thread's
-  const kernels::Isa isa = isa_;
+  const kernels::KernelSet& ks = kernels_;
   auto run = [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       float* part = parts + c * 2 * cache;
@@ -919,7 +915,7 @@ Status Executor::RunAttentionBack(const Node& n) {
         ac.dk = part;
         ac.dv = part + cache;
       }
-      kernels::AttentionBack(isa, ac, S * c / chunks, S * (c + 1) / chunks);
+      kernels::AttentionBack(ks, ac, S * c / chunks, S * (c + 1) / chunks);
     }
   };
   if (pool_ == nullptr || pool_->size() == 1 || chunks == 1) {

@@ -5,8 +5,9 @@
 // reader has run (reshapes alias their input, cache writes alias their state). The arena is
 // allocated once, so Run() allocates nothing.
 //
-// Two kernel sets: the fast one (SIMD, threaded) and the reference one (scalar twins, the
-// double-accumulating reference matmul), so tests can hold every op to its oracle.
+// Two kernel sets (src/kernels/kernel_set.h): the active ISA's (SIMD, threaded) and the
+// reference one (scalar twins, the double-accumulating reference matmul), so tests can hold
+// every op to its oracle. The executor holds the one ExecOptions::reference picks.
 #ifndef FGEMMA_EXEC_EXECUTOR_H_
 #define FGEMMA_EXEC_EXECUTOR_H_
 
@@ -21,8 +22,7 @@
 #include "fgemma/status.h"
 #include "src/base/thread_pool.h"
 #include "src/graph/graph.h"
-#include "src/kernels/cpu.h"
-#include "src/kernels/ops.h"
+#include "src/kernels/kernel_set.h"
 #include "src/tensor/dtype.h"
 
 namespace fg::exec {
@@ -91,7 +91,8 @@ class Executor {
   Status UseArena(uint8_t* base, size_t bytes);
 
  private:
-  Executor() = default;
+  explicit Executor(const kernels::KernelSet& kernels)
+      : kernels_(kernels), ops_(&kernels.element) {}
   Status Plan();
   void PlaceArena(uint8_t* base);  // ptr_ of the arena's values at base + offset_
   void RebindAliases();            // ptr_ of aliases from their inputs
@@ -132,8 +133,8 @@ class Executor {
   graph::Graph graph_;
   ThreadPool* pool_ = nullptr;
   ExecOptions options_;
-  kernels::Isa isa_ = kernels::Isa::kScalar;
-  const kernels::ElementOps* ops_ = nullptr;  // GetElementOps(isa_)
+  const kernels::KernelSet& kernels_;  // GetKernelSet(ActiveIsa()) or ReferenceKernelSet()
+  const kernels::ElementOps* ops_;     // &kernels_.element
   std::vector<WeightData> weight_data_;      // by value id (kStored values only)
   std::vector<std::vector<float>> norm_f32_;  // by value id: non-F32 norm vectors, converted
   std::vector<uint8_t*> ptr_;                // by value id: where the value lives

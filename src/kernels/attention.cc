@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/ops.h"
 
 namespace fg::kernels {
@@ -39,33 +40,39 @@ void AttnWeightedSum(const float* p, int64_t ldp, int64_t G, const float* v, int
 
 }  // namespace scalar
 
-void AttnScores(Isa isa, const float* q, int64_t G, int64_t D, const float* k, int64_t k_stride,
-                int64_t n, float scale, float* s, int64_t lds) {
-  if (isa == Isa::kScalar) return scalar::AttnScores(q, G, D, k, k_stride, n, scale, s, lds);
-#if defined(__x86_64__) || defined(__i386__)
-  if (isa == Isa::kAvx512 && D % 16 == 0) {
-    return internal::AttnScoresAvx512(q, G, D, k, k_stride, n, scale, s, lds);
+void AttnScores(const KernelSet& ks, const float* q, int64_t G, int64_t D, const float* k,
+                int64_t k_stride, int64_t n, float scale, float* s, int64_t lds) {
+  const AttentionKernels& a = ks.attention;
+  if (a.scores != nullptr && D % a.d_multiple == 0) {
+    return a.scores(q, G, D, k, k_stride, n, scale, s, lds);
   }
-#endif
-  const ElementOps& ops = GetElementOps(isa);
+  const ElementOps& ops = ks.element;
   for (int64_t g = 0; g < G; ++g) {
     for (int64_t j = 0; j < n; ++j) s[g * lds + j] = ops.dot(q + g * D, k + j * k_stride, D) * scale;
   }
 }
 
-void AttnWeightedSum(Isa isa, const float* p, int64_t ldp, int64_t G, const float* v,
+void AttnWeightedSum(const KernelSet& ks, const float* p, int64_t ldp, int64_t G, const float* v,
                      int64_t v_stride, int64_t n, int64_t D, float* o) {
-  if (isa == Isa::kScalar) return scalar::AttnWeightedSum(p, ldp, G, v, v_stride, n, D, o);
-#if defined(__x86_64__) || defined(__i386__)
-  if (isa == Isa::kAvx512 && D % 16 == 0) {
-    return internal::AttnWeightedSumAvx512(p, ldp, G, v, v_stride, n, D, o);
+  const AttentionKernels& a = ks.attention;
+  if (a.weighted_sum != nullptr && D % a.d_multiple == 0) {
+    return a.weighted_sum(p, ldp, G, v, v_stride, n, D, o);
   }
-#endif
-  const ElementOps& ops = GetElementOps(isa);
+  const ElementOps& ops = ks.element;
   for (int64_t g = 0; g < G; ++g) {
     for (int64_t j = 0; j < n; ++j) ops.axpy(p[g * ldp + j], v + j * v_stride, o + g * D, D);
   }
 }
+
+namespace internal {
+
+void FillAttentionScalar(KernelSet& ks) {
+  ks.attention.scores = scalar::AttnScores;
+  ks.attention.weighted_sum = scalar::AttnWeightedSum;
+  ks.attention.d_multiple = 1;
+}
+
+}  // namespace internal
 
 KeySpan KeysRead(const int32_t* pos, int64_t S, int64_t window) {
   KeySpan span{INT64_MAX, -1};
@@ -77,7 +84,7 @@ KeySpan KeysRead(const int32_t* pos, int64_t S, int64_t window) {
   return span;
 }
 
-void AttendRing(Isa isa, const RingAttention& a, int64_t t, int64_t kvh, int64_t g0, int64_t gn,
+void AttendRing(const KernelSet& ks, const RingAttention& a, int64_t t, int64_t kvh, int64_t g0, int64_t gn,
                 float* scores, int64_t lds) {
   const int64_t D = a.D, group = a.Hq / a.KV;
   const int64_t p = a.pos[t];
@@ -89,14 +96,13 @@ void AttendRing(Isa isa, const RingAttention& a, int64_t t, int64_t kvh, int64_t
   const float* kb = a.k + kvh * D;
   const float* vb = a.v + kvh * D;
   const int64_t stride = a.KV * D;
-  AttnScores(isa, qv, gn, D, kb + first * stride, stride, run1, a.scale, scores, lds);
-  if (run2 > 0) AttnScores(isa, qv, gn, D, kb, stride, run2, a.scale, scores + run1, lds);
-  const ElementOps& ops = GetElementOps(isa);
-  for (int64_t g = 0; g < gn; ++g) ops.softmax(scores + g * lds, nk);
+  AttnScores(ks, qv, gn, D, kb + first * stride, stride, run1, a.scale, scores, lds);
+  if (run2 > 0) AttnScores(ks, qv, gn, D, kb, stride, run2, a.scale, scores + run1, lds);
+  for (int64_t g = 0; g < gn; ++g) ks.element.softmax(scores + g * lds, nk);
   float* o = a.out + (t * a.Hq + kvh * group + g0) * D;
   std::memset(o, 0, gn * D * sizeof(float));
-  AttnWeightedSum(isa, scores, lds, gn, vb + first * stride, stride, run1, D, o);
-  if (run2 > 0) AttnWeightedSum(isa, scores + run1, lds, gn, vb, stride, run2, D, o);
+  AttnWeightedSum(ks, scores, lds, gn, vb + first * stride, stride, run1, D, o);
+  if (run2 > 0) AttnWeightedSum(ks, scores + run1, lds, gn, vb, stride, run2, D, o);
 }
 
 }  // namespace fg::kernels

@@ -8,8 +8,8 @@
 //
 // Numerics: f32 products. The scalar twin accumulates in double; the SIMD versions accumulate
 // the scores in f32 lanes and the weighted sum in key order with one fused multiply-add per key
-// (the same rounding as axpy per key). ISAs without a specialization run dot / axpy from
-// GetElementOps(isa).
+// (the same rounding as axpy per key). Sets without a specialization (KernelSet::attention)
+// run the set's element dot / axpy.
 #ifndef FGEMMA_KERNELS_ATTENTION_H_
 #define FGEMMA_KERNELS_ATTENTION_H_
 
@@ -19,13 +19,15 @@
 
 namespace fg::kernels {
 
+struct KernelSet;  // kernel_set.h
+
 // q: G rows of D floats (contiguous); k: n rows of D floats, row j at k + j * k_stride;
 // s: row g at s + g * lds (lds >= n).
-void AttnScores(Isa isa, const float* q, int64_t G, int64_t D, const float* k, int64_t k_stride,
+void AttnScores(const KernelSet& ks, const float* q, int64_t G, int64_t D, const float* k, int64_t k_stride,
                 int64_t n, float scale, float* s, int64_t lds);
 // p: row g at p + g * ldp; v: n rows of D floats, row j at v + j * v_stride; o: G rows of D
 // floats (contiguous), accumulated into.
-void AttnWeightedSum(Isa isa, const float* p, int64_t ldp, int64_t G, const float* v,
+void AttnWeightedSum(const KernelSet& ks, const float* p, int64_t ldp, int64_t G, const float* v,
                      int64_t v_stride, int64_t n, int64_t D, float* o);
 
 // Attention of query rows over a ring KV cache: position p's key and value at row p % R. A query
@@ -56,8 +58,8 @@ KeySpan KeysRead(const int32_t* pos, int64_t S, int64_t window);
 
 // Query row t's heads kvh * group + g0 .. + gn - 1 (group = Hq / KV; they share KV head kvh):
 // scores, softmax and the weighted sum of the values into a.out. `scores`: gn rows of lds >= R
-// floats of scratch. Isa::kScalar runs the scalar twins.
-void AttendRing(Isa isa, const RingAttention& a, int64_t t, int64_t kvh, int64_t g0, int64_t gn,
+// floats of scratch. The scalar set runs the scalar twins.
+void AttendRing(const KernelSet& ks, const RingAttention& a, int64_t t, int64_t kvh, int64_t g0, int64_t gn,
                 float* scores, int64_t lds);
 
 namespace scalar {
@@ -66,14 +68,6 @@ void AttnScores(const float* q, int64_t G, int64_t D, const float* k, int64_t k_
 void AttnWeightedSum(const float* p, int64_t ldp, int64_t G, const float* v, int64_t v_stride,
                      int64_t n, int64_t D, float* o);
 }  // namespace scalar
-
-namespace internal {
-// AVX-512 versions (attention_avx512.cc); D must be a multiple of 16.
-void AttnScoresAvx512(const float* q, int64_t G, int64_t D, const float* k, int64_t k_stride,
-                      int64_t n, float scale, float* s, int64_t lds);
-void AttnWeightedSumAvx512(const float* p, int64_t ldp, int64_t G, const float* v,
-                           int64_t v_stride, int64_t n, int64_t D, float* o);
-}  // namespace internal
 
 }  // namespace fg::kernels
 

@@ -2,6 +2,7 @@
 #include <immintrin.h>
 
 #include "src/kernels/attention.h"
+#include "src/kernels/kernel_set.h"
 
 namespace fg::kernels::internal {
 namespace {
@@ -66,8 +67,6 @@ void SumGroup(const float* p, int64_t ldp, const float* v, int64_t v_stride, int
   for (; d < D; d += 16) SumTile<G, 1>(p, ldp, v + d, v_stride, n, D, o + d);
 }
 
-}  // namespace
-
 void AttnScoresAvx512(const float* q, int64_t G, int64_t D, const float* k, int64_t k_stride,
                       int64_t n, float scale, float* s, int64_t lds) {
   int64_t g = 0;
@@ -90,6 +89,14 @@ void AttnWeightedSumAvx512(const float* p, int64_t ldp, int64_t G, const float* 
     case 1: SumGroup<1>(p + g * ldp, ldp, v, v_stride, n, D, o + g * D); break;
     default: break;
   }
+}
+
+}  // namespace
+
+void FillAttentionAvx512(KernelSet& ks) {
+  ks.attention.scores = AttnScoresAvx512;
+  ks.attention.weighted_sum = AttnWeightedSumAvx512;
+  ks.attention.d_multiple = 16;  // the kernels step D by 16 lanes
 }
 
 }  // namespace fg::kernels::internal

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "src/kernels/cpu.h"
+#include "src/kernels/kernel_set.h"
 
 namespace fg::kernels {
 namespace {
@@ -32,7 +33,7 @@ TEST(AttentionTest, EveryIsaMatchesTheScalarTwin) {
           auto q = Random(G * D, rng), k = Random(n * ks, rng), v = Random(n * vs, rng);
           std::vector<float> s_want(G * lds, -7.0f), s_got(G * lds, -7.0f);
           scalar::AttnScores(q.data(), G, D, k.data(), ks, n, 0.0625f, s_want.data(), lds);
-          AttnScores(isa, q.data(), G, D, k.data(), ks, n, 0.0625f, s_got.data(), lds);
+          AttnScores(GetKernelSet(isa), q.data(), G, D, k.data(), ks, n, 0.0625f, s_got.data(), lds);
           for (int64_t i = 0; i < G * lds; ++i) {
             EXPECT_NEAR(s_got[i], s_want[i], 1e-5f + 1e-5f * std::fabs(s_want[i]))
                 << IsaName(isa) << " G=" << G << " D=" << D << " n=" << n << " i=" << i;
@@ -40,7 +41,7 @@ TEST(AttentionTest, EveryIsaMatchesTheScalarTwin) {
           auto p = Random(G * lds, rng, 0.0f, 1.0f);
           auto o_want = Random(G * D, rng), o_got = o_want;
           scalar::AttnWeightedSum(p.data(), lds, G, v.data(), vs, n, D, o_want.data());
-          AttnWeightedSum(isa, p.data(), lds, G, v.data(), vs, n, D, o_got.data());
+          AttnWeightedSum(GetKernelSet(isa), p.data(), lds, G, v.data(), vs, n, D, o_got.data());
           for (int64_t i = 0; i < G * D; ++i) {
             EXPECT_NEAR(o_got[i], o_want[i], 1e-5f + 1e-5f * std::fabs(o_want[i]))
                 << IsaName(isa) << " G=" << G << " D=" << D << " n=" << n << " i=" << i;
@@ -138,8 +139,8 @@ TEST(AttentionTest, AttendRingMatchesAttentionOverPositions) {
         for (int64_t t = 0; t < S; ++t) {
           for (int64_t kvh = 0; kvh < KV; ++kvh) {
             // The group in two shares, as the executor splits it when threads outnumber tasks.
-            AttendRing(isa, a, t, kvh, 0, 1, scores.data(), R);
-            AttendRing(isa, a, t, kvh, 1, group - 1, scores.data(), R);
+            AttendRing(GetKernelSet(isa), a, t, kvh, 0, 1, scores.data(), R);
+            AttendRing(GetKernelSet(isa), a, t, kvh, 1, group - 1, scores.data(), R);
           }
         }
         for (int64_t i = 0; i < S * Hq * D; ++i) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/kernels/attention.h"
+#include "src/kernels/kernel_set.h"
 
 namespace fg::kernels {
 
@@ -77,13 +78,13 @@ void CrossEntropyBackRow(const ElementOps& ops, const float* x, int64_t n, int32
   dx[target] -= dloss;
 }
 
-void AttentionBack(Isa isa, const AttentionBackArgs& a, int64_t t_begin, int64_t t_end) {
+void AttentionBack(const KernelSet& ks, const AttentionBackArgs& a, int64_t t_begin, int64_t t_end) {
   // Per KV head, over the key range the queries t_begin..t_end-1 read, as dense blocks:
   // scores P and dS [rows, keys] (rows: each query's heads of the group; entries outside a
   // query's window are 0), then dq = dS K, dK = dS^T Q, dV = P^T dout, each with the forward
   // pass's tiled kernels (K, V, Q read once per block instead of once per query and head).
   if (t_end <= t_begin) return;
-  const ElementOps& ops = GetElementOps(isa);
+  const ElementOps& ops = ks.element;
   const int64_t D = a.D, group = a.Hq / a.KV, T = t_end - t_begin, rows = T * group;
   int64_t jlo = INT64_MAX, jhi = -1;
   for (int64_t t = t_begin; t < t_end; ++t) {
@@ -118,8 +119,8 @@ void AttentionBack(Isa isa, const AttentionBackArgs& a, int64_t t_begin, int64_t
       const float* dt = a.dout + (t * a.Hq + kvh * group) * D;
       std::memcpy(Q + r0 * D, qt, group * D * sizeof(float));
       std::memcpy(dO + r0 * D, dt, group * D * sizeof(float));
-      AttnScores(isa, qt, group, D, K + lo * D, D, n, a.scale, P + r0 * nk + lo, nk);
-      AttnScores(isa, dt, group, D, V + lo * D, D, n, 1.0f, dS + r0 * nk + lo, nk);
+      AttnScores(ks, qt, group, D, K + lo * D, D, n, a.scale, P + r0 * nk + lo, nk);
+      AttnScores(ks, dt, group, D, V + lo * D, D, n, 1.0f, dS + r0 * nk + lo, nk);
       for (int64_t g = 0; g < group; ++g) {
         float* pr = P + (r0 + g) * nk + lo;
         float* sr = dS + (r0 + g) * nk + lo;
@@ -129,7 +130,7 @@ void AttentionBack(Isa isa, const AttentionBackArgs& a, int64_t t_begin, int64_t
       }
       float* dq = a.dq + (t * a.Hq + kvh * group) * D;
       std::memset(dq, 0, group * D * sizeof(float));
-      AttnWeightedSum(isa, dS + r0 * nk + lo, nk, group, K + lo * D, D, n, D, dq);
+      AttnWeightedSum(ks, dS + r0 * nk + lo, nk, group, K + lo * D, D, n, D, dq);
     }
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t j = 0; j < nk; ++j) {
@@ -138,8 +139,8 @@ void AttentionBack(Isa isa, const AttentionBackArgs& a, int64_t t_begin, int64_t
       }
     }
     std::memset(dK, 0, 2 * nk * D * sizeof(float));
-    AttnWeightedSum(isa, dST, rows, nk, Q, D, rows, D, dK);
-    AttnWeightedSum(isa, PT, rows, nk, dO, D, rows, D, dV);
+    AttnWeightedSum(ks, dST, rows, nk, Q, D, rows, D, dK);
+    AttnWeightedSum(ks, PT, rows, nk, dO, D, rows, D, dV);
     for (int64_t j = 0; j < nk; ++j) {
       const int64_t row = (((jlo + j) % a.R) * a.KV + kvh) * D;
       ops.add(a.dk + row, dK + j * D, a.dk + row, D);

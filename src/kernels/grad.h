@@ -22,6 +22,8 @@
 
 namespace fg::kernels {
 
+struct KernelSet;  // kernel_set.h
+
 // One row of n: dx from x, w (null: no weight) and dy.
 void RmsNormBackRow(const ElementOps& ops, const float* x, const float* w, const float* dy,
                     float* dx, int64_t n, float eps);
@@ -50,7 +52,7 @@ struct AttentionBackArgs {
   float* dk;
   float* dv;
 };
-void AttentionBack(Isa isa, const AttentionBackArgs& a, int64_t t_begin, int64_t t_end);
+void AttentionBack(const KernelSet& ks, const AttentionBackArgs& a, int64_t t_begin, int64_t t_end);
 
 namespace scalar {
 void RmsNormBackRow(const float* x, const float* w, const float* dy, float* dx, int64_t n,

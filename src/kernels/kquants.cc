@@ -22,8 +22,8 @@
 #include <cstring>
 
 #include "src/kernels/kquant_blocks.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/kquants_internal.h"
-#include "src/kernels/registry.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels::internal {
@@ -465,42 +465,12 @@ void VecDotQ6KQ8K(int64_t n, const void* w, const void* a, float* out) {
 
 }  // namespace
 
-void RegisterKQuantOps(Isa isa, OpsTable& t) {
-  switch (isa) {
-    case Isa::kScalar: {
-      const auto set = [&t](DType type, DType dot, void (*deq)(const void*, float*, int64_t),
-                            void (*quant)(const float*, void*, int64_t),
-                            void (*dot_fn)(int64_t, const void*, const void*, float*)) {
-        TypeOps& o = t.ops[static_cast<int>(type)];
-        o.type = type;
-        o.dot_type = dot;
-        o.dequantize_row = deq;
-        o.quantize_row = quant;
-        o.vec_dot = dot_fn;
-      };
-      set(DType::kQ4_K, DType::kQ8_K, DequantizeRowQ4K, QuantizeRowQ4K, VecDotQ4KQ8K);
-      set(DType::kQ5_K, DType::kQ8_K, DequantizeRowQ5K, QuantizeRowQ5K, VecDotQ5KQ8K);
-      set(DType::kQ6_K, DType::kQ8_K, DequantizeRowQ6K, QuantizeRowQ6K, VecDotQ6KQ8K);
-      // Q8_K is only an activation format: no weight . activation product of its own.
-      set(DType::kQ8_K, DType::kQ8_K, DequantizeRowQ8K, QuantizeRowQ8K, nullptr);
-      return;
-    }
-#if defined(__x86_64__) || defined(__i386__)
-    case Isa::kAvx2:
-      RegisterKQuantAvx2(t);
-      return;
-    case Isa::kAvx512:
-      RegisterKQuantAvx512(t);
-      return;
-#endif
-#if defined(__ARM_NEON) || defined(__aarch64__)
-    case Isa::kNeon:
-      RegisterKQuantNeon(t);
-      return;
-#endif
-    default:
-      return;  // other ISAs keep the scalar kernels
-  }
+void FillKQuantScalar(KernelSet& ks) {
+  SetTypeOps(ks, DType::kQ4_K, DType::kQ8_K, DequantizeRowQ4K, QuantizeRowQ4K, VecDotQ4KQ8K);
+  SetTypeOps(ks, DType::kQ5_K, DType::kQ8_K, DequantizeRowQ5K, QuantizeRowQ5K, VecDotQ5KQ8K);
+  SetTypeOps(ks, DType::kQ6_K, DType::kQ8_K, DequantizeRowQ6K, QuantizeRowQ6K, VecDotQ6KQ8K);
+  // Q8_K is only an activation format: no weight . activation product of its own.
+  SetTypeOps(ks, DType::kQ8_K, DType::kQ8_K, DequantizeRowQ8K, QuantizeRowQ8K, nullptr);
 }
 
 }  // namespace fg::kernels::internal

@@ -19,30 +19,19 @@
 #include <cstring>
 
 #include "src/kernels/kquant_blocks.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/kquants_internal.h"
-#include "src/kernels/registry.h"
+#include "src/kernels/kquants_x86.h"
 
 namespace fg::kernels::internal {
 namespace {
 
-inline float F16(uint16_t h) { return _cvtsh_ss(h); }
+using kquants_x86::Q45KStep;
+using kquants_x86::Q6KOffset;
+using kquants_x86::UnpackK4;
+using kquants_x86::UnpackQ6KHalf;
 
-// Q4_K/Q5_K packed scales -> bytes 0-7 the 6-bit scales, bytes 8-15 the mins, on 32-bit lanes
-// u0..u2 of the 12 bytes (the same mapping as UnpackScalesMinsK4):
-//   lane 0: u0 & 0x3f..                       (scales 0-3)
-//   lane 1: (u2 & 0x0f..) | ((u0 >> 2) & 0x30..)  (scales 4-7)
-//   lane 2: u1 & 0x3f..                       (mins 0-3)
-//   lane 3: ((u2 >> 4) & 0x0f..) | ((u1 >> 2) & 0x30..)  (mins 4-7)
-// Reads 16 bytes; the 4 past the scales are the block's first quants, so it stays in the block.
-inline __m128i UnpackK4(const uint8_t* q) {
-  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-  const __m128i low = _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0));   // u0 u2 u1 u2
-  const __m128i high = _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
-  const __m128i lo = _mm_and_si128(_mm_srlv_epi32(low, _mm_setr_epi32(0, 0, 0, 4)),
-                                   _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi32(high, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
-  return _mm_or_si128(lo, hi);
-}
+inline float F16(uint16_t h) { return _cvtsh_ss(h); }
 
 inline float HsumPs(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -57,18 +46,11 @@ inline float HsumPs128(__m128 s) {
   return _mm_cvtss_f32(s);
 }
 
-// vpshufb index that broadcasts i16 element i of each 128-bit lane.
-inline __m256i BroadcastI16Index(int i) {
-  return _mm256_set1_epi16(static_cast<int16_t>(((2 * i + 1) << 8) | (2 * i)));
-}
-
 // Shared Q4_K/Q5_K body; kHigh adds the fifth bit from qh.
 template <bool kHigh, typename Block>
 inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const BlockQ8K*>(a);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m1 = _mm256_set1_epi8(1);
   __m256 acc = _mm256_setzero_ps();
   __m128 acc_m = _mm_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b) {
@@ -87,20 +69,10 @@ inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
     if constexpr (kHigh) hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh));
     __m256i sumi = _mm256_setzero_si256();
     for (int k = 0; k < 4; ++k) {
-      const __m256i s_lo = _mm256_shuffle_epi8(scales, BroadcastI16Index(2 * k));
-      const __m256i s_hi = _mm256_shuffle_epi8(scales, BroadcastI16Index(2 * k + 1));
-      const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * k));
-      __m256i q_lo = _mm256_and_si256(q4, m4);
-      __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-      if constexpr (kHigh) {
-        q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(_mm256_and_si256(hbits, m1), 4));
-        q_hi = _mm256_or_si256(q_hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 1), m1), 4));
-        hbits = _mm256_srli_epi16(hbits, 2);
-      }
-      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * k));
-      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * k + 32));
-      const __m256i p_lo = _mm256_madd_epi16(s_lo, _mm256_maddubs_epi16(q_lo, a_lo));
-      const __m256i p_hi = _mm256_madd_epi16(s_hi, _mm256_maddubs_epi16(q_hi, a_hi));
+      __m256i s[2], q[2], av[2];
+      Q45KStep<kHigh>(scales, x[b].qs, y[b].qs, k, &hbits, s, q, av);
+      const __m256i p_lo = _mm256_madd_epi16(s[0], _mm256_maddubs_epi16(q[0], av[0]));
+      const __m256i p_hi = _mm256_madd_epi16(s[1], _mm256_maddubs_epi16(q[1], av[1]));
       sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -108,47 +80,21 @@ inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
   *out = HsumPs(acc) - HsumPs128(acc_m);
 }
 
-void VecDotQ4K(int64_t n, const void* w, const void* a, float* out) {
-  VecDotQ45K<false, BlockQ4K>(n, w, a, out);
-}
-void VecDotQ5K(int64_t n, const void* w, const void* a, float* out) {
-  VecDotQ45K<true, BlockQ5K>(n, w, a, out);
-}
-
 void VecDotQ6K(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ6K*>(w);
   const auto* y = static_cast<const BlockQ8K*>(a);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const float d = y[b].d * F16(x[b].d);
     const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
-    // The offset: 32 * sum_g sc_g * bsum_g, subtracted once per block.
-    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums));
-    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, bs), 5);
+    const __m256i offset = Q6KOffset(scales16, y[b]);  // subtracted once per block
     __m256i sumi = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      // Scales 8h..8h+7 in both 128-bit lanes.
-      const __m256i sc = h == 0 ? _mm256_permute2x128_si256(scales16, scales16, 0x00)
-                                : _mm256_permute2x128_si256(scales16, scales16, 0x11);
-      const uint8_t* ql = x[b].ql + 64 * h;
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh + 32 * h));
-      __m256i q[4];
-      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+      __m256i q[4], s[4];
+      UnpackQ6KHalf(x[b], scales16, h, q, s);
       for (int i = 0; i < 4; ++i) {
-        // Elements 128h + 32i + [0, 16) use scale 8h + 2i, [16, 32) scale 8h + 2i + 1.
-        const __m256i idx = _mm256_set_m128i(_mm256_castsi256_si128(BroadcastI16Index(2 * i + 1)),
-                                             _mm256_castsi256_si128(BroadcastI16Index(2 * i)));
-        const __m256i s = _mm256_shuffle_epi8(sc, idx);
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 128 * h + 32 * i));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, _mm256_maddubs_epi16(q[i], av)));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s[i], _mm256_maddubs_epi16(q[i], av)));
       }
     }
     sumi = _mm256_sub_epi32(sumi, offset);
@@ -207,11 +153,12 @@ void QuantizeRowQ8K(const float* x, void* dst, int64_t n) {
 
 }  // namespace
 
-void RegisterKQuantAvx2(OpsTable& t) {
-  t.ops[static_cast<int>(DType::kQ4_K)].vec_dot = VecDotQ4K;
-  t.ops[static_cast<int>(DType::kQ5_K)].vec_dot = VecDotQ5K;
-  t.ops[static_cast<int>(DType::kQ6_K)].vec_dot = VecDotQ6K;
-  t.ops[static_cast<int>(DType::kQ8_K)].quantize_row = QuantizeRowQ8K;
+void FillKQuantAvx2(KernelSet& ks) {
+  auto ops = [&ks](DType t) -> TypeOps& { return ks.types[static_cast<int>(t)].ops; };
+  ops(DType::kQ4_K).vec_dot = VecDotQ45K<false, BlockQ4K>;
+  ops(DType::kQ5_K).vec_dot = VecDotQ45K<true, BlockQ5K>;
+  ops(DType::kQ6_K).vec_dot = VecDotQ6K;
+  ops(DType::kQ8_K).quantize_row = QuantizeRowQ8K;
 }
 
 }  // namespace fg::kernels::internal

@@ -26,9 +26,9 @@
 
 #include "src/kernels/avx512_util.h"
 #include "src/kernels/kquant_blocks.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/kquants_internal.h"
-#include "src/kernels/quant_basic_internal.h"
-#include "src/kernels/registry.h"
+#include "src/kernels/kquants_x86.h"
 
 namespace fg::kernels::internal {
 namespace {
@@ -38,37 +38,17 @@ using avx512::Fma;
 using avx512::Hsum4Epi32;
 using avx512::HsumEpi32;
 using avx512::HsumsEpi32;
+using kquants_x86::BroadcastI16Index;
+using kquants_x86::Q45KStep;
+using kquants_x86::Q6KOffset;
+using kquants_x86::UnpackK4;
+using kquants_x86::UnpackQ45KPair;
+using kquants_x86::UnpackQ6KHalf;
 
-// Q4_K/Q5_K packed scales -> bytes 0-7 the 6-bit scales, bytes 8-15 the mins, on 32-bit lanes
-// u0..u2 of the 12 bytes (the same mapping as UnpackScalesMinsK4):
-//   lane 0: u0 & 0x3f..                       (scales 0-3)
-//   lane 1: (u2 & 0x0f..) | ((u0 >> 2) & 0x30..)  (scales 4-7)
-//   lane 2: u1 & 0x3f..                       (mins 0-3)
-//   lane 3: ((u2 >> 4) & 0x0f..) | ((u1 >> 2) & 0x30..)  (mins 4-7)
-// Reads 16 bytes; the 4 past the scales are the block's first quants, so it stays in the block.
-inline __m128i UnpackK4(const uint8_t* q) {
-  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-  const __m128i low = _mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0));   // u0 u2 u1 u2
-  const __m128i high = _mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
-  const __m128i lo = _mm_and_si128(_mm_srlv_epi32(low, _mm_setr_epi32(0, 0, 0, 4)),
-                                   _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi32(high, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
-  return _mm_or_si128(lo, hi);
-}
-
-// vpshufb index that broadcasts i16 element i of each 128-bit lane.
-inline __m256i BroadcastI16Index(int i) {
-  return _mm256_set1_epi16(static_cast<int16_t>(((2 * i + 1) << 8) | (2 * i)));
-}
-
-// 256-bit vectors with VNNI: on cores that split 512-bit ops in two (AMD Zen 4) this beats
-// the zmm form, and elsewhere it is on par; vpdpwssd saves the vpaddd of the AVX2 version.
 template <bool kHigh, typename Block>
 inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const BlockQ8K*>(a);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m1 = _mm256_set1_epi8(1);
   const int64_t nb = n / kQK_K;
   float acc = 0;
   // The panels' arithmetic (panel.h): exact block sums, then two f32 fmas per block in block
@@ -98,20 +78,10 @@ inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
     // Two accumulators: vpdpwssd has a multi-cycle latency, one chain of 8 would bound the loop.
     __m256i sumi_lo = _mm256_setzero_si256(), sumi_hi = _mm256_setzero_si256();
     for (int k = 0; k < 4; ++k) {
-      const __m256i s_lo = _mm256_shuffle_epi8(scales, BroadcastI16Index(2 * k));
-      const __m256i s_hi = _mm256_shuffle_epi8(scales, BroadcastI16Index(2 * k + 1));
-      const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * k));
-      __m256i q_lo = _mm256_and_si256(q4, m4);
-      __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-      if constexpr (kHigh) {
-        q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(_mm256_and_si256(hbits, m1), 4));
-        q_hi = _mm256_or_si256(q_hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 1), m1), 4));
-        hbits = _mm256_srli_epi16(hbits, 2);
-      }
-      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * k));
-      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * k + 32));
-      sumi_lo = _mm256_dpwssd_epi32(sumi_lo, _mm256_maddubs_epi16(q_lo, a_lo), s_lo);
-      sumi_hi = _mm256_dpwssd_epi32(sumi_hi, _mm256_maddubs_epi16(q_hi, a_hi), s_hi);
+      __m256i s[2], q[2], av[2];
+      Q45KStep<kHigh>(scales, x[b].qs, y[b].qs, k, &hbits, s, q, av);
+      sumi_lo = _mm256_dpwssd_epi32(sumi_lo, _mm256_maddubs_epi16(q[0], av[0]), s[0]);
+      sumi_hi = _mm256_dpwssd_epi32(sumi_hi, _mm256_maddubs_epi16(q[1], av[1]), s[1]);
     }
     mains[b % 4] = _mm256_add_epi32(sumi_lo, sumi_hi);
     mins[b % 4] = mins_dot;
@@ -121,18 +91,9 @@ inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
   *out = acc;
 }
 
-void VecDotQ4K(int64_t n, const void* w, const void* a, float* out) {
-  VecDotQ45K<false, BlockQ4K>(n, w, a, out);
-}
-void VecDotQ5K(int64_t n, const void* w, const void* a, float* out) {
-  VecDotQ45K<true, BlockQ5K>(n, w, a, out);
-}
-
 void VecDotQ6K(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ6K*>(w);
   const auto* y = static_cast<const BlockQ8K*>(a);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
   const int64_t nb = n / kQK_K;
   float acc = 0;
   __m256i sums[4];  // four blocks' sums, reduced together (see VecDotQ45K)
@@ -145,26 +106,13 @@ void VecDotQ6K(int64_t n, const void* w, const void* a, float* out) {
   };
   for (int64_t b = 0; b < nb; ++b) {
     const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
-    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums));
-    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, bs), 5);
+    const __m256i offset = Q6KOffset(scales16, y[b]);
     __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      const __m256i sc = h == 0 ? _mm256_permute2x128_si256(scales16, scales16, 0x00)
-                                : _mm256_permute2x128_si256(scales16, scales16, 0x11);
-      const uint8_t* ql = x[b].ql + 64 * h;
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh + 32 * h));
-      __m256i q[4];
-      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+      __m256i q[4], sc[4];
+      UnpackQ6KHalf(x[b], scales16, h, q, sc);
       for (int i = 0; i < 4; ++i) {
-        const __m256i idx = _mm256_set_m128i(_mm256_castsi256_si128(BroadcastI16Index(2 * i + 1)),
-                                             _mm256_castsi256_si128(BroadcastI16Index(2 * i)));
-        const __m256i s = _mm256_shuffle_epi8(sc, idx);
+        const __m256i s = sc[i];
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 128 * h + 32 * i));
         if (i % 2 == 0) {
           sumi0 = _mm256_dpwssd_epi32(sumi0, _mm256_maddubs_epi16(q[i], av), s);
@@ -189,8 +137,6 @@ void TileQ45K(int64_t n, const void* w0, const void* w1, const void* a0, const v
               float* out) {
   const Block* x[2] = {static_cast<const Block*>(w0), static_cast<const Block*>(w1)};
   const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m1 = _mm256_set1_epi8(1);
   float acc[2][2] = {};
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     int32_t mins[2][2];
@@ -223,14 +169,8 @@ void TileQ45K(int64_t n, const void* w0, const void* w1, const void* a0, const v
       for (int r = 0; r < 2; ++r) {
         const __m256i s_lo = _mm256_shuffle_epi8(scales[r], BroadcastI16Index(2 * k));
         const __m256i s_hi = _mm256_shuffle_epi8(scales[r], BroadcastI16Index(2 * k + 1));
-        const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qs + 32 * k));
-        __m256i q_lo = _mm256_and_si256(q4, m4);
-        __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-        if constexpr (kHigh) {
-          q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(_mm256_and_si256(hbits[r], m1), 4));
-          q_hi = _mm256_or_si256(q_hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits[r], 1), m1), 4));
-          hbits[r] = _mm256_srli_epi16(hbits[r], 2);
-        }
+        __m256i q_lo, q_hi;
+        UnpackQ45KPair<kHigh>(x[r][b].qs + 32 * k, &hbits[r], &q_lo, &q_hi);
         for (int t = 0; t < 2; ++t) {
           sumi_lo[r][t] = _mm256_dpwssd_epi32(sumi_lo[r][t], _mm256_maddubs_epi16(q_lo, a_lo[t]), s_lo);
           sumi_hi[r][t] = _mm256_dpwssd_epi32(sumi_hi[r][t], _mm256_maddubs_epi16(q_hi, a_hi[t]), s_hi);
@@ -259,37 +199,22 @@ void TileQ6K(int64_t n, const void* w0, const void* w1, const void* a0, const vo
              float* out) {
   const BlockQ6K* x[2] = {static_cast<const BlockQ6K*>(w0), static_cast<const BlockQ6K*>(w1)};
   const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
   float acc[2][2] = {};
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     __m256i scales16[2], offset[2][2], sumi0[2][2], sumi1[2][2];
     for (int r = 0; r < 2; ++r) {
       scales16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r][b].scales)));
       for (int t = 0; t < 2; ++t) {
-        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].bsums));
-        offset[r][t] = _mm256_slli_epi32(_mm256_madd_epi16(scales16[r], bs), 5);
+        offset[r][t] = Q6KOffset(scales16[r], y[t][b]);
         sumi0[r][t] = sumi1[r][t] = _mm256_setzero_si256();
       }
     }
     for (int h = 0; h < 2; ++h) {
       for (int r = 0; r < 2; ++r) {
-        const __m256i sc = h == 0 ? _mm256_permute2x128_si256(scales16[r], scales16[r], 0x00)
-                                  : _mm256_permute2x128_si256(scales16[r], scales16[r], 0x11);
-        const uint8_t* ql = x[r][b].ql + 64 * h;
-        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qh + 32 * h));
-        __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        __m256i q[4], sc[4];
+        UnpackQ6KHalf(x[r][b], scales16[r], h, q, sc);
         for (int i = 0; i < 4; ++i) {
-          const __m256i idx = _mm256_set_m128i(_mm256_castsi256_si128(BroadcastI16Index(2 * i + 1)),
-                                               _mm256_castsi256_si128(BroadcastI16Index(2 * i)));
-          const __m256i s = _mm256_shuffle_epi8(sc, idx);
+          const __m256i s = sc[i];
           for (int t = 0; t < 2; ++t) {
             const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 128 * h + 32 * i));
             if (i % 2 == 0) {
@@ -354,20 +279,15 @@ void QuantizeRowQ8K(const float* x, void* dst, int64_t n) {
 
 }  // namespace
 
-DotTileFn KQuantTileAvx512(DType t) {
-  switch (t) {
-    case DType::kQ4_K: return TileQ45K<false, BlockQ4K>;
-    case DType::kQ5_K: return TileQ45K<true, BlockQ5K>;
-    case DType::kQ6_K: return TileQ6K;
-    default: return nullptr;
-  }
-}
-
-void RegisterKQuantAvx512(OpsTable& t) {
-  t.ops[static_cast<int>(DType::kQ4_K)].vec_dot = VecDotQ4K;
-  t.ops[static_cast<int>(DType::kQ5_K)].vec_dot = VecDotQ5K;
-  t.ops[static_cast<int>(DType::kQ6_K)].vec_dot = VecDotQ6K;
-  t.ops[static_cast<int>(DType::kQ8_K)].quantize_row = QuantizeRowQ8K;
+void FillKQuantAvx512(KernelSet& ks) {
+  auto type = [&ks](DType t) -> TypeKernels& { return ks.types[static_cast<int>(t)]; };
+  type(DType::kQ4_K).ops.vec_dot = VecDotQ45K<false, BlockQ4K>;
+  type(DType::kQ4_K).tile = TileQ45K<false, BlockQ4K>;
+  type(DType::kQ5_K).ops.vec_dot = VecDotQ45K<true, BlockQ5K>;
+  type(DType::kQ5_K).tile = TileQ45K<true, BlockQ5K>;
+  type(DType::kQ6_K).ops.vec_dot = VecDotQ6K;
+  type(DType::kQ6_K).tile = TileQ6K;
+  type(DType::kQ8_K).ops.quantize_row = QuantizeRowQ8K;
 }
 
 }  // namespace fg::kernels::internal

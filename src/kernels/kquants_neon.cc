@@ -9,9 +9,9 @@
 #include <cstdint>
 
 #include "src/kernels/kquant_blocks.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/kquants_internal.h"
 #include "src/kernels/neon_util.h"
-#include "src/kernels/registry.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels::internal {
@@ -132,10 +132,11 @@ void VecDotQ6K(int64_t n, const void* w, const void* a, float* out) {
 
 }  // namespace
 
-void RegisterKQuantNeon(OpsTable& t) {
-  t.ops[static_cast<int>(DType::kQ4_K)].vec_dot = VecDotQ4K;
-  t.ops[static_cast<int>(DType::kQ5_K)].vec_dot = VecDotQ5K;
-  t.ops[static_cast<int>(DType::kQ6_K)].vec_dot = VecDotQ6K;
+void FillKQuantNeon(KernelSet& ks) {
+  auto ops = [&ks](DType t) -> TypeOps& { return ks.types[static_cast<int>(t)].ops; };
+  ops(DType::kQ4_K).vec_dot = VecDotQ4K;
+  ops(DType::kQ5_K).vec_dot = VecDotQ5K;
+  ops(DType::kQ6_K).vec_dot = VecDotQ6K;
 }
 
 }  // namespace fg::kernels::internal

@@ -26,11 +26,11 @@
 #include "nlohmann/json.hpp"
 #include "src/base/status_matchers.h"
 #include "src/kernels/cpu.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/kquant_blocks.h"
 #include "src/kernels/kquants_internal.h"
 #include "src/kernels/matmul.h"
 #include "src/kernels/quant.h"
-#include "src/kernels/quant_basic_internal.h"
 #include "src/tensor/dtype.h"
 #include "src/tensor/half.h"
 
@@ -406,7 +406,7 @@ TEST(KQuantsTest, TileEqualsVecDotBitForBit) {
   int tiles = 0;
   for (Isa isa : AvailableIsas()) {
     for (DType t : kWeightTypes) {
-      const internal::DotTileFn tile = internal::GetDotTile(t, isa);
+      const DotTileFn tile = GetKernelSet(isa).types[static_cast<int>(t)].tile;
       if (tile == nullptr) continue;
       ++tiles;
       for (int64_t n : kLengths) {

@@ -5,12 +5,12 @@
 // sized to stay in L2, for each weight row (pair), for each activation row (pair) in the tile.
 // One weight row (at most a few KiB) stays in L1 while it meets every activation of the tile,
 // and the weight matrix is streamed from memory once per tile (once in total for m <= the
-// tile). Where the ISA has a 2 x 2 register-tile kernel (internal::GetDotTile: the block types
-// on AVX2 / AVX-512) pairs of rows meet pairs of tokens, so each weight block is unpacked once
-// per two tokens; m == 1 (decode) takes four rows at a time where the ISA has such a kernel
-// (internal::GetDotRows), so each activation block is loaded and prepared once per four rows.
+// tile). Where the kernel set has a 2 x 2 register-tile kernel for the type (TypeKernels::tile:
+// the block types on AVX2 / AVX-512) pairs of rows meet pairs of tokens, so each weight block is
+// unpacked once per two tokens; m == 1 (decode) takes four rows at a time where the set has such
+// a kernel (TypeKernels::rows), so each activation block is loaded and prepared once per four rows.
 //
-// Where the ISA has packed-panel kernels for the type (panel.h: Q8_0/Q4_0/Q5_0/IQ4_NL and
+// Where the set has packed-panel kernels for the type (panel.h: Q8_0/Q4_0/Q5_0/IQ4_NL and
 // Q4_K/Q6_K on AVX-512), m > 1 takes them instead: the threads split the weight rows in panels of 16, each
 // panel is packed once into a per-thread buffer and meets all m tokens. A panel output has its
 // own summation order (not vec_dot's), a function of the weight row and the token only.
@@ -25,7 +25,7 @@
 #include "src/base/check.h"
 #include "src/kernels/panel.h"
 #include "src/kernels/quant.h"
-#include "src/kernels/quant_basic_internal.h"
+#include "src/kernels/kernel_set.h"
 
 namespace fg::kernels {
 namespace {
@@ -38,33 +38,35 @@ constexpr int64_t kMinWorkPerThread = ThreadPool::kMinWork;
 
 struct Plan {
   const TypeOps* ops = nullptr;
-  internal::DotTileFn tile = nullptr;  // 2 x 2 register tile for m > 1, if the ISA has one
-  internal::DotRowsFn rows = nullptr;  // 4 rows x 1 token for m == 1, if the ISA has one
+  DotTileFn tile = nullptr;  // 2 x 2 register tile for m > 1, if the set has one
+  DotRowsFn rows = nullptr;  // 4 rows x 1 token for m == 1, if the set has one
   const internal::PanelKernels* panel = nullptr;  // packed panels for m > 1, if any
   const uint8_t* act = nullptr;  // m activation rows in ops->dot_type
   size_t act_stride = 0;         // bytes between activation rows
   const internal::PanelActSide* side = nullptr;  // panel: m x (cols / 32) block data
 };
 
-const TypeOps& OpsFor(Isa isa, const WeightMatrix& w) {
-  const TypeOps* ops = GetTypeOps(w.type, isa);
-  FG_CHECK(ops != nullptr);  // the loader admits only types with kernels
+const TypeKernels& KernelsFor(const KernelSet& ks, const WeightMatrix& w) {
+  const TypeKernels* k = ks.type(w.type);
+  FG_CHECK(k != nullptr);  // the loader admits only types with kernels
   const auto row_bytes = tensor::RowBytes(w.type, w.cols);
   FG_CHECK(row_bytes.has_value());
   FG_CHECK(w.row_bytes >= static_cast<size_t>(*row_bytes));
-  return *ops;
+  return *k;
 }
 
 // Brings the m activation rows into the dot type. F32 dot types use x in place; others are
 // quantized into a per-calling-thread buffer that only ever grows (no allocation per call once
 // warm). Large batches quantize in parallel (rows are independent, so results do not change).
-Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPool* pool) {
+Plan Prepare(const KernelSet& ks, const WeightMatrix& w, const float* x, int64_t m,
+             ThreadPool* pool) {
   Plan p;
-  p.ops = &OpsFor(isa, w);
-  p.tile = internal::GetDotTile(w.type, isa);
-  p.rows = internal::GetDotRows(w.type, isa);
+  const TypeKernels& k = KernelsFor(ks, w);
+  p.ops = &k.ops;
+  p.tile = k.tile;
+  p.rows = k.rows;
   if (m > 1) {
-    p.panel = internal::GetPanel(w.type, isa);
+    p.panel = k.panel;
     if (p.panel != nullptr && m < p.panel->min_tokens) p.panel = nullptr;
   }
   if (p.ops->dot_type == tensor::DType::kF32) {
@@ -72,7 +74,7 @@ Plan Prepare(Isa isa, const WeightMatrix& w, const float* x, int64_t m, ThreadPo
     p.act_stride = static_cast<size_t>(w.cols) * sizeof(float);
     return p;
   }
-  const TypeOps* act_ops = GetTypeOps(p.ops->dot_type, isa);
+  const TypeOps* act_ops = ks.type_ops(p.ops->dot_type);
   FG_CHECK(act_ops != nullptr && act_ops->quantize_row != nullptr);
   const auto stride = tensor::RowBytes(p.ops->dot_type, w.cols);
   FG_CHECK(stride.has_value());
@@ -137,9 +139,9 @@ void ComputeRows(const Plan& p, const WeightMatrix& w, int64_t m, float* y, int6
     int64_t r = r0;
     if (p.rows != nullptr) {
       // Bit-identical to vec_dot, so where the groups of four start does not matter.
-      for (; r + internal::kDotRows <= r1; r += internal::kDotRows) {
-        const void* ws[internal::kDotRows];
-        for (int k = 0; k < internal::kDotRows; ++k) ws[k] = w.row(r + k);
+      for (; r + kDotRows <= r1; r += kDotRows) {
+        const void* ws[kDotRows];
+        for (int k = 0; k < kDotRows; ++k) ws[k] = w.row(r + k);
         p.rows(n, ws, p.act, &y[r]);
       }
     }
@@ -184,11 +186,12 @@ void ComputeRows(const Plan& p, const WeightMatrix& w, int64_t m, float* y, int6
 
 }  // namespace
 
-void MatMulIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy,
-               ThreadPool* pool) {
+void MatMul(const KernelSet& ks, const WeightMatrix& w, const float* x, int64_t m, float* y,
+            int64_t ldy, ThreadPool* pool) {
+  if (ks.reference) return MatMulReference(w, x, m, y, ldy);
   if (m <= 0 || w.rows <= 0) return;
   FG_CHECK(ldy >= w.rows);
-  const Plan p = Prepare(isa, w, x, m, pool);
+  const Plan p = Prepare(ks, w, x, m, pool);
   if (p.panel != nullptr) {
     const int64_t panels = (w.rows + internal::kPanelRows - 1) / internal::kPanelRows;
     if (pool == nullptr || pool->size() == 1) {
@@ -210,15 +213,20 @@ void MatMulIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t m, float*
       w.rows, [&](int64_t r0, int64_t r1) { ComputeRows(p, w, m, y, ldy, r0, r1); }, grain);
 }
 
+void MatMulIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy,
+               ThreadPool* pool) {
+  MatMul(GetKernelSet(isa), w, x, m, y, ldy, pool);
+}
+
 void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy,
             ThreadPool* pool) {
-  MatMulIsa(ActiveIsa(), w, x, m, y, ldy, pool);
+  MatMul(ActiveKernelSet(), w, x, m, y, ldy, pool);
 }
 
 void MatVecRows(const WeightMatrix& w, const float* x, std::span<const int32_t> row_ids, float* y,
                 ThreadPool* pool) {
   if (row_ids.empty()) return;
-  const Plan p = Prepare(ActiveIsa(), w, x, 1, nullptr);
+  const Plan p = Prepare(ActiveKernelSet(), w, x, 1, nullptr);
   auto row = [&](int64_t j) {
     const int32_t r = row_ids[static_cast<size_t>(j)];
     FG_CHECK(r >= 0 && r < w.rows);
@@ -231,15 +239,15 @@ void MatVecRows(const WeightMatrix& w, const float* x, std::span<const int32_t> 
     int64_t j = b;
     while (j < e) {
       const int32_t r = row_ids[static_cast<size_t>(j)];
-      bool run = p.rows != nullptr && j + internal::kDotRows <= e;
-      for (int k = 1; run && k < internal::kDotRows; ++k) {
+      bool run = p.rows != nullptr && j + kDotRows <= e;
+      for (int k = 1; run && k < kDotRows; ++k) {
         run = row_ids[static_cast<size_t>(j + k)] == r + k;
       }
       if (run) {
-        const void* ws[internal::kDotRows];
-        for (int k = 0; k < internal::kDotRows; ++k) ws[k] = row(j + k);
+        const void* ws[kDotRows];
+        for (int k = 0; k < kDotRows; ++k) ws[k] = row(j + k);
         p.rows(w.cols, ws, p.act, &y[j]);
-        j += internal::kDotRows;
+        j += kDotRows;
       } else {
         p.ops->vec_dot(w.cols, row(j), p.act, &y[j]);
         ++j;
@@ -255,7 +263,7 @@ void MatVecRows(const WeightMatrix& w, const float* x, std::span<const int32_t> 
 }
 
 void MatMulReference(const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy) {
-  const TypeOps* ops = GetTypeOps(w.type, Isa::kScalar);
+  const TypeOps* ops = GetKernelSet(Isa::kScalar).type_ops(w.type);
   FG_CHECK(ops != nullptr);
   std::vector<float> row(static_cast<size_t>(w.cols));
   for (int64_t r = 0; r < w.rows; ++r) {

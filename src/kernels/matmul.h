@@ -12,6 +12,8 @@
 
 namespace fg::kernels {
 
+struct KernelSet;  // kernel_set.h
+
 // A weight matrix as stored in GGUF: `rows` rows of `cols` elements, each row `row_bytes`
 // long (cols must be a multiple of the type's block size).
 struct WeightMatrix {
@@ -28,9 +30,13 @@ struct WeightMatrix {
 // Y[i][r] = sum_k X[i][k] * W[r][k] for i < m, r < w.rows.
 // X is m x w.cols, row-major (stride w.cols); Y has row stride ldy >= w.rows.
 // m == 1 is the decode matvec. Work is split over `pool` (nullptr: single-threaded).
+// Runs the kernels of `ks`; the reference set runs MatMulReference.
+void MatMul(const KernelSet& ks, const WeightMatrix& w, const float* x, int64_t m, float* y,
+            int64_t ldy, ThreadPool* pool);
+// The same with the active ISA's set.
 void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy,
             ThreadPool* pool);
-// Same, on an explicit ISA (tests and benchmarks compare ISAs).
+// The same with GetKernelSet(isa) (tests and benchmarks compare ISAs).
 void MatMulIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy,
                ThreadPool* pool);
 

@@ -1,11 +1,11 @@
-// Scalar twins of the element kernels, the RoPE tables, and the per-ISA dispatch tables.
+// Scalar twins of the element kernels, their fill function and the RoPE tables.
 #include "src/kernels/ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "src/base/check.h"
+#include "src/kernels/kernel_set.h"
 
 namespace fg::kernels {
 
@@ -140,10 +140,10 @@ void RopeTables(int64_t pos0, int64_t n_pos, int64_t head_dim, double base, floa
   }
 }
 
-namespace {
+namespace internal {
 
-ElementOps ScalarTable() {
-  ElementOps t;
+void FillElementOpsScalar(KernelSet& ks) {
+  ElementOps& t = ks.element;
   t.rms_norm = scalar::RmsNorm;
   t.apply_rope = scalar::ApplyRope;
   t.gelu_tanh_mul = scalar::GeluTanhMul;
@@ -156,47 +156,11 @@ ElementOps ScalarTable() {
   t.axpy = scalar::Axpy;
   t.low_rank = scalar::LowRank;
   t.exp = scalar::Exp;
-  return t;
 }
 
-struct Tables {
-  ElementOps by_isa[4];
-  bool built[4] = {};
-  Tables() {
-    by_isa[static_cast<int>(Isa::kScalar)] = ScalarTable();
-    built[static_cast<int>(Isa::kScalar)] = true;
-#if defined(__x86_64__) || defined(__i386__)
-    // Fill only the tables this CPU can run: the Fill functions are compiled with their ISA's
-    // flags, and g++ stores the table with that ISA's vector moves (an AVX-512 store of eight
-    // pointers here), which is SIGILL on a CPU without it (and under valgrind).
-    const auto& avail = AvailableIsas();
-    auto has = [&](Isa isa) { return std::find(avail.begin(), avail.end(), isa) != avail.end(); };
-    if (has(Isa::kAvx2)) {
-      by_isa[static_cast<int>(Isa::kAvx2)] = ScalarTable();
-      internal::FillElementOpsAvx2(by_isa[static_cast<int>(Isa::kAvx2)]);
-      built[static_cast<int>(Isa::kAvx2)] = true;
-    }
-    if (has(Isa::kAvx512)) {
-      by_isa[static_cast<int>(Isa::kAvx512)] = ScalarTable();
-      internal::FillElementOpsAvx512(by_isa[static_cast<int>(Isa::kAvx512)]);
-      built[static_cast<int>(Isa::kAvx512)] = true;
-    }
-#elif defined(__ARM_NEON) || defined(__aarch64__)
-    by_isa[static_cast<int>(Isa::kNeon)] = ScalarTable();
-    internal::FillElementOpsNeon(by_isa[static_cast<int>(Isa::kNeon)]);
-    built[static_cast<int>(Isa::kNeon)] = true;
-#endif
-  }
-};
+}  // namespace internal
 
-}  // namespace
-
-const ElementOps& GetElementOps(Isa isa) {
-  static const Tables tables;
-  const int i = static_cast<int>(isa);
-  FG_CHECK(i >= 0 && i < 4 && tables.built[i]);  // callers pass one of AvailableIsas()
-  return tables.by_isa[i];
-}
+const ElementOps& GetElementOps(Isa isa) { return GetKernelSet(isa).element; }
 
 void RmsNormRowsIsa(Isa isa, const float* x, const float* w, float* y, int64_t rows, int64_t n,
                     float eps) {

@@ -2,7 +2,7 @@
 // up, softmax, argmax, and the small vector ops attention uses over the KV cache.
 //
 // Every kernel has a scalar twin in fg::kernels::scalar (the oracle the SIMD versions are
-// tested against) and per-ISA versions reached through GetElementOps(isa). The free functions
+// tested against) and per-ISA versions in the KernelSet of that ISA (GetElementOps(isa)). The free functions
 // below dispatch on ActiveIsa().
 //
 // Numerics (what callers may rely on):
@@ -28,8 +28,8 @@
 
 namespace fg::kernels {
 
-// The per-ISA kernel table. Every member is set for every ISA (scalar where an ISA has no
-// specialization).
+// The element kernels of one KernelSet (kernel_set.h). Every member is set in every set
+// (scalar where an ISA has no specialization).
 struct ElementOps {
   void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
   // x: n_heads rows of head_dim; cos_half/sin_half: head_dim/2 values (see RopeTable).
@@ -52,7 +52,7 @@ struct ElementOps {
   void (*exp)(const float* x, float* y, int64_t n);
 };
 
-// The table for `isa` (must be one of AvailableIsas(), or the build's scalar).
+// GetKernelSet(isa).element (isa must be one of AvailableIsas()).
 const ElementOps& GetElementOps(Isa isa);
 inline const ElementOps& GetElementOps() { return GetElementOps(ActiveIsa()); }
 
@@ -118,13 +118,6 @@ void LowRank(const float* y, const float* x, const float* w, float scale, int64_
              int64_t n, float* out);
 void Exp(const float* x, float* y, int64_t n);
 }  // namespace scalar
-
-namespace internal {
-// Per-ISA tables, defined in ops_<isa>.cc (only linked where that file is built).
-void FillElementOpsAvx2(ElementOps& t);
-void FillElementOpsAvx512(ElementOps& t);
-void FillElementOpsNeon(ElementOps& t);
-}  // namespace internal
 
 }  // namespace fg::kernels
 

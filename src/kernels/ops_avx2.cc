@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/ops.h"
 
 namespace fg::kernels {
@@ -293,7 +294,8 @@ void LowRankAvx2(const float* y, const float* t, const float* bt, float scale, i
 
 namespace internal {
 
-void FillElementOpsAvx2(ElementOps& t) {
+void FillElementOpsAvx2(KernelSet& ks) {
+  ElementOps& t = ks.element;
   t.rms_norm = RmsNormAvx2;
   t.apply_rope = ApplyRopeAvx2;
   t.gelu_tanh_mul = GeluTanhMulAvx2;

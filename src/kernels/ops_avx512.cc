@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/ops.h"
 
 namespace fg::kernels {
@@ -287,7 +288,8 @@ void LowRankAvx512(const float* y, const float* x, const float* w, float scale, 
 
 namespace internal {
 
-void FillElementOpsAvx512(ElementOps& t) {
+void FillElementOpsAvx512(KernelSet& ks) {
+  ElementOps& t = ks.element;
   t.rms_norm = RmsNormAvx512;
   t.apply_rope = ApplyRopeAvx512;
   t.gelu_tanh_mul = GeluTanhMulAvx512;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "src/kernels/neon_util.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/ops.h"
 
 namespace fg::kernels {
@@ -276,7 +277,8 @@ void LowRankNeon(const float* y, const float* t, const float* bt, float scale, i
 
 namespace internal {
 
-void FillElementOpsNeon(ElementOps& t) {
+void FillElementOpsNeon(KernelSet& ks) {
+  ElementOps& t = ks.element;
   t.rms_norm = RmsNormNeon;
   t.apply_rope = ApplyRopeNeon;
   t.gelu_tanh_mul = GeluTanhMulNeon;

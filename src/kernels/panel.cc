@@ -1,5 +1,4 @@
-// Panel kernel dispatch, the activation side data and the scalar twin of the panel arithmetic
-// (see panel.h).
+// The activation side data and the scalar twin of the panel arithmetic (see panel.h).
 #include "src/kernels/panel.h"
 
 #include <cmath>
@@ -114,15 +113,6 @@ float DotQ6K(int64_t n, const void* w, const void* act) {
 }
 
 }  // namespace
-
-const PanelKernels* GetPanel(DType t, Isa isa) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (isa == Isa::kAvx512) return PanelAvx512(t);
-#endif
-  (void)t;
-  (void)isa;
-  return nullptr;
-}
 
 void PanelSide(int64_t n, const void* act_q8_0, int offset, PanelActSide* side) {
   const auto* a = static_cast<const block_q8_0*>(act_q8_0);

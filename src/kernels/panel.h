@@ -1,6 +1,6 @@
 // Packed-panel matmul kernels for batched activations (m > 1, prefill). Internal to src/kernels.
 //
-// The 2 x 2 tiles of vec_dot (quant_basic_internal.h) spend four instructions per (row, token,
+// The 2 x 2 tiles of vec_dot (KernelSet::types[t].tile, kernel_set.h) spend four instructions per (row, token,
 // block) on turning eight partial int32 sums into f32 and scaling them. A panel instead packs
 // kPanelRows weight rows, once per matmul, into a scratch buffer where each 32-bit lane of a
 // vector belongs to another row: for block j and dword q (elements 4q..4q+3) one vector holds
@@ -59,9 +59,9 @@ struct PanelKernels {
               const PanelActSide* side, int64_t tokens, float* y, int64_t ldy, int rows) = nullptr;
 };
 
-// The panel kernels of weight type `t` on `isa`, or nullptr (then the tiles / vec_dot).
-// Types: Q8_0, Q4_0, Q5_0, IQ4_NL (activations in Q8_0) and Q4_K, Q6_K (activations in Q8_K)
-// on AVX-512 + VNNI.
+// A KernelSet's panel kernels of a weight type (TypeKernels::panel, kernel_set.h), or nullptr
+// (then the tiles / vec_dot). Types: Q8_0, Q4_0, Q5_0, IQ4_NL (activations in Q8_0) and Q4_K,
+// Q6_K (activations in Q8_K) in the AVX-512 + VNNI set (FillPanelAvx512).
 //
 // The K-quant panels, per super-block of 256 (G = 32 for Q4_K, 16 for Q6_K: the sub-block
 // with its own scale sc_g, unsigned weights u = q (Q4_K) or q = w + 32 (Q6_K)):
@@ -70,18 +70,13 @@ struct PanelKernels {
 //   Q4_K: c_h = 0, mins = sum_h m_{h/2} bsum_h (int32),
 //         acc = fma(float(mins), -d_min * d_a, fma(float(main), d_w * d_a, acc))
 // over the 16 activation block sums bsum_h of Q8_K, in super-block order.
-const PanelKernels* GetPanel(tensor::DType t, Isa isa);
 
 // Fills side[0 .. n/32) for one Q8_0 activation row.
 void PanelSide(int64_t n, const void* act_q8_0, int offset, PanelActSide* side);
 
 // The scalar twin: one weight row (type t) . one activation row (Q8_0, or Q8_K for the
-// K-quants) with the panel's arithmetic. Types as GetPanel.
+// K-quants) with the panel's arithmetic. Types as the panels'.
 float PanelDotScalar(tensor::DType t, int64_t n, const void* w, const void* act);
-
-#if defined(__x86_64__) || defined(__i386__)
-const PanelKernels* PanelAvx512(tensor::DType t);
-#endif
 
 }  // namespace fg::kernels::internal
 

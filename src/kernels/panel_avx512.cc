@@ -21,6 +21,7 @@
 #include "src/kernels/avx512_util.h"
 #include "src/kernels/blocks.h"
 #include "src/kernels/kquant_blocks.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/kquants_internal.h"
 #include "src/kernels/panel.h"
 
@@ -378,16 +379,14 @@ const PanelKernels* KKernels() {
 
 }  // namespace
 
-const PanelKernels* PanelAvx512(DType t) {
-  switch (t) {
-    case DType::kQ8_0: return Kernels<Q8_0P>();
-    case DType::kQ4_0: return Kernels<Q4_0P>();
-    case DType::kQ5_0: return Kernels<Q5_0P>();
-    case DType::kIQ4_NL: return Kernels<Iq4nlP>();
-    case DType::kQ4_K: return KKernels<Q4KP>();
-    case DType::kQ6_K: return KKernels<Q6KP>();
-    default: return nullptr;
-  }
+void FillPanelAvx512(KernelSet& ks) {
+  auto panel = [&ks](DType t) -> const PanelKernels*& { return ks.types[static_cast<int>(t)].panel; };
+  panel(DType::kQ8_0) = Kernels<Q8_0P>();
+  panel(DType::kQ4_0) = Kernels<Q4_0P>();
+  panel(DType::kQ5_0) = Kernels<Q5_0P>();
+  panel(DType::kIQ4_NL) = Kernels<Iq4nlP>();
+  panel(DType::kQ4_K) = KKernels<Q4KP>();
+  panel(DType::kQ6_K) = KKernels<Q6KP>();
 }
 
 }  // namespace fg::kernels::internal

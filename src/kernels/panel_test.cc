@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "src/kernels/blocks.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/kquant_blocks.h"
 #include "src/kernels/quant.h"
 
@@ -49,7 +50,7 @@ TEST(Panel, RunEqualsScalarTwinBitForBit) {
   std::mt19937 rng(7);
   for (Isa isa : AvailableIsas()) {
     for (DType t : kTypes) {
-      const PanelKernels* k = GetPanel(t, isa);
+      const PanelKernels* k = GetKernelSet(isa).types[static_cast<int>(t)].panel;
       if (k == nullptr) continue;
       ++kernels;
       for (int64_t cols : ColsFor(t)) {
@@ -101,7 +102,7 @@ TEST(Panel, RunEqualsScalarTwinBitForBit) {
   // Random weight bytes reach every code (all 6-bit scales and mins, negative Q6_K scales).
   for (Isa isa : AvailableIsas()) {
     for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
-      const PanelKernels* k = GetPanel(t, isa);
+      const PanelKernels* k = GetKernelSet(isa).types[static_cast<int>(t)].panel;
       if (k == nullptr) continue;
       const int64_t cols = 512;
       const int rows = 16;

@@ -7,8 +7,7 @@
 #include <cstring>
 
 #include "src/kernels/blocks.h"
-#include "src/kernels/quant_basic_internal.h"
-#include "src/kernels/registry.h"
+#include "src/kernels/kernel_set.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels::internal {
@@ -468,75 +467,19 @@ void DotIq4nl(int64_t n, const void* w, const void* a, float* out) {
   *out = s;
 }
 
-void Set(OpsTable& t, DType type, DType dot_type, void (*deq)(const void*, float*, int64_t),
-         void (*q)(const float*, void*, int64_t),
-         void (*dot)(int64_t, const void*, const void*, float*)) {
-  TypeOps& o = t.ops[static_cast<int>(type)];
-  o.type = type;
-  o.dot_type = dot_type;
-  o.dequantize_row = deq;
-  o.quantize_row = q;
-  o.vec_dot = dot;
-}
-
-void RegisterScalar(OpsTable& t) {
-  Set(t, DType::kF32, DType::kF32, DequantF32, QuantF32, DotF32);
-  Set(t, DType::kF16, DType::kF32, DequantF16, QuantF16, DotF16);
-  Set(t, DType::kBF16, DType::kF32, DequantBf16, QuantBf16, DotBf16);
-  Set(t, DType::kQ8_0, DType::kQ8_0, DequantQ8_0, QuantQ8_0, DotQ8_0);
-  Set(t, DType::kQ8_1, DType::kQ8_1, DequantQ8_1, QuantQ8_1, DotQ8_1);
-  Set(t, DType::kQ4_0, DType::kQ8_0, DequantQ4_0, QuantQ4_0, DotQ4_0);
-  Set(t, DType::kQ4_1, DType::kQ8_1, DequantQ4_1, QuantQ4_1, DotQ4_1);
-  Set(t, DType::kQ5_0, DType::kQ8_0, DequantQ5_0, QuantQ5_0, DotQ5_0);
-  Set(t, DType::kQ5_1, DType::kQ8_1, DequantQ5_1, QuantQ5_1, DotQ5_1);
-  Set(t, DType::kIQ4_NL, DType::kQ8_0, DequantIq4nl, QuantIq4nl, DotIq4nl);
-}
-
 }  // namespace
 
-void RegisterBasicOps(Isa isa, OpsTable& t) {
-  switch (isa) {
-    case Isa::kScalar:
-      RegisterScalar(t);
-      return;
-    case Isa::kAvx2:
-#if defined(__x86_64__) || defined(__i386__)
-      RegisterBasicAvx2(t);
-#endif
-      return;
-    case Isa::kAvx512:
-#if defined(__x86_64__) || defined(__i386__)
-      // AVX-512 machines run AVX2 code too: anything the AVX-512 file leaves alone stays AVX2.
-      RegisterBasicAvx2(t);
-      RegisterBasicAvx512(t);
-#endif
-      return;
-    case Isa::kNeon:
-      return;  // quant_neon.cc registers through RegisterNeonOps
-  }
-}
-
-DotTileFn GetDotTile(DType t, Isa isa) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (isa == Isa::kAvx2) return DotTileAvx2(t);
-  if (isa == Isa::kAvx512) {
-    if (DotTileFn k = KQuantTileAvx512(t)) return k;
-    return DotTileAvx512(t);
-  }
-#endif
-  (void)t;
-  (void)isa;
-  return nullptr;
-}
-
-DotRowsFn GetDotRows(DType t, Isa isa) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (isa == Isa::kAvx2) return DotRowsAvx2(t);
-  if (isa == Isa::kAvx512) return DotRowsAvx512(t);
-#endif
-  (void)t;
-  (void)isa;
-  return nullptr;
+void FillBasicScalar(KernelSet& ks) {
+  SetTypeOps(ks, DType::kF32, DType::kF32, DequantF32, QuantF32, DotF32);
+  SetTypeOps(ks, DType::kF16, DType::kF32, DequantF16, QuantF16, DotF16);
+  SetTypeOps(ks, DType::kBF16, DType::kF32, DequantBf16, QuantBf16, DotBf16);
+  SetTypeOps(ks, DType::kQ8_0, DType::kQ8_0, DequantQ8_0, QuantQ8_0, DotQ8_0);
+  SetTypeOps(ks, DType::kQ8_1, DType::kQ8_1, DequantQ8_1, QuantQ8_1, DotQ8_1);
+  SetTypeOps(ks, DType::kQ4_0, DType::kQ8_0, DequantQ4_0, QuantQ4_0, DotQ4_0);
+  SetTypeOps(ks, DType::kQ4_1, DType::kQ8_1, DequantQ4_1, QuantQ4_1, DotQ4_1);
+  SetTypeOps(ks, DType::kQ5_0, DType::kQ8_0, DequantQ5_0, QuantQ5_0, DotQ5_0);
+  SetTypeOps(ks, DType::kQ5_1, DType::kQ8_1, DequantQ5_1, QuantQ5_1, DotQ5_1);
+  SetTypeOps(ks, DType::kIQ4_NL, DType::kQ8_0, DequantIq4nl, QuantIq4nl, DotIq4nl);
 }
 
 }  // namespace fg::kernels::internal

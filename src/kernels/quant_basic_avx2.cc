@@ -9,8 +9,7 @@
 #include <cstring>
 
 #include "src/kernels/blocks.h"
-#include "src/kernels/quant_basic_internal.h"
-#include "src/kernels/registry.h"
+#include "src/kernels/quant_basic_fill.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels::internal {
@@ -20,7 +19,6 @@ namespace {
 inline float F16(uint16_t h) { return _cvtsh_ss(h); }
 
 using tensor::Bf16ToFp32;
-using tensor::Fp32ToFp16;
 
 inline float Hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -162,25 +160,6 @@ inline int QuantBlock8(const float* x, float* d_out, int8_t* qs) {
   return sum;
 }
 
-void QuantQ8_0(const float* src, void* dst, int64_t n) {
-  block_q8_0* y = static_cast<block_q8_0*>(dst);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    float d;
-    QuantBlock8(src + i * kQK, &d, y[i].qs);
-    y[i].d = Fp32ToFp16(d);
-  }
-}
-
-void QuantQ8_1(const float* src, void* dst, int64_t n) {
-  block_q8_1* y = static_cast<block_q8_1*>(dst);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    float d;
-    const int sum = QuantBlock8(src + i * kQK, &d, y[i].qs);
-    y[i].d = Fp32ToFp16(d);
-    y[i].s = Fp32ToFp16(static_cast<float>(sum) * d);  // unrounded d, as the scalar twin
-  }
-}
-
 // ---------------------------------------------------------------- block dots
 
 #define FG_INLINE __attribute__((always_inline)) inline
@@ -262,126 +241,66 @@ struct Iq4nlTraits {
 // and the 2 x 2 one (the matmul tile) agree bit for bit. Per block: each weight block is
 // expanded once for all T activation rows, each activation block loaded once for all R rows.
 // Two accumulators per output (even / odd blocks) hide the FMA latency.
-template <class Tr, int R, int T>
-FG_INLINE void DotTile(int64_t nb, const typename Tr::BX* const* x, const typename Tr::BY* const* y,
-                       float* out) {
-  __m256 acc[R][T][2];
-  float summs[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
-      summs[r][t] = 0;
-    }
-  }
-  auto one = [&](int64_t j, int k) {
-    __m256i w[R], aw[R], a[T];
-    __m256 dx[R], dy[T];
+// (A member of Tiles, so that quant_basic_fill.h can take it as a type.)
+struct Tiles {
+  template <class Tr, int R, int T>
+  static FG_INLINE void Tile(int64_t nb, const typename Tr::BX* const* x,
+                             const typename Tr::BY* const* y, float* out) {
+    __m256 acc[R][T][2];
+    float summs[R][T];
     for (int r = 0; r < R; ++r) {
-      if constexpr (R > 1) {
-        // Interleaved short row streams do not train the hardware prefetcher like one long
-        // sequential stream; fetch into L2 the same block two groups of R rows further on (the
-        // rows that follow when they are contiguous; a prefetch never faults). Into L1 (T0)
-        // it was slower: it ties up the L1 miss buffers. See quant_basic_avx512.cc.
-        _mm_prefetch(reinterpret_cast<const char*>(x[r] + j + 2 * R * nb), _MM_HINT_T1);
+      for (int t = 0; t < T; ++t) {
+        acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
+        summs[r][t] = 0;
       }
-      w[r] = Tr::Weights(x[r][j]);
-      if constexpr (Tr::kSigned) aw[r] = _mm256_sign_epi8(w[r], w[r]);
-      dx[r] = BroadcastF16(x[r][j].d);
     }
-    for (int t = 0; t < T; ++t) {
-      a[t] = Load32(y[t][j].qs);
-      dy[t] = BroadcastF16(y[t][j].d);
+    auto one = [&](int64_t j, int k) {
+      __m256i w[R], aw[R], a[T];
+      __m256 dx[R], dy[T];
+      for (int r = 0; r < R; ++r) {
+        if constexpr (R > 1) {
+          // Interleaved short row streams do not train the hardware prefetcher like one long
+          // sequential stream; fetch into L2 the same block two groups of R rows further on (the
+          // rows that follow when they are contiguous; a prefetch never faults). Into L1 (T0)
+          // it was slower: it ties up the L1 miss buffers. See quant_basic_avx512.cc.
+          _mm_prefetch(reinterpret_cast<const char*>(x[r] + j + 2 * R * nb), _MM_HINT_T1);
+        }
+        w[r] = Tr::Weights(x[r][j]);
+        if constexpr (Tr::kSigned) aw[r] = _mm256_sign_epi8(w[r], w[r]);
+        dx[r] = BroadcastF16(x[r][j].d);
+      }
+      for (int t = 0; t < T; ++t) {
+        a[t] = Load32(y[t][j].qs);
+        dy[t] = BroadcastF16(y[t][j].d);
+      }
+      for (int t = 0; t < T; ++t) {
+        for (int r = 0; r < R; ++r) {
+          if constexpr (Tr::kMin) summs[r][t] += F16(x[r][j].m) * F16(y[t][j].s);
+          const __m256i sumi = Tr::kSigned ? DotAbs(aw[r], w[r], a[t]) : DotU8(w[r], a[t]);
+          acc[r][t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dx[r], dy[t]),
+                                         acc[r][t][k]);
+        }
+      }
+    };
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+      one(i, 0);
+      one(i + 1, 1);
     }
+    if (i < nb) one(i, 0);
     for (int t = 0; t < T; ++t) {
       for (int r = 0; r < R; ++r) {
-        if constexpr (Tr::kMin) summs[r][t] += F16(x[r][j].m) * F16(y[t][j].s);
-        const __m256i sumi = Tr::kSigned ? DotAbs(aw[r], w[r], a[t]) : DotU8(w[r], a[t]);
-        acc[r][t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dx[r], dy[t]),
-                                       acc[r][t][k]);
+        out[r + R * t] = Hsum(_mm256_add_ps(acc[r][t][0], acc[r][t][1])) + summs[r][t];
       }
     }
-  };
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    one(i, 0);
-    one(i + 1, 1);
   }
-  if (i < nb) one(i, 0);
-  for (int t = 0; t < T; ++t) {
-    for (int r = 0; r < R; ++r) {
-      out[r + R * t] = Hsum(_mm256_add_ps(acc[r][t][0], acc[r][t][1])) + summs[r][t];
-    }
-  }
-}
-
-template <class Tr>
-void VecDot(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const typename Tr::BX*>(w);
-  const auto* y = static_cast<const typename Tr::BY*>(a);
-  DotTile<Tr, 1, 1>(n / kQK, &x, &y, out);
-}
-
-template <class Tr>
-void TileDot(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
-             float* out) {
-  using BX = typename Tr::BX;
-  using BY = typename Tr::BY;
-  const BX* x[2] = {static_cast<const BX*>(w0), static_cast<const BX*>(w1)};
-  const BY* y[2] = {static_cast<const BY*>(a0), static_cast<const BY*>(a1)};
-  DotTile<Tr, 2, 2>(n / kQK, x, y, out);
-}
-
-template <class Tr>
-void RowsDot(int64_t n, const void* const* w, const void* a, float* out) {
-  using BX = typename Tr::BX;
-  const BX* x[kDotRows];
-  for (int r = 0; r < kDotRows; ++r) x[r] = static_cast<const BX*>(w[r]);
-  const auto* y = static_cast<const typename Tr::BY*>(a);
-  DotTile<Tr, kDotRows, 1>(n / kQK, x, &y, out);
-}
+};
 
 }  // namespace
 
-void RegisterBasicAvx2(OpsTable& t) {
-  auto op = [&t](DType type) -> TypeOps& { return t.ops[static_cast<int>(type)]; };
-  op(DType::kF32).vec_dot = DotF32;
-  op(DType::kF16).vec_dot = DotF16;
-  op(DType::kBF16).vec_dot = DotBf16;
-  op(DType::kQ8_0).vec_dot = VecDot<Q8_0Traits>;
-  op(DType::kQ8_0).quantize_row = QuantQ8_0;
-  op(DType::kQ8_1).vec_dot = VecDot<Q8_1Traits>;
-  op(DType::kQ8_1).quantize_row = QuantQ8_1;
-  op(DType::kQ4_0).vec_dot = VecDot<Q4_0Traits>;
-  op(DType::kQ4_1).vec_dot = VecDot<Q4_1Traits>;
-  op(DType::kQ5_0).vec_dot = VecDot<Q5_0Traits>;
-  op(DType::kQ5_1).vec_dot = VecDot<Q5_1Traits>;
-  op(DType::kIQ4_NL).vec_dot = VecDot<Iq4nlTraits>;
-}
-
-DotTileFn DotTileAvx2(DType t) {
-  switch (t) {
-    case DType::kQ8_0: return TileDot<Q8_0Traits>;
-    case DType::kQ8_1: return TileDot<Q8_1Traits>;
-    case DType::kQ4_0: return TileDot<Q4_0Traits>;
-    case DType::kQ4_1: return TileDot<Q4_1Traits>;
-    case DType::kQ5_0: return TileDot<Q5_0Traits>;
-    case DType::kQ5_1: return TileDot<Q5_1Traits>;
-    case DType::kIQ4_NL: return TileDot<Iq4nlTraits>;
-    default: return nullptr;
-  }
-}
-
-DotRowsFn DotRowsAvx2(DType t) {
-  switch (t) {
-    case DType::kQ8_0: return RowsDot<Q8_0Traits>;
-    case DType::kQ8_1: return RowsDot<Q8_1Traits>;
-    case DType::kQ4_0: return RowsDot<Q4_0Traits>;
-    case DType::kQ4_1: return RowsDot<Q4_1Traits>;
-    case DType::kQ5_0: return RowsDot<Q5_0Traits>;
-    case DType::kQ5_1: return RowsDot<Q5_1Traits>;
-    case DType::kIQ4_NL: return RowsDot<Iq4nlTraits>;
-    default: return nullptr;
-  }
+void FillBasicAvx2(KernelSet& ks) {
+  basic_fill::Fill<Tiles, QuantBlock8, Q8_0Traits, Q8_1Traits, Q4_0Traits, Q4_1Traits, Q5_0Traits,
+                   Q5_1Traits, Iq4nlTraits>(ks, {DotF32, DotF16, DotBf16});
 }
 
 }  // namespace fg::kernels::internal

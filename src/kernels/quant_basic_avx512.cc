@@ -13,8 +13,7 @@
 
 #include "src/kernels/avx512_util.h"
 #include "src/kernels/blocks.h"
-#include "src/kernels/quant_basic_internal.h"
-#include "src/kernels/registry.h"
+#include "src/kernels/quant_basic_fill.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels::internal {
@@ -27,7 +26,6 @@ using avx512::Load32;
 using avx512::Nibbles;
 
 using tensor::Bf16ToFp32;
-using tensor::Fp32ToFp16;
 
 inline __mmask32 QhMask(const uint8_t qh[4]) { return LoadQh(qh); }
 
@@ -90,25 +88,6 @@ inline int QuantBlock8(const float* x, float* d_out, int8_t* qs) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtsepi32_epi8(i0));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtsepi32_epi8(i1));
   return _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
-}
-
-void QuantQ8_0(const float* src, void* dst, int64_t n) {
-  block_q8_0* y = static_cast<block_q8_0*>(dst);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    float d;
-    QuantBlock8(src + i * kQK, &d, y[i].qs);
-    y[i].d = Fp32ToFp16(d);
-  }
-}
-
-void QuantQ8_1(const float* src, void* dst, int64_t n) {
-  block_q8_1* y = static_cast<block_q8_1*>(dst);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    float d;
-    const int sum = QuantBlock8(src + i * kQK, &d, y[i].qs);
-    y[i].d = Fp32ToFp16(d);
-    y[i].s = Fp32ToFp16(static_cast<float>(sum) * d);
-  }
 }
 
 // ---------------------------------------------------------------- block dots
@@ -192,165 +171,105 @@ struct Iq4nlTraits {
 // and appending many in one batch agree exactly. R * T is 1 or 4: the four sums of a block are
 // reduced together and their f32 steps run in the lanes of one 128-bit vector (per lane the
 // same IEEE fma as a scalar one). For R > 1 the next rows are prefetched (see below).
-template <class Tr, int R, int T>
-FG_INLINE void DotTile(int64_t nb, const typename Tr::BX* const* x,
-                       const typename Tr::BY* const* y, float* out) {
-  static_assert(R * T == 1 || R * T == 4, "tiles of 1 or 4 dot products");
-  constexpr int N = R * T;
-  const __m256i zero = _mm256_setzero_si256();
-  // The block's s32 sums, in lane r + R t; and the activation side's offset correction.
-  auto block_sums = [&](int64_t j, __m256i* sumi) {
-    __m256i u[R], a[T], start[T];
-    for (int r = 0; r < R; ++r) {
-      if constexpr (R > 1) {
-        // R interleaved short streams (rows of a few hundred bytes) do not train the hardware
-        // prefetcher the way one long sequential stream does; without this a 4-row Q8_0
-        // matvec from DRAM ran 3x slower than row-by-row vec_dot. Fetch into L2 the same block
-        // two groups of R rows further on (the rows that follow when they are contiguous; a
-        // prefetch never faults). Measured on the 262144 x 640 LM head: one group ahead or
-        // into L1 (T0, which ties up the L1 miss buffers) stayed 1.5-2x slower than vec_dot;
-        // this is on par or faster.
-        _mm_prefetch(reinterpret_cast<const char*>(x[r] + j + 2 * R * nb), _MM_HINT_T1);
+// (A member of Tiles, so that quant_basic_fill.h can take it as a type.)
+struct Tiles {
+  template <class Tr, int R, int T>
+  static FG_INLINE void Tile(int64_t nb, const typename Tr::BX* const* x,
+                             const typename Tr::BY* const* y, float* out) {
+    static_assert(R * T == 1 || R * T == 4, "tiles of 1 or 4 dot products");
+    constexpr int N = R * T;
+    const __m256i zero = _mm256_setzero_si256();
+    // The block's s32 sums, in lane r + R t; and the activation side's offset correction.
+    auto block_sums = [&](int64_t j, __m256i* sumi) {
+      __m256i u[R], a[T], start[T];
+      for (int r = 0; r < R; ++r) {
+        if constexpr (R > 1) {
+          // R interleaved short streams (rows of a few hundred bytes) do not train the hardware
+          // prefetcher the way one long sequential stream does; without this a 4-row Q8_0
+          // matvec from DRAM ran 3x slower than row-by-row vec_dot. Fetch into L2 the same block
+          // two groups of R rows further on (the rows that follow when they are contiguous; a
+          // prefetch never faults). Measured on the 262144 x 640 LM head: one group ahead or
+          // into L1 (T0, which ties up the L1 miss buffers) stayed 1.5-2x slower than vec_dot;
+          // this is on par or faster.
+          _mm_prefetch(reinterpret_cast<const char*>(x[r] + j + 2 * R * nb), _MM_HINT_T1);
+        }
+        u[r] = Tr::Weights(x[r][j]);
       }
-      u[r] = Tr::Weights(x[r][j]);
-    }
-    for (int t = 0; t < T; ++t) {
-      a[t] = Load32(y[t][j].qs);
-      start[t] = zero;
-      if constexpr (Tr::kOffset != 0) {
-        start[t] = _mm256_sub_epi32(
-            zero, _mm256_dpbusd_epi32(zero, _mm256_set1_epi8(static_cast<char>(Tr::kOffset)), a[t]));
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      for (int r = 0; r < R; ++r) sumi[r + R * t] = _mm256_dpbusd_epi32(start[t], u[r], a[t]);
-    }
-  };
-  float summs[N] = {};
-  if constexpr (Tr::kMin) {
-    for (int64_t j = 0; j < nb; ++j) {
       for (int t = 0; t < T; ++t) {
-        for (int r = 0; r < R; ++r) summs[r + R * t] += F16(x[r][j].m) * F16(y[t][j].s);
+        a[t] = Load32(y[t][j].qs);
+        start[t] = zero;
+        if constexpr (Tr::kOffset != 0) {
+          start[t] = _mm256_sub_epi32(
+              zero, _mm256_dpbusd_epi32(zero, _mm256_set1_epi8(static_cast<char>(Tr::kOffset)), a[t]));
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        for (int r = 0; r < R; ++r) sumi[r + R * t] = _mm256_dpbusd_epi32(start[t], u[r], a[t]);
+      }
+    };
+    float summs[N] = {};
+    if constexpr (Tr::kMin) {
+      for (int64_t j = 0; j < nb; ++j) {
+        for (int t = 0; t < T; ++t) {
+          for (int r = 0; r < R; ++r) summs[r + R * t] += F16(x[r][j].m) * F16(y[t][j].s);
+        }
       }
     }
+    if constexpr (N == 4) {
+      // Four outputs per block: their sums reduced together, their f32 steps in four lanes.
+      __m128 acc = _mm_setzero_ps();
+      for (int64_t j = 0; j < nb; ++j) {
+        __m256i sumi[4];
+        block_sums(j, sumi);
+        // d_x of lane i's row and d_y of its token, widened from f16 four at a time (exact).
+        const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
+            static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[1 % R][j].d),
+            static_cast<int16_t>(x[2 % R][j].d), static_cast<int16_t>(x[3 % R][j].d), 0, 0, 0, 0));
+        const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
+            static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[1 / R][j].d),
+            static_cast<int16_t>(y[2 / R][j].d), static_cast<int16_t>(y[3 / R][j].d), 0, 0, 0, 0));
+        const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
+        acc = _mm_fmadd_ps(isum, _mm_mul_ps(dx, dy), acc);
+      }
+      float lanes[4];
+      _mm_storeu_ps(lanes, acc);
+      for (int i = 0; i < 4; ++i) out[i] = lanes[i] + summs[i];
+    } else {
+      // One output: four blocks' sums are reduced together, then their fmas run in block order.
+      __m128 acc = _mm_setzero_ps();  // lane 0
+      int64_t j = 0;
+      for (; j + 4 <= nb; j += 4) {
+        __m256i sumi[4];
+        for (int k = 0; k < 4; ++k) block_sums(j + k, &sumi[k]);
+        const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
+        const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
+            static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[0][j + 1].d),
+            static_cast<int16_t>(x[0][j + 2].d), static_cast<int16_t>(x[0][j + 3].d), 0, 0, 0, 0));
+        const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
+            static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[0][j + 1].d),
+            static_cast<int16_t>(y[0][j + 2].d), static_cast<int16_t>(y[0][j + 3].d), 0, 0, 0, 0));
+        const __m128 scale = _mm_mul_ps(dx, dy);
+        acc = _mm_fmadd_ss(isum, scale, acc);
+        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 1), _mm_shuffle_ps(scale, scale, 1), acc);
+        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 2), _mm_shuffle_ps(scale, scale, 2), acc);
+        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 3), _mm_shuffle_ps(scale, scale, 3), acc);
+      }
+      for (; j < nb; ++j) {
+        __m256i sumi;
+        block_sums(j, &sumi);
+        acc = _mm_fmadd_ss(_mm_set_ss(static_cast<float>(HsumEpi32(sumi))),
+                           _mm_set_ss(F16(x[0][j].d) * F16(y[0][j].d)), acc);
+      }
+      out[0] = _mm_cvtss_f32(acc) + summs[0];
+    }
   }
-  if constexpr (N == 4) {
-    // Four outputs per block: their sums reduced together, their f32 steps in four lanes.
-    __m128 acc = _mm_setzero_ps();
-    for (int64_t j = 0; j < nb; ++j) {
-      __m256i sumi[4];
-      block_sums(j, sumi);
-      // d_x of lane i's row and d_y of its token, widened from f16 four at a time (exact).
-      const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
-          static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[1 % R][j].d),
-          static_cast<int16_t>(x[2 % R][j].d), static_cast<int16_t>(x[3 % R][j].d), 0, 0, 0, 0));
-      const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
-          static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[1 / R][j].d),
-          static_cast<int16_t>(y[2 / R][j].d), static_cast<int16_t>(y[3 / R][j].d), 0, 0, 0, 0));
-      const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
-      acc = _mm_fmadd_ps(isum, _mm_mul_ps(dx, dy), acc);
-    }
-    float lanes[4];
-    _mm_storeu_ps(lanes, acc);
-    for (int i = 0; i < 4; ++i) out[i] = lanes[i] + summs[i];
-  } else {
-    // One output: four blocks' sums are reduced together, then their fmas run in block order.
-    __m128 acc = _mm_setzero_ps();  // lane 0
-    int64_t j = 0;
-    for (; j + 4 <= nb; j += 4) {
-      __m256i sumi[4];
-      for (int k = 0; k < 4; ++k) block_sums(j + k, &sumi[k]);
-      const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
-      const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
-          static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[0][j + 1].d),
-          static_cast<int16_t>(x[0][j + 2].d), static_cast<int16_t>(x[0][j + 3].d), 0, 0, 0, 0));
-      const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
-          static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[0][j + 1].d),
-          static_cast<int16_t>(y[0][j + 2].d), static_cast<int16_t>(y[0][j + 3].d), 0, 0, 0, 0));
-      const __m128 scale = _mm_mul_ps(dx, dy);
-      acc = _mm_fmadd_ss(isum, scale, acc);
-      acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 1), _mm_shuffle_ps(scale, scale, 1), acc);
-      acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 2), _mm_shuffle_ps(scale, scale, 2), acc);
-      acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 3), _mm_shuffle_ps(scale, scale, 3), acc);
-    }
-    for (; j < nb; ++j) {
-      __m256i sumi;
-      block_sums(j, &sumi);
-      acc = _mm_fmadd_ss(_mm_set_ss(static_cast<float>(HsumEpi32(sumi))),
-                         _mm_set_ss(F16(x[0][j].d) * F16(y[0][j].d)), acc);
-    }
-    out[0] = _mm_cvtss_f32(acc) + summs[0];
-  }
-}
-
-template <class Tr>
-void VecDot(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const typename Tr::BX*>(w);
-  const auto* y = static_cast<const typename Tr::BY*>(a);
-  DotTile<Tr, 1, 1>(n / kQK, &x, &y, out);
-}
-
-template <class Tr>
-void TileDot(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
-             float* out) {
-  using BX = typename Tr::BX;
-  using BY = typename Tr::BY;
-  const BX* x[2] = {static_cast<const BX*>(w0), static_cast<const BX*>(w1)};
-  const BY* y[2] = {static_cast<const BY*>(a0), static_cast<const BY*>(a1)};
-  DotTile<Tr, 2, 2>(n / kQK, x, y, out);
-}
-
-template <class Tr>
-void RowsDot(int64_t n, const void* const* w, const void* a, float* out) {
-  using BX = typename Tr::BX;
-  const BX* x[kDotRows];
-  for (int r = 0; r < kDotRows; ++r) x[r] = static_cast<const BX*>(w[r]);
-  const auto* y = static_cast<const typename Tr::BY*>(a);
-  DotTile<Tr, kDotRows, 1>(n / kQK, x, &y, out);
-}
+};
 
 }  // namespace
 
-void RegisterBasicAvx512(OpsTable& t) {
-  auto op = [&t](DType type) -> TypeOps& { return t.ops[static_cast<int>(type)]; };
-  op(DType::kF32).vec_dot = DotF32;
-  op(DType::kF16).vec_dot = DotF16;
-  op(DType::kBF16).vec_dot = DotBf16;
-  op(DType::kQ8_0).vec_dot = VecDot<Q8_0Traits>;
-  op(DType::kQ8_0).quantize_row = QuantQ8_0;
-  op(DType::kQ8_1).vec_dot = VecDot<Q8_1Traits>;
-  op(DType::kQ8_1).quantize_row = QuantQ8_1;
-  op(DType::kQ4_0).vec_dot = VecDot<Q4_0Traits>;
-  op(DType::kQ4_1).vec_dot = VecDot<Q4_1Traits>;
-  op(DType::kQ5_0).vec_dot = VecDot<Q5_0Traits>;
-  op(DType::kQ5_1).vec_dot = VecDot<Q5_1Traits>;
-  op(DType::kIQ4_NL).vec_dot = VecDot<Iq4nlTraits>;
-}
-
-DotTileFn DotTileAvx512(DType t) {
-  switch (t) {
-    case DType::kQ8_0: return TileDot<Q8_0Traits>;
-    case DType::kQ8_1: return TileDot<Q8_1Traits>;
-    case DType::kQ4_0: return TileDot<Q4_0Traits>;
-    case DType::kQ4_1: return TileDot<Q4_1Traits>;
-    case DType::kQ5_0: return TileDot<Q5_0Traits>;
-    case DType::kQ5_1: return TileDot<Q5_1Traits>;
-    case DType::kIQ4_NL: return TileDot<Iq4nlTraits>;
-    default: return nullptr;
-  }
-}
-
-DotRowsFn DotRowsAvx512(DType t) {
-  switch (t) {
-    case DType::kQ8_0: return RowsDot<Q8_0Traits>;
-    case DType::kQ8_1: return RowsDot<Q8_1Traits>;
-    case DType::kQ4_0: return RowsDot<Q4_0Traits>;
-    case DType::kQ4_1: return RowsDot<Q4_1Traits>;
-    case DType::kQ5_0: return RowsDot<Q5_0Traits>;
-    case DType::kQ5_1: return RowsDot<Q5_1Traits>;
-    case DType::kIQ4_NL: return RowsDot<Iq4nlTraits>;
-    default: return nullptr;
-  }
+void FillBasicAvx512(KernelSet& ks) {
+  basic_fill::Fill<Tiles, QuantBlock8, Q8_0Traits, Q8_1Traits, Q4_0Traits, Q4_1Traits, Q5_0Traits,
+                   Q5_1Traits, Iq4nlTraits>(ks, {DotF32, DotF16, DotBf16});
 }
 
 }  // namespace fg::kernels::internal

@@ -1,6 +1,6 @@
 // NEON vec_dot for F32, F16, Q8_0, Q4_0, Q5_0 (activations in dot_type: F32 for the float
 // types, Q8_0 for the block types) and the Q8_0 activation quantizer, for aarch64 and armv7.
-// Registered over the scalar table by RegisterNeonOps (quant.cc calls it when isa == kNeon).
+// Set over the scalar kernels by FillBasicNeon (kernel_set.cc calls it for the NEON set).
 //
 // Numerics: the integer block dots compute each block's sum exactly (SDOT where the target
 // has the dot-product extension, else widening multiplies) and then accumulate
@@ -15,7 +15,7 @@
 
 #include "src/kernels/blocks.h"
 #include "src/kernels/neon_util.h"
-#include "src/kernels/registry.h"
+#include "src/kernels/kernel_set.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels::internal {
@@ -190,13 +190,14 @@ void QuantQ8_0Neon(const float* src, void* dst, int64_t n) {
 
 }  // namespace
 
-void RegisterNeonOps(OpsTable& t) {
-  t.ops[static_cast<int>(DType::kF32)].vec_dot = DotF32Neon;
-  t.ops[static_cast<int>(DType::kF16)].vec_dot = DotF16Neon;
-  t.ops[static_cast<int>(DType::kQ8_0)].vec_dot = DotQ8_0Neon;
-  t.ops[static_cast<int>(DType::kQ8_0)].quantize_row = QuantQ8_0Neon;
-  t.ops[static_cast<int>(DType::kQ4_0)].vec_dot = DotQ4_0Neon;
-  t.ops[static_cast<int>(DType::kQ5_0)].vec_dot = DotQ5_0Neon;
+void FillBasicNeon(KernelSet& ks) {
+  auto ops = [&ks](DType t) -> TypeOps& { return ks.types[static_cast<int>(t)].ops; };
+  ops(DType::kF32).vec_dot = DotF32Neon;
+  ops(DType::kF16).vec_dot = DotF16Neon;
+  ops(DType::kQ8_0).vec_dot = DotQ8_0Neon;
+  ops(DType::kQ8_0).quantize_row = QuantQ8_0Neon;
+  ops(DType::kQ4_0).vec_dot = DotQ4_0Neon;
+  ops(DType::kQ5_0).vec_dot = DotQ5_0Neon;
 }
 
 }  // namespace fg::kernels::internal

@@ -14,8 +14,8 @@
 
 #include "src/base/status_matchers.h"
 #include "src/kernels/blocks.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/quant.h"
-#include "src/kernels/quant_basic_internal.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels {
@@ -421,7 +421,7 @@ TEST(QuantDot, TileEqualsVecDotBitForBit) {
   int tiles = 0;
   for (Isa isa : AvailableIsas()) {
     for (DType t : kBasicTypes) {
-      const internal::DotTileFn tile = internal::GetDotTile(t, isa);
+      const DotTileFn tile = GetKernelSet(isa).types[static_cast<int>(t)].tile;
       if (tile == nullptr) continue;
       ++tiles;
       const TypeOps* ops = GetTypeOps(t, isa);
@@ -452,20 +452,20 @@ TEST(QuantDot, RowsEqualVecDotBitForBit) {
   int kernels = 0;
   for (Isa isa : AvailableIsas()) {
     for (DType t : kBasicTypes) {
-      const internal::DotRowsFn rows = internal::GetDotRows(t, isa);
+      const DotRowsFn rows = GetKernelSet(isa).types[static_cast<int>(t)].rows;
       if (rows == nullptr) continue;
       ++kernels;
       const TypeOps* ops = GetTypeOps(t, isa);
       for (int64_t n : {32, 96, 128, 160, 640}) {
-        DotInputs in[internal::kDotRows];
-        const void* ws[internal::kDotRows];
-        for (int k = 0; k < internal::kDotRows; ++k) {
+        DotInputs in[kDotRows];
+        const void* ws[kDotRows];
+        for (int k = 0; k < kDotRows; ++k) {
           in[k] = MakeDotInputs(t, n, static_cast<uint32_t>(10 + k));
           ws[k] = in[k].w.data();
         }
-        float out[internal::kDotRows];
+        float out[kDotRows];
         rows(n, ws, in[0].a.data(), out);
-        for (int k = 0; k < internal::kDotRows; ++k) {
+        for (int k = 0; k < kDotRows; ++k) {
           float want;
           ops->vec_dot(n, ws[k], in[0].a.data(), &want);
           EXPECT_EQ(std::memcmp(&out[k], &want, sizeof(float)), 0)

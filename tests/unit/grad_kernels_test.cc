@@ -17,6 +17,7 @@
 
 #include "src/kernels/cpu.h"
 #include "src/kernels/grad.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/ops.h"
 
 namespace fg::kernels {
@@ -149,7 +150,7 @@ TEST_P(GradIsaTest, AttentionBackMatchesScalar) {
     a2.dq = dq2.data();
     a2.dk = dk2.data();
     a2.dv = dv2.data();
-    AttentionBack(GetParam(), a, 0, c.S);
+    AttentionBack(GetKernelSet(GetParam()), a, 0, c.S);
     scalar::AttentionBack(a2, 0, c.S);
     EXPECT_LE(Nmse(dq, dq2), 1e-7);
     EXPECT_LE(Nmse(dk, dk2), 1e-7);
