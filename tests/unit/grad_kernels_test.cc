@@ -161,8 +161,8 @@ TEST_P(GradIsaTest, AttentionBackMatchesScalar) {
     a3.dq = dq3.data();
     a3.dk = dk3.data();
     a3.dv = dv3.data();
-    AttentionBack(GetParam(), a3, 0, c.S / 2);
-    AttentionBack(GetParam(), a3, c.S / 2, c.S);
+    AttentionBack(GetKernelSet(GetParam()), a3, 0, c.S / 2);
+    AttentionBack(GetKernelSet(GetParam()), a3, c.S / 2, c.S);
     EXPECT_LE(Nmse(dq3, dq2), 1e-7);
     EXPECT_LE(Nmse(dk3, dk2), 1e-7);
     EXPECT_LE(Nmse(dv3, dv2), 1e-7);
