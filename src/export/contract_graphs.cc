@@ -11,6 +11,7 @@ namespace fg::exporter {
 namespace {
 
 using graph::Builder;
+using graph::ValueId;
 using graph::ValueType;
 using model::Blk;
 
@@ -45,7 +46,7 @@ StatusOr<graph::Graph> BuildContractFunction(const model::Config& c, const model
   auto plus = [](int64_t p, int64_t k) { return p == kDynamic ? kDynamic : p + k; };
 
   Builder b;
-  std::map<std::string, int> arg;  // signature argument -> input value
+  std::map<std::string, ValueId> arg;  // signature argument -> input value
   for (const Arg& a : sig.args) {
     std::vector<int64_t> shape = a.shape;
     const int64_t layer = a.layer;
@@ -54,86 +55,78 @@ StatusOr<graph::Graph> BuildContractFunction(const model::Config& c, const model
     } else if (a.name == "maskSliding" || a.name == "maskGlobal") {
       shape[3] = plus(past_of(a.name == "maskGlobal"), n);
     }
-    FG_ASSIGN_OR_RETURN(int id,
-                        b.Input(a.name, std::move(shape),
-                                a.type == ArgType::kI32 ? ValueType::kI32 : ValueType::kF32));
-    arg[a.name] = id;
+    arg[a.name] = b.Input(a.name, std::move(shape),
+                          a.type == ArgType::kI32 ? ValueType::kI32 : ValueType::kF32);
   }
 
   // Embeddings: gathered from token_embd by id, or the `emb` input scaled the same way.
-  FG_ASSIGN_OR_RETURN(int embd_w, model::WeightValue(b, w.token_embd));
-  int x0 = -1;
+  ValueId embd_w = model::WeightValue(b, w.token_embd);
+  ValueId x;
   if (spec.emb_input) {
-    FG_ASSIGN_OR_RETURN(x0, b.Scale("inp_embd", arg.at("emb"), c.embed_scale));
+    x = b.Scale("inp_embd", arg.at("emb"), c.embed_scale);
   } else {
-    int ids = -1;
+    ValueId ids;
     if (f == Function::kRedecode || f == Function::kRedecodeAt) {
-      FG_ASSIGN_OR_RETURN(ids, b.Reshape("tokens_flat", arg.at("tokens"), {n}));
+      ids = b.Reshape("tokens_flat", arg.at("tokens"), {n});
     } else {
       ids = arg.at(f == Function::kWithPast ? "token" : "tokens");
     }
-    FG_ASSIGN_OR_RETURN(x0, model::Embed(b, c, w, embd_w, ids));
+    x = model::Embed(b, c, w, embd_w, ids);
   }
 
-  int pos = -1;
-  if (!with_past) {
-    FG_ASSIGN_OR_RETURN(pos, b.Iota("pos", n));
-  }
+  ValueId pos;
+  if (!with_past) pos = b.Iota("pos", n);
   const int64_t KV = c.n_kv_heads, D = c.head_dim;
-  std::vector<int> k_out(c.n_layers, -1), v_out(c.n_layers, -1);
+  std::vector<ValueId> k_out(c.n_layers), v_out(c.n_layers);
   // [n, KV, D] rows -> the contract's [1, KV, n, D].
-  auto to_contract = [&](Builder& b, int64_t l, int x3, const char* what) -> StatusOr<int> {
-    FG_ASSIGN_OR_RETURN(int t,
-                        b.Transpose(Blk(l, (std::string(what) + "_t").c_str()), x3, {1, 0, 2}));
+  auto to_contract = [&](Builder& b, int64_t l, ValueId x3, const char* what) {
+    ValueId t = b.Transpose(Blk(l, (std::string(what) + "_t").c_str()), x3, {1, 0, 2});
     return b.Reshape(Blk(l, (std::string(what) + "_rows").c_str()), t, {1, KV, n, D});
   };
-  auto core = [&](Builder& b, int64_t l, int qn, int kn, int v3) -> StatusOr<int> {
+  auto core = [&](Builder& b, int64_t l, ValueId q, ValueId k, ValueId v) {
     const bool global = c.IsGlobal(l);
-    int qr = -1, kr = -1;
     if (with_past) {
       const std::string type = global ? "Global" : "Sliding";
-      const int cs = arg.at("cos" + type), sn = arg.at("sin" + type);
-      FG_ASSIGN_OR_RETURN(qr, b.RopeTable(Blk(l, "q_rope"), qn, cs, sn));
-      FG_ASSIGN_OR_RETURN(kr, b.RopeTable(Blk(l, "k_rope"), kn, cs, sn));
+      const ValueId cs = arg.at("cos" + type), sn = arg.at("sin" + type);
+      q = b.RopeTable(Blk(l, "q_rope"), q, cs, sn);
+      k = b.RopeTable(Blk(l, "k_rope"), k, cs, sn);
     } else {
-      FG_ASSIGN_OR_RETURN(qr, b.Rope(Blk(l, "q_rope"), qn, pos, c.RopeBase(l)));
-      FG_ASSIGN_OR_RETURN(kr, b.Rope(Blk(l, "k_rope"), kn, pos, c.RopeBase(l)));
+      q = b.Rope(Blk(l, "q_rope"), q, pos, c.RopeBase(l));
+      k = b.Rope(Blk(l, "k_rope"), k, pos, c.RopeBase(l));
     }
-    FG_ASSIGN_OR_RETURN(int k_new, to_contract(b, l, kr, "k"));
-    FG_ASSIGN_OR_RETURN(int v_new, to_contract(b, l, v3, "v"));
-    int kk = k_new, vv = v_new, mask = -1;
+    k = to_contract(b, l, k, "k");
+    v = to_contract(b, l, v, "v");
+    int mask = -1;
     int64_t window = global ? 0 : c.sliding_window;
     if (with_past) {
       const std::string ln = "l" + std::to_string(l);
-      FG_ASSIGN_OR_RETURN(kk, b.Concat(Blk(l, "k_all"), arg.at(ln + ".k"), k_new, 2));
-      FG_ASSIGN_OR_RETURN(vv, b.Concat(Blk(l, "v_all"), arg.at(ln + ".v"), v_new, 2));
+      k = b.Concat(Blk(l, "k_all"), arg.at(ln + ".k"), k, 2);
+      v = b.Concat(Blk(l, "v_all"), arg.at(ln + ".v"), v, 2);
       window = 0;  // the caller trims sliding caches (with_past) or the mask limits (chunk)
       if (f == Function::kPrefillWithPast) mask = arg.at(global ? "maskGlobal" : "maskSliding");
     }
-    k_out[l] = kk;
-    v_out[l] = vv;
-    return b.AttentionKV(Blk(l, "attn_out"), qr, kk, vv, mask, c.query_scale, window);
+    k_out[l] = k;
+    v_out[l] = v;
+    return b.AttentionKV(Blk(l, "attn_out"), q, k, v, mask, c.query_scale, window);
   };
-  FG_ASSIGN_OR_RETURN(int x, model::BuildLayers(b, c, w, n, x0, core));
+  x = model::BuildLayers(b, c, w, n, x, core);
 
-  FG_ASSIGN_OR_RETURN(int on_w, model::WeightValue(b, w.output_norm));
-  FG_ASSIGN_OR_RETURN(int norm, b.RmsNorm("result_norm", x, on_w, c.rms_eps));
-  FG_ASSIGN_OR_RETURN(int head, model::LmHeadValue(b, w, embd_w));
-  int row = norm;  // [1, H] for the one-token heads
+  x = b.RmsNorm("result_norm", x, model::WeightValue(b, w.output_norm), c.rms_eps);
+  ValueId head = model::LmHeadValue(b, w, embd_w);
   const bool all_rows = f == Function::kRedecode || f == Function::kPrefill;
   if (!all_rows && f != Function::kWithPast) {
     // The one-hot select: [1, n] x [n, H] -> [1, H], a plain matmul every backend lowers.
-    FG_ASSIGN_OR_RETURN(row, b.Dot("result_selected", arg.at("select"), norm));
+    x = b.Dot("result_selected", arg.at("select"), x);
   }
-  FG_ASSIGN_OR_RETURN(int logits, b.MatMul("result_output", row, head));
-  FG_ASSIGN_OR_RETURN(int am, b.Argmax("result_argmax", logits));
+  ValueId logits = b.MatMul("result_output", x, head);
+  ValueId am = b.Argmax("result_argmax", logits);
 
   // Results in signature order: K before V per layer, the token(s) last.
   for (const Arg& r : sig.results) {
     const int64_t layer = r.layer;
-    int id = am;
+    ValueId id = am;
     if (layer >= 0) id = r.name.back() == 'k' ? k_out[layer] : v_out[layer];
-    FG_RETURN_IF_ERROR(b.MarkOutput(id, r.name));
+    b.MarkOutput(id, r.name);
   }
   return b.Finish();
 }

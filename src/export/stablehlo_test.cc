@@ -119,9 +119,10 @@ TEST(StablehloTest, WeightTypes) {
 
 TEST(StablehloTest, RefusesAWeightWithTwoShapes) {
   graph::Builder a, b;
-  ASSERT_TRUE(a.Weight("w", {2, 3}, tensor::DType::kF32).ok());
-  ASSERT_TRUE(b.Weight("w", {3, 3}, tensor::DType::kF32).ok());
-  graph::Graph ga = a.Finish(), gb = b.Finish();
+  a.Weight("w", {2, 3}, tensor::DType::kF32);
+  b.Weight("w", {3, 3}, tensor::DType::kF32);
+  FG_ASSERT_OK_AND_ASSIGN(graph::Graph ga, a.Finish());
+  FG_ASSERT_OK_AND_ASSIGN(graph::Graph gb, b.Finish());
   std::vector<EmitFunction> fns = {{"a", &ga}, {"b", &gb}};
   EXPECT_THAT(EmitModule(fns, {}), StatusIs(StatusCode::kInvalidArgument, HasSubstr("'w' has two shapes")));
 }
@@ -150,8 +151,8 @@ TEST(ArchiveTest, Bf16RoundsToNearestEven) {
 TEST(ArchiveTest, MissingTensorIsNamed) {
   Fixture f = Make(SixLayers());
   graph::Builder b;
-  ASSERT_TRUE(b.Weight("blk.9.attn_q.weight", {2, 2}, tensor::DType::kF32).ok());
-  graph::Graph g = b.Finish();
+  b.Weight("blk.9.attn_q.weight", {2, 2}, tensor::DType::kF32);
+  FG_ASSERT_OK_AND_ASSIGN(graph::Graph g, b.Finish());
   const graph::Graph* gp = &g;
   IrpaWriter w;
   EXPECT_THAT(AddGraphWeights(*f.file, std::span(&gp, 1), WeightType::kBf16, &w),

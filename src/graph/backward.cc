@@ -11,68 +11,67 @@ struct Ctx {
   Builder& b;
   const BackwardSpec& spec;
   std::vector<bool> needs;  // by value id: a gradient must reach it (it leads to a wrt value)
-  std::vector<int> grad;    // by value id: its gradient so far, or -1
+  std::vector<ValueId> grad;  // by value id: its gradient so far, or none
 
-  const Value& V(int id) const { return b.graph().value(id); }
+  const Value& V(ValueId id) const { return b.graph().value(id); }
   // A new value name for a gradient of `v` (or a value made on the way): prefix + name +
   // suffix, then ".2", ".3", ...
-  std::string Fresh(int v, std::string_view suffix = {}) const {
+  std::string Fresh(ValueId v, std::string_view suffix = {}) const {
     std::string base = spec.prefix + V(v).name + std::string(suffix), name = base;
-    for (int k = 2; b.graph().Find(name) >= 0; ++k) name = base + "." + std::to_string(k);
+    for (int k = 2; b.graph().Find(name).valid(); ++k) name = base + "." + std::to_string(k);
     return name;
   }
   // Adds `d` to v's gradient (nothing when no gradient needs to reach v).
-  Status Accumulate(int v, int d) {
-    if (!needs[v]) return OkStatus();
-    if (grad[v] < 0) {
-      grad[v] = d;
-      return OkStatus();
-    }
-    FG_ASSIGN_OR_RETURN(grad[v], b.Add(Fresh(v), grad[v], d));
-    return OkStatus();
+  void Accumulate(ValueId v, ValueId d) {
+    if (!needs[v]) return;
+    grad[v] = grad[v].valid() ? b.Add(Fresh(v), grad[v], d) : d;
   }
 };
 
-Status NoRule(Ctx& c, const Node& n, int) {
-  return UnimplementedError("backward: no gradient rule for " + std::string(OpName(n.op)) +
-                            " ('" + c.V(n.output).name + "') on the path to the loss");
+// Operand `i` of `n`.
+ValueId In(const Node& n, size_t i) { return ValueId(n.inputs[i]); }
+
+Status NoRule(Ctx& c, const Node& n, ValueId) {
+  return UnimplementedError("backward: no gradient rule for " + std::string(OpName(n.op)) + " ('" +
+                            c.V(ValueId(n.output)).name + "') on the path to the loss");
 }
 
-Status Leaf(Ctx&, const Node&, int) { return OkStatus(); }  // the gradient stays in grad[]
+Status Leaf(Ctx&, const Node&, ValueId) { return OkStatus(); }  // the gradient stays in grad[]
 
 // --- The rules, one per differentiable op: dy is the gradient of the node's output. ---
 
-Status EmbeddingRule(Ctx& c, const Node& n, int) {
-  if (c.needs[n.inputs[0]]) {
-    return UnimplementedError("backward: embedding tables are not trained ('" +
-                              c.V(n.inputs[0]).name + "')");
+Status EmbeddingRule(Ctx& c, const Node& n, ValueId) {
+  if (c.needs[In(n, 0)]) {
+    return UnimplementedError("backward: embedding tables are not trained ('" + c.V(In(n, 0)).name +
+                              "')");
   }
   return OkStatus();  // token ids have no gradient
 }
 
-Status RmsNormRule(Ctx& c, const Node& n, int dy) {
-  const int x = n.inputs[0], w = n.inputs[1];
+Status RmsNormRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 0), w = In(n, 1);
   if (c.needs[w]) {
     return UnimplementedError("backward: norm weights are not trained ('" + c.V(w).name + "')");
   }
   if (!c.needs[x]) return OkStatus();
-  FG_ASSIGN_OR_RETURN(int dx, c.b.RmsNormBack(c.Fresh(x), x, w, dy, n.f0));
-  return c.Accumulate(x, dx);
+  const ValueId dx = c.b.RmsNormBack(c.Fresh(x), x, w, dy, n.f0);
+  c.Accumulate(x, dx);
+  return OkStatus();
 }
 
 // y = x w^T, w [N,K]: dx = dy w (w^T stored, or w itself through low_rank when f32);
 // dw = dy^T x.
-Status MatMulRule(Ctx& c, const Node& n, int dy) {
-  const int x = n.inputs[0], w = n.inputs[1];
+Status MatMulRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 0), w = In(n, 1);
   if (c.needs[w]) {
-    FG_ASSIGN_OR_RETURN(int dw, c.b.DotTN(c.Fresh(w), dy, x));
-    FG_RETURN_IF_ERROR(c.Accumulate(w, dw));
+    const ValueId dw = c.b.DotTN(c.Fresh(w), dy, x);
+    c.Accumulate(w, dw);
   }
   if (!c.needs[x]) return OkStatus();
   const Value wv = c.V(w);
-  int dx;
+  ValueId dx;
   if (wv.stored_dtype == tensor::DType::kF32) {
-    FG_ASSIGN_OR_RETURN(dx, c.b.LowRank(c.Fresh(x), dy, w, 1.0f));
+    dx = c.b.LowRank(c.Fresh(x), dy, w, 1.0f);
   } else {
     if (!c.spec.transposed) {
       return InvalidArgumentError("backward: '" + wv.name + "' is " +
@@ -80,154 +79,163 @@ Status MatMulRule(Ctx& c, const Node& n, int dy) {
                                   " and no transposed weight was given");
     }
     const TransposedWeight t = c.spec.transposed(wv);
-    int wt = c.b.graph().Find(t.name);
-    if (wt < 0) {
-      FG_ASSIGN_OR_RETURN(wt, c.b.Weight(t.name, {wv.shape[1], wv.shape[0]}, t.type));
+    ValueId wt = c.b.graph().Find(t.name);
+    if (!wt.valid()) {
+      wt = c.b.Weight(t.name, {wv.shape[1], wv.shape[0]}, t.type);
     }
-    FG_ASSIGN_OR_RETURN(dx, c.b.MatMul(c.Fresh(x), dy, wt));
+    dx = c.b.MatMul(c.Fresh(x), dy, wt);
   }
-  return c.Accumulate(x, dx);
+  c.Accumulate(x, dx);
+  return OkStatus();
 }
 
 // out = y + s x w, w [K,N] f32: dy passes to y; dx = s dy w^T; dw = s x^T dy.
-Status LowRankRule(Ctx& c, const Node& n, int dy) {
-  const int x = n.inputs[0], w = n.inputs[1];
-  if (n.inputs.size() > 2) FG_RETURN_IF_ERROR(c.Accumulate(n.inputs[2], dy));
-  auto scaled = [&](int v, int target) -> StatusOr<int> {
+Status LowRankRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 0), w = In(n, 1);
+  if (n.inputs.size() > 2) c.Accumulate(In(n, 2), dy);
+  auto scaled = [&](ValueId v, ValueId target) {
     if (n.f0 == 1.0f) return v;
     return c.b.Scale(c.Fresh(target), v, n.f0);
   };
   if (c.needs[w]) {
-    FG_ASSIGN_OR_RETURN(int p, c.b.DotTN(c.Fresh(w), x, dy));
-    FG_ASSIGN_OR_RETURN(int dw, scaled(p, w));
-    FG_RETURN_IF_ERROR(c.Accumulate(w, dw));
+    const ValueId p = c.b.DotTN(c.Fresh(w), x, dy);
+    const ValueId dw = scaled(p, w);
+    c.Accumulate(w, dw);
   }
   if (c.needs[x]) {
-    FG_ASSIGN_OR_RETURN(int p, c.b.MatMul(c.Fresh(x), dy, w));
-    FG_ASSIGN_OR_RETURN(int dx, scaled(p, x));
-    FG_RETURN_IF_ERROR(c.Accumulate(x, dx));
+    const ValueId p = c.b.MatMul(c.Fresh(x), dy, w);
+    const ValueId dx = scaled(p, x);
+    c.Accumulate(x, dx);
   }
   return OkStatus();
 }
 
-Status ReshapeRule(Ctx& c, const Node& n, int dy) {
-  const int x = n.inputs[0];
+Status ReshapeRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 0);
   if (!c.needs[x]) return OkStatus();
-  FG_ASSIGN_OR_RETURN(int dx, c.b.Reshape(c.Fresh(x), dy, c.V(x).shape));
-  return c.Accumulate(x, dx);
+  const ValueId dx = c.b.Reshape(c.Fresh(x), dy, c.V(x).shape);
+  c.Accumulate(x, dx);
+  return OkStatus();
 }
 
-Status RopeRule(Ctx& c, const Node& n, int dy) {
-  const int x = n.inputs[0];
+Status RopeRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 0);
   if (!c.needs[x]) return OkStatus();
-  FG_ASSIGN_OR_RETURN(int dx, c.b.RopeBack(c.Fresh(x), dy, n.inputs[1], n.base));
-  return c.Accumulate(x, dx);
+  const ValueId dx = c.b.RopeBack(c.Fresh(x), dy, In(n, 1), n.base);
+  c.Accumulate(x, dx);
+  return OkStatus();
 }
 
 // The written rows' gradient is the cache gradient at rows pos % R; the old cache is a state.
-Status CacheWriteRule(Ctx& c, const Node& n, int dy) {
-  const int x = n.inputs[1];
+Status CacheWriteRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 1);
   if (!c.needs[x]) return OkStatus();
-  FG_ASSIGN_OR_RETURN(int dx, c.b.CacheRead(c.Fresh(x), dy, n.inputs[2]));
-  return c.Accumulate(x, dx);
+  const ValueId dx = c.b.CacheRead(c.Fresh(x), dy, In(n, 2));
+  c.Accumulate(x, dx);
+  return OkStatus();
 }
 
-Status AttentionRule(Ctx& c, const Node& n, int dy) {
-  const int q = n.inputs[0], k = n.inputs[1], v = n.inputs[2];
-  FG_ASSIGN_OR_RETURN(int all, c.b.AttentionBack(c.Fresh(n.output, ".back"), n, dy));
+Status AttentionRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId q = In(n, 0), k = In(n, 1), v = In(n, 2);
+  const ValueId all = c.b.AttentionBack(c.Fresh(ValueId(n.output), ".back"), n, dy);
   const int64_t nq = c.V(q).elements(), nk = c.V(k).elements();
   const std::vector<int64_t> qs = c.V(q).shape, ks = c.V(k).shape;
   if (c.needs[q]) {
-    FG_ASSIGN_OR_RETURN(int dq, c.b.Slice(c.Fresh(q), all, 0, qs));
-    FG_RETURN_IF_ERROR(c.Accumulate(q, dq));
+    const ValueId dq = c.b.Slice(c.Fresh(q), all, 0, qs);
+    c.Accumulate(q, dq);
   }
   if (c.needs[k]) {
-    FG_ASSIGN_OR_RETURN(int dk, c.b.Slice(c.Fresh(k), all, nq, ks));
-    FG_RETURN_IF_ERROR(c.Accumulate(k, dk));
+    const ValueId dk = c.b.Slice(c.Fresh(k), all, nq, ks);
+    c.Accumulate(k, dk);
   }
   if (c.needs[v]) {
-    FG_ASSIGN_OR_RETURN(int dv, c.b.Slice(c.Fresh(v), all, nq + nk, ks));
-    FG_RETURN_IF_ERROR(c.Accumulate(v, dv));
+    const ValueId dv = c.b.Slice(c.Fresh(v), all, nq + nk, ks);
+    c.Accumulate(v, dv);
   }
   return OkStatus();
 }
 
-Status GeluMulRule(Ctx& c, const Node& n, int dy) {
+Status GeluMulRule(Ctx& c, const Node& n, ValueId dy) {
   for (int64_t operand : {0, 1}) {
-    const int x = n.inputs[operand];
+    const ValueId x = In(n, operand);
     if (!c.needs[x]) continue;
-    FG_ASSIGN_OR_RETURN(int dx, c.b.GeluMulBack(c.Fresh(x), n.inputs[0], n.inputs[1], dy, operand));
-    FG_RETURN_IF_ERROR(c.Accumulate(x, dx));
+    const ValueId dx = c.b.GeluMulBack(c.Fresh(x), In(n, 0), In(n, 1), dy, operand);
+    c.Accumulate(x, dx);
   }
   return OkStatus();
 }
 
-Status AddRule(Ctx& c, const Node& n, int dy) {
-  FG_RETURN_IF_ERROR(c.Accumulate(n.inputs[0], dy));
-  return c.Accumulate(n.inputs[1], dy);
+Status AddRule(Ctx& c, const Node& n, ValueId dy) {
+  c.Accumulate(In(n, 0), dy);
+  c.Accumulate(In(n, 1), dy);
+  return OkStatus();
 }
 
-Status SelectRowsRule(Ctx& c, const Node& n, int dy) {
-  const int x = n.inputs[0];
+Status SelectRowsRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 0);
   if (!c.needs[x]) return OkStatus();
-  FG_ASSIGN_OR_RETURN(int dx, c.b.ScatterRows(c.Fresh(x), dy, n.inputs[1], c.V(x).shape[0]));
-  return c.Accumulate(x, dx);
+  const ValueId dx = c.b.ScatterRows(c.Fresh(x), dy, In(n, 1), c.V(x).shape[0]);
+  c.Accumulate(x, dx);
+  return OkStatus();
 }
 
-Status ScaleRule(Ctx& c, const Node& n, int dy) {
-  const int x = n.inputs[0];
+Status ScaleRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 0);
   if (!c.needs[x]) return OkStatus();
-  FG_ASSIGN_OR_RETURN(int dx, c.b.Scale(c.Fresh(x), dy, n.f0));
-  return c.Accumulate(x, dx);
+  const ValueId dx = c.b.Scale(c.Fresh(x), dy, n.f0);
+  c.Accumulate(x, dx);
+  return OkStatus();
 }
 
-Status TransposeRule(Ctx& c, const Node& n, int dy) {
-  const int x = n.inputs[0];
+Status TransposeRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 0);
   if (!c.needs[x]) return OkStatus();
   std::vector<int64_t> inverse(n.perm.size());
   for (size_t i = 0; i < n.perm.size(); ++i) inverse[n.perm[i]] = static_cast<int64_t>(i);
-  FG_ASSIGN_OR_RETURN(int dx, c.b.Transpose(c.Fresh(x), dy, std::move(inverse)));
-  return c.Accumulate(x, dx);
+  const ValueId dx = c.b.Transpose(c.Fresh(x), dy, std::move(inverse));
+  c.Accumulate(x, dx);
+  return OkStatus();
 }
 
 // y = a b: da = dy b^T, db = a^T dy.
-Status DotRule(Ctx& c, const Node& n, int dy) {
-  const int a = n.inputs[0], b = n.inputs[1];
+Status DotRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId a = In(n, 0), b = In(n, 1);
   if (c.needs[a]) {
-    FG_ASSIGN_OR_RETURN(int bt, c.b.Transpose(c.Fresh(b, ".t"), b, {1, 0}));
-    FG_ASSIGN_OR_RETURN(int da, c.b.Dot(c.Fresh(a), dy, bt));
-    FG_RETURN_IF_ERROR(c.Accumulate(a, da));
+    const ValueId bt = c.b.Transpose(c.Fresh(b, ".t"), b, {1, 0});
+    const ValueId da = c.b.Dot(c.Fresh(a), dy, bt);
+    c.Accumulate(a, da);
   }
   if (c.needs[b]) {
-    FG_ASSIGN_OR_RETURN(int db, c.b.DotTN(c.Fresh(b), a, dy));
-    FG_RETURN_IF_ERROR(c.Accumulate(b, db));
+    const ValueId db = c.b.DotTN(c.Fresh(b), a, dy);
+    c.Accumulate(b, db);
   }
   return OkStatus();
 }
 
 // y = a^T b: da = b dy^T, db = a dy.
-Status DotTNRule(Ctx& c, const Node& n, int dy) {
-  const int a = n.inputs[0], b = n.inputs[1];
+Status DotTNRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId a = In(n, 0), b = In(n, 1);
   if (c.needs[a]) {
-    FG_ASSIGN_OR_RETURN(int dyt, c.b.Transpose(c.Fresh(n.output, ".t"), dy, {1, 0}));
-    FG_ASSIGN_OR_RETURN(int da, c.b.Dot(c.Fresh(a), b, dyt));
-    FG_RETURN_IF_ERROR(c.Accumulate(a, da));
+    const ValueId dyt = c.b.Transpose(c.Fresh(ValueId(n.output), ".t"), dy, {1, 0});
+    const ValueId da = c.b.Dot(c.Fresh(a), b, dyt);
+    c.Accumulate(a, da);
   }
   if (c.needs[b]) {
-    FG_ASSIGN_OR_RETURN(int db, c.b.Dot(c.Fresh(b), a, dy));
-    FG_RETURN_IF_ERROR(c.Accumulate(b, db));
+    const ValueId db = c.b.Dot(c.Fresh(b), a, dy);
+    c.Accumulate(b, db);
   }
   return OkStatus();
 }
 
-Status CrossEntropyRule(Ctx& c, const Node& n, int dy) {
-  const int x = n.inputs[0];
+Status CrossEntropyRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 0);
   if (!c.needs[x]) return OkStatus();
-  FG_ASSIGN_OR_RETURN(int dx, c.b.CrossEntropyBack(c.Fresh(x), x, n.inputs[1], dy));
-  return c.Accumulate(x, dx);
+  const ValueId dx = c.b.CrossEntropyBack(c.Fresh(x), x, In(n, 1), dy);
+  c.Accumulate(x, dx);
+  return OkStatus();
 }
 
-using Rule = Status (*)(Ctx&, const Node&, int dy);
+using Rule = Status (*)(Ctx&, const Node&, ValueId dy);
 
 // The rule table (no default: a new op must say whether it has a rule).
 Rule RuleOf(OpKind op) {
@@ -274,11 +282,12 @@ TransposedWeight TransposedName(const Value& weight, tensor::DType type) {
   return {weight.name + "^T", type};
 }
 
-StatusOr<std::vector<int>> AddBackward(Builder& b, const BackwardSpec& spec) {
+StatusOr<std::vector<ValueId>> AddBackward(Builder& b, const BackwardSpec& spec) {
+  FG_RETURN_IF_ERROR(b.status());
   const Graph& g = b.graph();
   const int nv = static_cast<int>(g.values().size());
-  for (int id : {spec.loss, spec.seed}) {
-    if (id < 0 || id >= nv || g.value(id).type != ValueType::kF32) {
+  for (ValueId id : {spec.loss, spec.seed}) {
+    if (id.index() < 0 || id.index() >= nv || g.value(id).type != ValueType::kF32) {
       return InvalidArgumentError("backward: loss and seed must be f32 values");
     }
   }
@@ -287,9 +296,11 @@ StatusOr<std::vector<int>> AddBackward(Builder& b, const BackwardSpec& spec) {
                                 " does not match the loss " +
                                 ShapeString(g.value(spec.loss).shape));
   }
-  Ctx c{b, spec, std::vector<bool>(nv, false), std::vector<int>(nv, -1)};
-  for (int w : spec.wrt) {
-    if (w < 0 || w >= nv) return InvalidArgumentError("backward: no value with id " + std::to_string(w));
+  Ctx c{b, spec, std::vector<bool>(nv, false), std::vector<ValueId>(nv)};
+  for (ValueId w : spec.wrt) {
+    if (w.index() < 0 || w.index() >= nv) {
+      return InvalidArgumentError("backward: no value with id " + std::to_string(w.index()));
+    }
     const Value& v = g.value(w);
     const OpKind op = g.nodes()[v.producer].op;
     const bool ok = (op == OpKind::kInput && v.type == ValueType::kF32) ||
@@ -313,18 +324,20 @@ StatusOr<std::vector<int>> AddBackward(Builder& b, const BackwardSpec& spec) {
   c.grad[spec.loss] = spec.seed;
   for (int i = last; i >= 0; --i) {
     const Node n = b.graph().nodes()[i];  // a copy: rules append nodes
-    const int dy = c.grad[n.output];
-    if (dy < 0 || !c.needs[n.output]) continue;
+    const ValueId dy = c.grad[n.output];
+    if (!dy.valid() || !c.needs[n.output]) continue;
     FG_RETURN_IF_ERROR(RuleOf(n.op)(c, n, dy));
+    FG_RETURN_IF_ERROR(b.status());  // a shape error of the rule's ops
   }
-  std::vector<int> out;
-  for (int w : spec.wrt) {
-    if (c.grad[w] < 0) {
+  std::vector<ValueId> out;
+  for (ValueId w : spec.wrt) {
+    if (!c.grad[w].valid()) {
       return InvalidArgumentError("backward: the loss does not depend on '" + c.V(w).name + "'");
     }
-    FG_RETURN_IF_ERROR(b.MarkOutput(c.grad[w], spec.prefix + c.V(w).name));
+    b.MarkOutput(c.grad[w], spec.prefix + c.V(w).name);
     out.push_back(c.grad[w]);
   }
+  FG_RETURN_IF_ERROR(b.status());
   return out;
 }
 

@@ -31,16 +31,17 @@ struct TransposedWeight {
 };
 
 struct BackwardSpec {
-  int loss = -1;          // an f32 value
-  int seed = -1;          // d(objective)/d(loss): an f32 value of loss's shape (an input)
-  std::vector<int> wrt;   // f32 inputs or stored f32 weights
+  ValueId loss;              // an f32 value
+  ValueId seed;              // d(objective)/d(loss): an f32 value of loss's shape (an input)
+  std::vector<ValueId> wrt;  // f32 inputs or stored f32 weights
   std::function<TransposedWeight(const Value& weight)> transposed;
   std::string prefix = "grad.";  // gradient values are named prefix + the value's name
 };
 
 // Returns, for each value of spec.wrt, its gradient (same shape), named spec.prefix + its name.
-// A wrt value the loss does not depend on is an InvalidArgument error.
-StatusOr<std::vector<int>> AddBackward(Builder& b, const BackwardSpec& spec);
+// A wrt value the loss does not depend on is an InvalidArgument error, as is a builder that
+// already holds an error; a shape error of the added ops is returned (and kept by `b`).
+StatusOr<std::vector<ValueId>> AddBackward(Builder& b, const BackwardSpec& spec);
 
 // The default TransposedWeight: "<name>^T" in `type`.
 TransposedWeight TransposedName(const Value& weight, tensor::DType type);

@@ -55,9 +55,9 @@ bool HasDynamic(const std::vector<int64_t>& shape) {
   return false;
 }
 
-int Graph::Find(std::string_view name) const {
+ValueId Graph::Find(std::string_view name) const {
   auto it = by_name_.find(std::string(name));
-  return it == by_name_.end() ? -1 : it->second;
+  return it == by_name_.end() ? ValueId() : ValueId(it->second);
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
@@ -88,19 +88,34 @@ bool ValidShape(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-Status Builder::CheckId(int id, std::string_view what) const {
-  if (id < 0 || id >= static_cast<int>(g_.values_.size())) {
-    return InvalidArgumentError("graph: " + std::string(what) + ": no value with id " +
-                                std::to_string(id));
-  }
-  return OkStatus();
+ValueId Builder::Fail(Status error) {
+  if (status_.ok()) status_ = std::move(error);
+  return ValueId();
 }
 
-StatusOr<int> Builder::Add(OpKind op, std::string name, std::vector<int> inputs,
-                           std::vector<int64_t> shape, ValueType type, Node attrs) {
-  for (int in : inputs) FG_RETURN_IF_ERROR(CheckId(in, name));
-  if (!ValidShape(shape)) return ShapeError(OpName(op), name, "invalid shape " + ShapeString(shape));
-  if (g_.Find(name) >= 0) return ShapeError(OpName(op), name, "duplicate value name");
+ValueId Builder::Refuse(std::string_view op, std::string_view name, const std::string& what) {
+  return Fail(ShapeError(op, name, what));
+}
+
+bool Builder::Usable(std::string_view name, std::initializer_list<ValueId> ids) {
+  if (!status_.ok()) return false;
+  for (ValueId id : ids) {
+    if (id.index() < 0 || id.index() >= static_cast<int>(g_.values_.size())) {
+      Fail(InvalidArgumentError("graph: " + std::string(name) + ": no value with id " +
+                                std::to_string(id.index())));
+      return false;
+    }
+  }
+  return true;
+}
+
+ValueId Builder::Add(OpKind op, std::string name, std::vector<int> inputs,
+                     std::vector<int64_t> shape, ValueType type, Node attrs) {
+  if (!status_.ok()) return ValueId();
+  if (!ValidShape(shape)) {
+    return Refuse(OpName(op), name, "invalid shape " + ShapeString(shape));
+  }
+  if (g_.Find(name).valid()) return Refuse(OpName(op), name, "duplicate value name");
   Value v;
   v.name = std::move(name);
   v.shape = std::move(shape);
@@ -113,39 +128,39 @@ StatusOr<int> Builder::Add(OpKind op, std::string name, std::vector<int> inputs,
   g_.by_name_.emplace(g_.values_[id].name, id);
   attrs.output = id;
   g_.nodes_.push_back(std::move(attrs));
+  return ValueId(id);
+}
+
+ValueId Builder::Input(std::string name, std::vector<int64_t> shape, ValueType type) {
+  if (type == ValueType::kStored) return Refuse("input", name, "inputs are f32 or i32");
+  const ValueId id = Add(OpKind::kInput, std::move(name), {}, std::move(shape), type);
+  if (id.valid()) g_.inputs_.push_back(id);
   return id;
 }
 
-StatusOr<int> Builder::Input(std::string name, std::vector<int64_t> shape, ValueType type) {
-  if (type == ValueType::kStored) return ShapeError("input", name, "inputs are f32 or i32");
-  FG_ASSIGN_OR_RETURN(int id, Add(OpKind::kInput, std::move(name), {}, std::move(shape), type));
-  g_.inputs_.push_back(id);
-  return id;
-}
-
-StatusOr<int> Builder::Weight(std::string name, std::vector<int64_t> shape, tensor::DType dtype) {
-  FG_ASSIGN_OR_RETURN(int id,
-                      Add(OpKind::kWeight, std::move(name), {}, std::move(shape), ValueType::kStored));
+ValueId Builder::Weight(std::string name, std::vector<int64_t> shape, tensor::DType dtype) {
+  const ValueId id =
+      Add(OpKind::kWeight, std::move(name), {}, std::move(shape), ValueType::kStored);
+  if (!id.valid()) return id;
   g_.values_[id].stored_dtype = dtype;
   g_.weights_.push_back(id);
   return id;
 }
 
-StatusOr<int> Builder::State(std::string name, std::vector<int64_t> shape) {
-  FG_ASSIGN_OR_RETURN(int id,
-                      Add(OpKind::kState, std::move(name), {}, std::move(shape), ValueType::kF32));
-  g_.states_.push_back(id);
+ValueId Builder::State(std::string name, std::vector<int64_t> shape) {
+  const ValueId id = Add(OpKind::kState, std::move(name), {}, std::move(shape), ValueType::kF32);
+  if (id.valid()) g_.states_.push_back(id);
   return id;
 }
 
-StatusOr<int> Builder::Embedding(std::string name, int weight, int ids, float scale) {
-  FG_RETURN_IF_ERROR(CheckId(weight, name));
-  FG_RETURN_IF_ERROR(CheckId(ids, name));
+ValueId Builder::Embedding(std::string name, ValueId weight, ValueId ids, float scale) {
+  if (!Usable(name, {weight, ids})) return ValueId();
   const Value& w = g_.values_[weight];
   const Value& t = g_.values_[ids];
-  if (w.shape.size() != 2) return ShapeError("embedding", name, "table must be 2-D, is " + ShapeString(w.shape));
+  if (w.shape.size() != 2)
+    return Refuse("embedding", name, "table must be 2-D, is " + ShapeString(w.shape));
   if (t.type != ValueType::kI32 || t.shape.size() != 1) {
-    return ShapeError("embedding", name, "ids must be i32 [S], are " + ShapeString(t.shape));
+    return Refuse("embedding", name, "ids must be i32 [S], are " + ShapeString(t.shape));
   }
   Node n;
   n.f0 = scale;
@@ -153,108 +168,111 @@ StatusOr<int> Builder::Embedding(std::string name, int weight, int ids, float sc
              ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::RmsNorm(std::string name, int x, int w, float eps) {
-  FG_RETURN_IF_ERROR(CheckId(x, name));
-  FG_RETURN_IF_ERROR(CheckId(w, name));
+ValueId Builder::RmsNorm(std::string name, ValueId x, ValueId w, float eps) {
+  if (!Usable(name, {x, w})) return ValueId();
   const Value& xv = g_.values_[x];
   const Value& wv = g_.values_[w];
-  if (xv.type != ValueType::kF32 || xv.shape.empty()) return ShapeError("rms_norm", name, "x must be f32 with rank >= 1");
+  if (xv.type != ValueType::kF32 || xv.shape.empty())
+    return Refuse("rms_norm", name, "x must be f32 with rank >= 1");
   if (wv.shape.size() != 1 || wv.shape[0] != xv.shape.back()) {
-    return ShapeError("rms_norm", name,
-                      "weight " + ShapeString(wv.shape) + " does not match x " + ShapeString(xv.shape));
+    return Refuse("rms_norm", name,
+                  "weight " + ShapeString(wv.shape) + " does not match x " + ShapeString(xv.shape));
   }
-  if (wv.type == ValueType::kI32) return ShapeError("rms_norm", name, "norm weight must be a float vector");
+  if (wv.type == ValueType::kI32)
+    return Refuse("rms_norm", name, "norm weight must be a float vector");
   Node n;
   n.f0 = eps;
   return Add(OpKind::kRmsNorm, std::move(name), {x, w}, xv.shape, ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::MatMul(std::string name, int x, int w) {
-  FG_RETURN_IF_ERROR(CheckId(x, name));
-  FG_RETURN_IF_ERROR(CheckId(w, name));
+ValueId Builder::MatMul(std::string name, ValueId x, ValueId w) {
+  if (!Usable(name, {x, w})) return ValueId();
   const Value& xv = g_.values_[x];
   const Value& wv = g_.values_[w];
-  if (xv.type != ValueType::kF32 || xv.shape.size() != 2) return ShapeError("matmul", name, "x must be f32 [S,K], is " + ShapeString(xv.shape));
-  if (wv.type != ValueType::kStored || wv.shape.size() != 2) return ShapeError("matmul", name, "w must be a stored [N,K] weight");
+  if (xv.type != ValueType::kF32 || xv.shape.size() != 2)
+    return Refuse("matmul", name, "x must be f32 [S,K], is " + ShapeString(xv.shape));
+  if (wv.type != ValueType::kStored || wv.shape.size() != 2)
+    return Refuse("matmul", name, "w must be a stored [N,K] weight");
   if (wv.shape[1] != xv.shape[1]) {
-    return ShapeError("matmul", name,
-                      "x " + ShapeString(xv.shape) + " and w " + ShapeString(wv.shape) + " disagree on K");
+    return Refuse(
+        "matmul", name,
+        "x " + ShapeString(xv.shape) + " and w " + ShapeString(wv.shape) + " disagree on K");
   }
   return Add(OpKind::kMatMul, std::move(name), {x, w}, {xv.shape[0], wv.shape[0]}, ValueType::kF32);
 }
 
-StatusOr<int> Builder::Reshape(std::string name, int x, std::vector<int64_t> shape) {
-  FG_RETURN_IF_ERROR(CheckId(x, name));
+ValueId Builder::Reshape(std::string name, ValueId x, std::vector<int64_t> shape) {
+  if (!Usable(name, {x})) return ValueId();
   const Value& xv = g_.values_[x];
   Value probe;
   probe.shape = shape;
   if (HasDynamic(shape) || HasDynamic(xv.shape)) {
-    return ShapeError("reshape", name, "dynamic dims cannot be reshaped");
+    return Refuse("reshape", name, "dynamic dims cannot be reshaped");
   }
   if (!ValidShape(shape) || probe.elements() != xv.elements()) {
-    return ShapeError("reshape", name, ShapeString(xv.shape) + " cannot become " + ShapeString(shape));
+    return Refuse("reshape", name, ShapeString(xv.shape) + " cannot become " + ShapeString(shape));
   }
   return Add(OpKind::kReshape, std::move(name), {x}, std::move(shape), xv.type);
 }
 
-StatusOr<int> Builder::Rope(std::string name, int x, int pos, double base) {
-  FG_RETURN_IF_ERROR(CheckId(x, name));
-  FG_RETURN_IF_ERROR(CheckId(pos, name));
+ValueId Builder::Rope(std::string name, ValueId x, ValueId pos, double base) {
+  if (!Usable(name, {x, pos})) return ValueId();
   const Value& xv = g_.values_[x];
   const Value& pv = g_.values_[pos];
   if (xv.type != ValueType::kF32 || xv.shape.size() != 3 || xv.shape[2] % 2 != 0) {
-    return ShapeError("rope", name, "x must be f32 [S,heads,D] with even D, is " + ShapeString(xv.shape));
+    return Refuse("rope", name,
+                  "x must be f32 [S,heads,D] with even D, is " + ShapeString(xv.shape));
   }
   if (pv.type != ValueType::kI32 || pv.shape != std::vector<int64_t>{xv.shape[0]}) {
-    return ShapeError("rope", name, "positions must be i32 [S]");
+    return Refuse("rope", name, "positions must be i32 [S]");
   }
-  if (!(base > 1.0)) return ShapeError("rope", name, "base must be > 1");
+  if (!(base > 1.0)) return Refuse("rope", name, "base must be > 1");
   Node n;
   n.base = base;
   return Add(OpKind::kRope, std::move(name), {x, pos}, xv.shape, ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::CacheWrite(std::string name, int cache, int x, int pos) {
-  FG_RETURN_IF_ERROR(CheckId(cache, name));
-  FG_RETURN_IF_ERROR(CheckId(x, name));
-  FG_RETURN_IF_ERROR(CheckId(pos, name));
+ValueId Builder::CacheWrite(std::string name, ValueId cache, ValueId x, ValueId pos) {
+  if (!Usable(name, {cache, x, pos})) return ValueId();
   const Value& cv = g_.values_[cache];
   const Value& xv = g_.values_[x];
   const Value& pv = g_.values_[pos];
   const Node& producer = g_.nodes_[cv.producer];
   if (producer.op != OpKind::kState && producer.op != OpKind::kCacheWrite) {
-    return ShapeError("cache_write", name, "target must be a state");
+    return Refuse("cache_write", name, "target must be a state");
   }
   if (cv.shape.size() != 3 || xv.shape.size() != 3 || cv.shape[1] != xv.shape[1] ||
       cv.shape[2] != xv.shape[2]) {
-    return ShapeError("cache_write", name,
-                      "rows " + ShapeString(xv.shape) + " do not fit cache " + ShapeString(cv.shape));
+    return Refuse("cache_write", name,
+                  "rows " + ShapeString(xv.shape) + " do not fit cache " + ShapeString(cv.shape));
   }
   if (pv.type != ValueType::kI32 || pv.shape != std::vector<int64_t>{xv.shape[0]}) {
-    return ShapeError("cache_write", name, "positions must be i32 [S]");
+    return Refuse("cache_write", name, "positions must be i32 [S]");
   }
-  if (xv.shape[0] > cv.shape[0]) return ShapeError("cache_write", name, "more rows than the cache holds");
+  if (xv.shape[0] > cv.shape[0])
+    return Refuse("cache_write", name, "more rows than the cache holds");
   return Add(OpKind::kCacheWrite, std::move(name), {cache, x, pos}, cv.shape, ValueType::kF32);
 }
 
-StatusOr<int> Builder::Attention(std::string name, int q, int kcache, int vcache, int pos,
-                                 float scale, int64_t window) {
-  for (int id : {q, kcache, vcache, pos}) FG_RETURN_IF_ERROR(CheckId(id, name));
+ValueId Builder::Attention(std::string name, ValueId q, ValueId kcache, ValueId vcache, ValueId pos,
+                           float scale, int64_t window) {
+  if (!Usable(name, {q, kcache, vcache, pos})) return ValueId();
   const Value& qv = g_.values_[q];
   const Value& kv = g_.values_[kcache];
   const Value& vv = g_.values_[vcache];
   const Value& pv = g_.values_[pos];
   if (qv.shape.size() != 3 || kv.shape.size() != 3 || kv.shape != vv.shape) {
-    return ShapeError("attention", name, "q [S,Hq,D] and caches [R,KV,D] expected");
+    return Refuse("attention", name, "q [S,Hq,D] and caches [R,KV,D] expected");
   }
   if (kv.shape[2] != qv.shape[2] || kv.shape[1] == 0 || qv.shape[1] % kv.shape[1] != 0) {
-    return ShapeError("attention", name,
-                      "q " + ShapeString(qv.shape) + " and cache " + ShapeString(kv.shape) + " disagree");
+    return Refuse(
+        "attention", name,
+        "q " + ShapeString(qv.shape) + " and cache " + ShapeString(kv.shape) + " disagree");
   }
   if (pv.type != ValueType::kI32 || pv.shape != std::vector<int64_t>{qv.shape[0]}) {
-    return ShapeError("attention", name, "positions must be i32 [S]");
+    return Refuse("attention", name, "positions must be i32 [S]");
   }
-  if (window < 0) return ShapeError("attention", name, "window must be >= 0");
+  if (window < 0) return Refuse("attention", name, "window must be >= 0");
   Node n;
   n.f0 = scale;
   n.window = window;
@@ -262,60 +280,58 @@ StatusOr<int> Builder::Attention(std::string name, int q, int kcache, int vcache
              {qv.shape[0], qv.shape[1] * qv.shape[2]}, ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::GeluMul(std::string name, int gate, int up) {
-  FG_RETURN_IF_ERROR(CheckId(gate, name));
-  FG_RETURN_IF_ERROR(CheckId(up, name));
-  if (g_.values_[gate].shape != g_.values_[up].shape) return ShapeError("gelu_mul", name, "shapes differ");
+ValueId Builder::GeluMul(std::string name, ValueId gate, ValueId up) {
+  if (!Usable(name, {gate, up})) return ValueId();
+  if (g_.values_[gate].shape != g_.values_[up].shape)
+    return Refuse("gelu_mul", name, "shapes differ");
   return Add(OpKind::kGeluMul, std::move(name), {gate, up}, g_.values_[gate].shape, ValueType::kF32);
 }
 
-StatusOr<int> Builder::Add(std::string name, int a, int b) {
-  FG_RETURN_IF_ERROR(CheckId(a, name));
-  FG_RETURN_IF_ERROR(CheckId(b, name));
+ValueId Builder::Add(std::string name, ValueId a, ValueId b) {
+  if (!Usable(name, {a, b})) return ValueId();
   if (g_.values_[a].shape != g_.values_[b].shape) {
-    return ShapeError("add", name,
-                      ShapeString(g_.values_[a].shape) + " + " + ShapeString(g_.values_[b].shape));
+    return Refuse("add", name,
+                  ShapeString(g_.values_[a].shape) + " + " + ShapeString(g_.values_[b].shape));
   }
   return Add(OpKind::kAdd, std::move(name), {a, b}, g_.values_[a].shape, ValueType::kF32);
 }
 
-StatusOr<int> Builder::SelectRows(std::string name, int x, int rows) {
-  FG_RETURN_IF_ERROR(CheckId(x, name));
-  FG_RETURN_IF_ERROR(CheckId(rows, name));
+ValueId Builder::SelectRows(std::string name, ValueId x, ValueId rows) {
+  if (!Usable(name, {x, rows})) return ValueId();
   const Value& xv = g_.values_[x];
   const Value& rv = g_.values_[rows];
   if (xv.shape.size() != 2 || rv.type != ValueType::kI32 || rv.shape.size() != 1) {
-    return ShapeError("select_rows", name, "x [S,N] and rows i32 [R] expected");
+    return Refuse("select_rows", name, "x [S,N] and rows i32 [R] expected");
   }
   return Add(OpKind::kSelectRows, std::move(name), {x, rows}, {rv.shape[0], xv.shape[1]}, xv.type);
 }
 
-StatusOr<int> Builder::Argmax(std::string name, int x) {
-  FG_RETURN_IF_ERROR(CheckId(x, name));
+ValueId Builder::Argmax(std::string name, ValueId x) {
+  if (!Usable(name, {x})) return ValueId();
   const Value& xv = g_.values_[x];
   if (xv.shape.size() != 2 || xv.type != ValueType::kF32 || xv.shape[1] == 0) {
-    return ShapeError("argmax", name, "x must be f32 [R,N] with N > 0");
+    return Refuse("argmax", name, "x must be f32 [R,N] with N > 0");
   }
   return Add(OpKind::kArgmax, std::move(name), {x}, {xv.shape[0]}, ValueType::kI32);
 }
 
-StatusOr<int> Builder::Iota(std::string name, int64_t n) {
-  if (n <= 0) return ShapeError("iota", name, "length must be > 0");
+ValueId Builder::Iota(std::string name, int64_t n) {
+  if (n <= 0) return Refuse("iota", name, "length must be > 0");
   return Add(OpKind::kIota, std::move(name), {}, {n}, ValueType::kI32);
 }
 
-StatusOr<int> Builder::Scale(std::string name, int x, float scale) {
-  FG_RETURN_IF_ERROR(CheckId(x, name));
-  if (g_.values_[x].type != ValueType::kF32) return ShapeError("scale", name, "x must be f32");
+ValueId Builder::Scale(std::string name, ValueId x, float scale) {
+  if (!Usable(name, {x})) return ValueId();
+  if (g_.values_[x].type != ValueType::kF32) return Refuse("scale", name, "x must be f32");
   Node n;
   n.f0 = scale;
   return Add(OpKind::kScale, std::move(name), {x}, g_.values_[x].shape, ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::Transpose(std::string name, int x, std::vector<int64_t> perm) {
-  FG_RETURN_IF_ERROR(CheckId(x, name));
+ValueId Builder::Transpose(std::string name, ValueId x, std::vector<int64_t> perm) {
+  if (!Usable(name, {x})) return ValueId();
   const Value& xv = g_.values_[x];
-  if (xv.type == ValueType::kStored) return ShapeError("transpose", name, "x must be computed");
+  if (xv.type == ValueType::kStored) return Refuse("transpose", name, "x must be computed");
   const size_t rank = xv.shape.size();
   std::vector<bool> seen(rank, false);
   bool ok = perm.size() == rank;
@@ -324,9 +340,9 @@ StatusOr<int> Builder::Transpose(std::string name, int x, std::vector<int64_t> p
     if (ok) seen[perm[i]] = true;
   }
   if (!ok) {
-    return ShapeError("transpose", name,
-                      "perm " + ShapeString(perm) + " is not a permutation of rank " +
-                          std::to_string(rank));
+    return Refuse(
+        "transpose", name,
+        "perm " + ShapeString(perm) + " is not a permutation of rank " + std::to_string(rank));
   }
   std::vector<int64_t> shape(rank);
   for (size_t i = 0; i < rank; ++i) shape[i] = xv.shape[perm[i]];
@@ -335,22 +351,21 @@ StatusOr<int> Builder::Transpose(std::string name, int x, std::vector<int64_t> p
   return Add(OpKind::kTranspose, std::move(name), {x}, std::move(shape), xv.type, n);
 }
 
-StatusOr<int> Builder::Concat(std::string name, int a, int b, int64_t axis) {
-  FG_RETURN_IF_ERROR(CheckId(a, name));
-  FG_RETURN_IF_ERROR(CheckId(b, name));
+ValueId Builder::Concat(std::string name, ValueId a, ValueId b, int64_t axis) {
+  if (!Usable(name, {a, b})) return ValueId();
   const Value& av = g_.values_[a];
   const Value& bv = g_.values_[b];
   if (av.type == ValueType::kStored || av.type != bv.type || av.shape.size() != bv.shape.size() ||
       axis < 0 || axis >= static_cast<int64_t>(av.shape.size())) {
-    return ShapeError("concat", name, "operands of one computed type and rank, axis in range");
+    return Refuse("concat", name, "operands of one computed type and rank, axis in range");
   }
   std::vector<int64_t> shape = av.shape;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (static_cast<int64_t>(i) == axis) continue;
     if (av.shape[i] != bv.shape[i]) {
-      return ShapeError("concat", name,
-                        ShapeString(av.shape) + " and " + ShapeString(bv.shape) +
-                            " differ outside axis " + std::to_string(axis));
+      return Refuse("concat", name,
+                    ShapeString(av.shape) + " and " + ShapeString(bv.shape) +
+                        " differ outside axis " + std::to_string(axis));
     }
   }
   shape[axis] = (av.shape[axis] == kDynamic || bv.shape[axis] == kDynamic)
@@ -361,56 +376,55 @@ StatusOr<int> Builder::Concat(std::string name, int a, int b, int64_t axis) {
   return Add(OpKind::kConcat, std::move(name), {a, b}, std::move(shape), av.type, n);
 }
 
-StatusOr<int> Builder::RopeTable(std::string name, int x, int cos, int sin) {
-  for (int id : {x, cos, sin}) FG_RETURN_IF_ERROR(CheckId(id, name));
+ValueId Builder::RopeTable(std::string name, ValueId x, ValueId cos, ValueId sin) {
+  if (!Usable(name, {x, cos, sin})) return ValueId();
   const Value& xv = g_.values_[x];
   const Value& cv = g_.values_[cos];
   const Value& sv = g_.values_[sin];
   if (xv.type != ValueType::kF32 || xv.shape.size() != 3 || xv.shape[2] % 2 != 0) {
-    return ShapeError("rope_table", name,
-                      "x must be f32 [S,heads,D] with even D, is " + ShapeString(xv.shape));
+    return Refuse("rope_table", name,
+                  "x must be f32 [S,heads,D] with even D, is " + ShapeString(xv.shape));
   }
   const std::vector<int64_t> table = {xv.shape[0], xv.shape[2]};
   if (cv.type != ValueType::kF32 || sv.type != ValueType::kF32 || cv.shape != table ||
       sv.shape != table) {
-    return ShapeError("rope_table", name,
-                      "cos/sin must be f32 " + ShapeString(table) + ", are " +
-                          ShapeString(cv.shape) + " and " + ShapeString(sv.shape));
+    return Refuse("rope_table", name,
+                  "cos/sin must be f32 " + ShapeString(table) + ", are " + ShapeString(cv.shape) +
+                      " and " + ShapeString(sv.shape));
   }
   return Add(OpKind::kRopeTable, std::move(name), {x, cos, sin}, xv.shape, ValueType::kF32);
 }
 
-StatusOr<int> Builder::AttentionKV(std::string name, int q, int k, int v, int mask, float scale,
-                                   int64_t window) {
-  for (int id : {q, k, v}) FG_RETURN_IF_ERROR(CheckId(id, name));
-  if (mask >= 0) FG_RETURN_IF_ERROR(CheckId(mask, name));
+ValueId Builder::AttentionKV(std::string name, ValueId q, ValueId k, ValueId v, int mask,
+                             float scale, int64_t window) {
+  if (!Usable(name, {q, k, v})) return ValueId();
+  if (mask >= 0 && !Usable(name, {ValueId(mask)})) return ValueId();
   const Value& qv = g_.values_[q];
   const Value& kv = g_.values_[k];
   const Value& vv = g_.values_[v];
   if (qv.type != ValueType::kF32 || kv.type != ValueType::kF32 || vv.type != ValueType::kF32 ||
       qv.shape.size() != 3 || kv.shape.size() != 4 || kv.shape != vv.shape || kv.shape[0] != 1) {
-    return ShapeError("attention_kv", name, "q f32 [S,Hq,D] and k, v f32 [1,KV,T,D] expected");
+    return Refuse("attention_kv", name, "q f32 [S,Hq,D] and k, v f32 [1,KV,T,D] expected");
   }
   const int64_t S = qv.shape[0], Hq = qv.shape[1], D = qv.shape[2], KV = kv.shape[1],
                 T = kv.shape[2];
   if (kv.shape[3] != D || KV <= 0 || Hq % KV != 0 || HasDynamic(qv.shape)) {
-    return ShapeError("attention_kv", name,
-                      "q " + ShapeString(qv.shape) + " and k " + ShapeString(kv.shape) +
-                          " disagree");
+    return Refuse("attention_kv", name,
+                  "q " + ShapeString(qv.shape) + " and k " + ShapeString(kv.shape) + " disagree");
   }
   if (T != kDynamic && T < S) {
-    return ShapeError("attention_kv", name, "fewer keys than queries");
+    return Refuse("attention_kv", name, "fewer keys than queries");
   }
-  if (window < 0) return ShapeError("attention_kv", name, "window must be >= 0");
+  if (window < 0) return Refuse("attention_kv", name, "window must be >= 0");
   std::vector<int> ins = {q, k, v};
   if (mask >= 0) {
     const Value& mv = g_.values_[mask];
     if (mv.type != ValueType::kF32 || mv.shape != std::vector<int64_t>{1, Hq, S, T}) {
-      return ShapeError("attention_kv", name,
-                        "mask must be f32 " + ShapeString({1, Hq, S, T}) + ", is " +
-                            ShapeString(mv.shape));
+      return Refuse(
+          "attention_kv", name,
+          "mask must be f32 " + ShapeString({1, Hq, S, T}) + ", is " + ShapeString(mv.shape));
     }
-    if (window != 0) return ShapeError("attention_kv", name, "a masked attention has no window");
+    if (window != 0) return Refuse("attention_kv", name, "a masked attention has no window");
     ins.push_back(mask);
   }
   Node n;
@@ -420,45 +434,44 @@ StatusOr<int> Builder::AttentionKV(std::string name, int q, int k, int v, int ma
              n);
 }
 
-StatusOr<int> Builder::Dot(std::string name, int a, int b) {
-  FG_RETURN_IF_ERROR(CheckId(a, name));
-  FG_RETURN_IF_ERROR(CheckId(b, name));
+ValueId Builder::Dot(std::string name, ValueId a, ValueId b) {
+  if (!Usable(name, {a, b})) return ValueId();
   const Value& av = g_.values_[a];
   const Value& bv = g_.values_[b];
   if (av.type != ValueType::kF32 || bv.type != ValueType::kF32 || av.shape.size() != 2 ||
       bv.shape.size() != 2 || av.shape[1] != bv.shape[0]) {
-    return ShapeError("dot", name,
-                      "f32 [M,K] x [K,N] expected, got " + ShapeString(av.shape) + " x " +
-                          ShapeString(bv.shape));
+    return Refuse(
+        "dot", name,
+        "f32 [M,K] x [K,N] expected, got " + ShapeString(av.shape) + " x " + ShapeString(bv.shape));
   }
   return Add(OpKind::kDot, std::move(name), {a, b}, {av.shape[0], bv.shape[1]}, ValueType::kF32);
 }
 
-StatusOr<int> Builder::LowRank(std::string name, int x, int w, float scale, std::optional<int> y) {
-  FG_RETURN_IF_ERROR(CheckId(x, name));
-  FG_RETURN_IF_ERROR(CheckId(w, name));
-  if (y) FG_RETURN_IF_ERROR(CheckId(*y, name));
+ValueId Builder::LowRank(std::string name, ValueId x, ValueId w, float scale,
+                         std::optional<ValueId> y) {
+  if (!Usable(name, {x, w})) return ValueId();
+  if (y && !Usable(name, {*y})) return ValueId();
   const Value& xv = g_.values_[x];
   const Value& wv = g_.values_[w];
   if (xv.type != ValueType::kF32 || xv.shape.size() != 2) {
-    return ShapeError("low_rank", name, "x must be f32 [S,K], is " + ShapeString(xv.shape));
+    return Refuse("low_rank", name, "x must be f32 [S,K], is " + ShapeString(xv.shape));
   }
   if (wv.type != ValueType::kStored || wv.shape.size() != 2 ||
       wv.stored_dtype != tensor::DType::kF32) {
-    return ShapeError("low_rank", name, "w must be a stored f32 [K,N] weight");
+    return Refuse("low_rank", name, "w must be a stored f32 [K,N] weight");
   }
   if (wv.shape[0] != xv.shape[1]) {
-    return ShapeError("low_rank", name,
-                      "x " + ShapeString(xv.shape) + " and w " + ShapeString(wv.shape) +
-                          " disagree on K");
+    return Refuse(
+        "low_rank", name,
+        "x " + ShapeString(xv.shape) + " and w " + ShapeString(wv.shape) + " disagree on K");
   }
   std::vector<int64_t> shape = {xv.shape[0], wv.shape[1]};
   std::vector<int> inputs = {x, w};
   if (y) {
     const Value& yv = g_.values_[*y];
     if (yv.type != ValueType::kF32 || yv.shape != shape) {
-      return ShapeError("low_rank", name, "y must be f32 " + ShapeString(shape) + ", is " +
-                                              ShapeString(yv.shape));
+      return Refuse("low_rank", name,
+                    "y must be f32 " + ShapeString(shape) + ", is " + ShapeString(yv.shape));
     }
     inputs.push_back(*y);
   }
@@ -468,66 +481,66 @@ StatusOr<int> Builder::LowRank(std::string name, int x, int w, float scale, std:
              ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::RmsNormBack(std::string name, int x, int w, int dy, float eps) {
-  for (int id : {x, w, dy}) FG_RETURN_IF_ERROR(CheckId(id, name));
+ValueId Builder::RmsNormBack(std::string name, ValueId x, ValueId w, ValueId dy, float eps) {
+  if (!Usable(name, {x, w, dy})) return ValueId();
   const Value& xv = g_.values_[x];
   const Value& wv = g_.values_[w];
   if (xv.type != ValueType::kF32 || xv.shape.empty() || g_.values_[dy].shape != xv.shape ||
       g_.values_[dy].type != ValueType::kF32) {
-    return ShapeError("rms_norm_back", name, "x and dy must be f32 of one shape");
+    return Refuse("rms_norm_back", name, "x and dy must be f32 of one shape");
   }
   if (wv.shape.size() != 1 || wv.shape[0] != xv.shape.back() || wv.type == ValueType::kI32) {
-    return ShapeError("rms_norm_back", name, "weight " + ShapeString(wv.shape) +
-                                                 " does not match x " + ShapeString(xv.shape));
+    return Refuse("rms_norm_back", name,
+                  "weight " + ShapeString(wv.shape) + " does not match x " + ShapeString(xv.shape));
   }
   Node n;
   n.f0 = eps;
   return Add(OpKind::kRmsNormBack, std::move(name), {x, w, dy}, xv.shape, ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::RopeBack(std::string name, int dy, int pos, double base) {
-  FG_RETURN_IF_ERROR(CheckId(dy, name));
-  FG_RETURN_IF_ERROR(CheckId(pos, name));
+ValueId Builder::RopeBack(std::string name, ValueId dy, ValueId pos, double base) {
+  if (!Usable(name, {dy, pos})) return ValueId();
   const Value& xv = g_.values_[dy];
   const Value& pv = g_.values_[pos];
   if (xv.type != ValueType::kF32 || xv.shape.size() != 3 || xv.shape[2] % 2 != 0) {
-    return ShapeError("rope_back", name, "dy must be f32 [S,heads,D] with even D");
+    return Refuse("rope_back", name, "dy must be f32 [S,heads,D] with even D");
   }
   if (pv.type != ValueType::kI32 || pv.shape != std::vector<int64_t>{xv.shape[0]}) {
-    return ShapeError("rope_back", name, "positions must be i32 [S]");
+    return Refuse("rope_back", name, "positions must be i32 [S]");
   }
-  if (!(base > 1.0)) return ShapeError("rope_back", name, "base must be > 1");
+  if (!(base > 1.0)) return Refuse("rope_back", name, "base must be > 1");
   Node n;
   n.base = base;
   return Add(OpKind::kRopeBack, std::move(name), {dy, pos}, xv.shape, ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::CacheRead(std::string name, int cache, int pos) {
-  FG_RETURN_IF_ERROR(CheckId(cache, name));
-  FG_RETURN_IF_ERROR(CheckId(pos, name));
+ValueId Builder::CacheRead(std::string name, ValueId cache, ValueId pos) {
+  if (!Usable(name, {cache, pos})) return ValueId();
   const Value& cv = g_.values_[cache];
   const Value& pv = g_.values_[pos];
   if (cv.type != ValueType::kF32 || cv.shape.size() != 3) {
-    return ShapeError("cache_read", name, "cache must be f32 [R,KV,D]");
+    return Refuse("cache_read", name, "cache must be f32 [R,KV,D]");
   }
   if (pv.type != ValueType::kI32 || pv.shape.size() != 1) {
-    return ShapeError("cache_read", name, "positions must be i32 [S]");
+    return Refuse("cache_read", name, "positions must be i32 [S]");
   }
   return Add(OpKind::kCacheRead, std::move(name), {cache, pos},
              {pv.shape[0], cv.shape[1], cv.shape[2]}, ValueType::kF32);
 }
 
-StatusOr<int> Builder::AttentionBack(std::string name, const Node& attention, int dout) {
+ValueId Builder::AttentionBack(std::string name, const Node& attention, ValueId dout) {
   if (attention.op != OpKind::kAttention) {
-    return ShapeError("attention_back", name, "needs an attention node");
+    return Refuse("attention_back", name, "needs an attention node");
   }
-  FG_RETURN_IF_ERROR(CheckId(dout, name));
-  for (int id : attention.inputs) FG_RETURN_IF_ERROR(CheckId(id, name));
+  if (!Usable(name, {dout})) return ValueId();
+  for (int id : attention.inputs) {
+    if (!Usable(name, {ValueId(id)})) return ValueId();
+  }
   const Value& qv = g_.values_[attention.inputs[0]];
   const Value& kv = g_.values_[attention.inputs[1]];
   const Value& dv = g_.values_[dout];
   if (dv.type != ValueType::kF32 || dv.shape != std::vector<int64_t>{qv.shape[0], qv.shape[1] * qv.shape[2]}) {
-    return ShapeError("attention_back", name, "dout must be f32 [S,Hq*D], is " + ShapeString(dv.shape));
+    return Refuse("attention_back", name, "dout must be f32 [S,Hq*D], is " + ShapeString(dv.shape));
   }
   Node n;
   n.f0 = attention.f0;
@@ -538,41 +551,42 @@ StatusOr<int> Builder::AttentionBack(std::string name, const Node& attention, in
              {qv.elements() + 2 * kv.elements()}, ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::Slice(std::string name, int x, int64_t offset, std::vector<int64_t> shape) {
-  FG_RETURN_IF_ERROR(CheckId(x, name));
+ValueId Builder::Slice(std::string name, ValueId x, int64_t offset, std::vector<int64_t> shape) {
+  if (!Usable(name, {x})) return ValueId();
   const Value& xv = g_.values_[x];
   Value probe;
   probe.shape = shape;
   if (xv.type == ValueType::kStored || HasDynamic(shape) || HasDynamic(xv.shape) ||
       !ValidShape(shape) || offset < 0 || offset + probe.elements() > xv.elements()) {
-    return ShapeError("slice", name, ShapeString(shape) + " at " + std::to_string(offset) +
-                                         " does not fit in " + ShapeString(xv.shape));
+    return Refuse("slice", name,
+                  ShapeString(shape) + " at " + std::to_string(offset) + " does not fit in " +
+                      ShapeString(xv.shape));
   }
   Node n;
   n.index = offset;
   return Add(OpKind::kSlice, std::move(name), {x}, std::move(shape), xv.type, n);
 }
 
-StatusOr<int> Builder::GeluMulBack(std::string name, int gate, int up, int dy, int64_t operand) {
-  for (int id : {gate, up, dy}) FG_RETURN_IF_ERROR(CheckId(id, name));
+ValueId Builder::GeluMulBack(std::string name, ValueId gate, ValueId up, ValueId dy,
+                             int64_t operand) {
+  if (!Usable(name, {gate, up, dy})) return ValueId();
   const auto& shape = g_.values_[gate].shape;
   if (g_.values_[up].shape != shape || g_.values_[dy].shape != shape) {
-    return ShapeError("gelu_mul_back", name, "shapes differ");
+    return Refuse("gelu_mul_back", name, "shapes differ");
   }
-  if (operand != 0 && operand != 1) return ShapeError("gelu_mul_back", name, "operand is 0 or 1");
+  if (operand != 0 && operand != 1) return Refuse("gelu_mul_back", name, "operand is 0 or 1");
   Node n;
   n.index = operand;
   return Add(OpKind::kGeluMulBack, std::move(name), {gate, up, dy}, shape, ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::ScatterRows(std::string name, int dy, int rows, int64_t n_rows) {
-  FG_RETURN_IF_ERROR(CheckId(dy, name));
-  FG_RETURN_IF_ERROR(CheckId(rows, name));
+ValueId Builder::ScatterRows(std::string name, ValueId dy, ValueId rows, int64_t n_rows) {
+  if (!Usable(name, {dy, rows})) return ValueId();
   const Value& dv = g_.values_[dy];
   const Value& rv = g_.values_[rows];
   if (dv.type != ValueType::kF32 || dv.shape.size() != 2 || rv.type != ValueType::kI32 ||
       rv.shape != std::vector<int64_t>{dv.shape[0]} || n_rows < 0) {
-    return ShapeError("scatter_rows", name, "dy f32 [R,N] and rows i32 [R] expected");
+    return Refuse("scatter_rows", name, "dy f32 [R,N] and rows i32 [R] expected");
   }
   Node n;
   n.index = n_rows;
@@ -580,59 +594,64 @@ StatusOr<int> Builder::ScatterRows(std::string name, int dy, int rows, int64_t n
              ValueType::kF32, n);
 }
 
-StatusOr<int> Builder::CrossEntropy(std::string name, int logits, int targets) {
-  FG_RETURN_IF_ERROR(CheckId(logits, name));
-  FG_RETURN_IF_ERROR(CheckId(targets, name));
+ValueId Builder::CrossEntropy(std::string name, ValueId logits, ValueId targets) {
+  if (!Usable(name, {logits, targets})) return ValueId();
   const Value& lv = g_.values_[logits];
   const Value& tv = g_.values_[targets];
   if (lv.type != ValueType::kF32 || lv.shape.size() != 2 || lv.shape[1] == 0 ||
       tv.type != ValueType::kI32 || tv.shape != std::vector<int64_t>{lv.shape[0]}) {
-    return ShapeError("cross_entropy", name, "logits f32 [R,V] and targets i32 [R] expected");
+    return Refuse("cross_entropy", name, "logits f32 [R,V] and targets i32 [R] expected");
   }
   return Add(OpKind::kCrossEntropy, std::move(name), {logits, targets}, {lv.shape[0]},
              ValueType::kF32);
 }
 
-StatusOr<int> Builder::CrossEntropyBack(std::string name, int logits, int targets, int dloss) {
-  for (int id : {logits, targets, dloss}) FG_RETURN_IF_ERROR(CheckId(id, name));
+ValueId Builder::CrossEntropyBack(std::string name, ValueId logits, ValueId targets,
+                                  ValueId dloss) {
+  if (!Usable(name, {logits, targets, dloss})) return ValueId();
   const Value& lv = g_.values_[logits];
   const Value& tv = g_.values_[targets];
   const Value& dv = g_.values_[dloss];
   if (lv.type != ValueType::kF32 || lv.shape.size() != 2 || lv.shape[1] == 0 ||
       tv.type != ValueType::kI32 || tv.shape != std::vector<int64_t>{lv.shape[0]} ||
       dv.type != ValueType::kF32 || dv.shape != tv.shape) {
-    return ShapeError("cross_entropy_back", name,
-                      "logits f32 [R,V], targets i32 [R] and dloss f32 [R] expected");
+    return Refuse("cross_entropy_back", name,
+                  "logits f32 [R,V], targets i32 [R] and dloss f32 [R] expected");
   }
   return Add(OpKind::kCrossEntropyBack, std::move(name), {logits, targets, dloss}, lv.shape,
              ValueType::kF32);
 }
 
-StatusOr<int> Builder::DotTN(std::string name, int a, int b) {
-  FG_RETURN_IF_ERROR(CheckId(a, name));
-  FG_RETURN_IF_ERROR(CheckId(b, name));
+ValueId Builder::DotTN(std::string name, ValueId a, ValueId b) {
+  if (!Usable(name, {a, b})) return ValueId();
   const Value& av = g_.values_[a];
   const Value& bv = g_.values_[b];
   if (av.type != ValueType::kF32 || bv.type != ValueType::kF32 || av.shape.size() != 2 ||
       bv.shape.size() != 2 || av.shape[0] != bv.shape[0]) {
-    return ShapeError("dot_tn", name,
-                      "f32 [K,M]^T x [K,N] expected, got " + ShapeString(av.shape) + " x " +
-                          ShapeString(bv.shape));
+    return Refuse("dot_tn", name,
+                  "f32 [K,M]^T x [K,N] expected, got " + ShapeString(av.shape) + " x " +
+                      ShapeString(bv.shape));
   }
   return Add(OpKind::kDotTN, std::move(name), {a, b}, {av.shape[1], bv.shape[1]}, ValueType::kF32);
 }
 
-Status Builder::MarkOutput(int value, std::string name) {
-  FG_RETURN_IF_ERROR(CheckId(value, "output"));
+void Builder::MarkOutput(ValueId value, std::string name) {
+  if (!Usable("output", {value})) return;
   if (name.empty()) name = g_.values_[value].name;
   for (const std::string& n : g_.output_names_) {
-    if (n == name) return InvalidArgumentError("graph: duplicate output name '" + name + "'");
+    if (n == name) {
+      Fail(InvalidArgumentError("graph: duplicate output name '" + name + "'"));
+      return;
+    }
   }
   g_.outputs_.push_back(value);
   g_.output_names_.push_back(std::move(name));
-  return OkStatus();
 }
 
-Graph Builder::Finish() { return std::exchange(g_, Graph{}); }
+StatusOr<Graph> Builder::Finish() {
+  Graph g = std::exchange(g_, Graph{});
+  if (!status_.ok()) return std::exchange(status_, Status());
+  return g;
+}
 
 }  // namespace fg::graph

@@ -7,11 +7,14 @@
 // a fast kernel in the executor, and a lowering in the emitter).
 //
 // Shapes are outermost-first. Every value carries a name (`blk.3.attn_out`) used by dumps and
-// error messages. Builders return StatusOr so shape errors surface as Status, never aborts.
+// error messages. The builder keeps the first shape error and Finish() returns it, so graph
+// construction reads like the model (no check after every op) and errors surface as a Status,
+// never an abort.
 #ifndef FGEMMA_GRAPH_GRAPH_H_
 #define FGEMMA_GRAPH_GRAPH_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -86,6 +89,24 @@ bool HasDynamic(const std::vector<int64_t>& shape);
 
 std::string_view OpName(OpKind op);
 
+// A value of a graph under construction: the builder hands these out and takes them back, never
+// plain ints, so a size or an attribute cannot be passed where a value is meant. A default
+// ValueId names no value; builder ops return one once the builder holds an error. It converts
+// to its index, which is how a finished Graph's tables (Node::inputs, Graph::inputs(), the
+// executor's per-value arrays) refer to values.
+class ValueId {
+ public:
+  constexpr ValueId() = default;
+  constexpr explicit ValueId(int index) : index_(index) {}
+  constexpr int index() const { return index_; }
+  constexpr bool valid() const { return index_ >= 0; }
+  constexpr operator int() const { return index_; }  // NOLINT: the index into the graph's tables
+  friend constexpr bool operator==(ValueId, ValueId) = default;
+
+ private:
+  int index_ = -1;
+};
+
 enum class ValueType { kF32, kI32, kStored };  // kStored: a weight in its file dtype
 
 struct Value {
@@ -123,8 +144,8 @@ class Graph {
   // The name each output is known by (the value's name unless MarkOutput gave another: a
   // contract result "l0.k" whose input is also called "l0.k").
   const std::vector<std::string>& output_names() const { return output_names_; }
-  // Value id by name, or -1.
-  int Find(std::string_view name) const;
+  // The value named `name`, or an invalid ValueId.
+  ValueId Find(std::string_view name) const;
 
  private:
   friend class Builder;
@@ -135,7 +156,10 @@ class Graph {
   std::unordered_map<std::string, int> by_name_;
 };
 
-// Builds a graph op by op, checking shapes. Each method returns the new value's id.
+// Builds a graph op by op, checking shapes. Each op returns the new value's id. The first
+// error (a shape rule broken, a duplicate name, an id of no value) is kept: from then on every
+// op returns an invalid ValueId and adds nothing, and Finish() returns that error. So a model
+// is written as straight-line construction and checked once, at Finish().
 class Builder {
  public:
   Builder() = default;
@@ -143,54 +167,67 @@ class Builder {
   explicit Builder(Graph g) : g_(std::move(g)) {}
   // The graph so far.
   const Graph& graph() const { return g_; }
+  // The first error so far (OK while every op has succeeded).
+  const Status& status() const { return status_; }
+  bool ok() const { return status_.ok(); }
+  // Fails the build with `error` unless it has already failed (the first error is kept), for a
+  // caller's own checks during construction; returns an invalid ValueId.
+  ValueId Fail(Status error);
 
-  StatusOr<int> Input(std::string name, std::vector<int64_t> shape, ValueType type);
-  StatusOr<int> Weight(std::string name, std::vector<int64_t> shape, tensor::DType dtype);
-  StatusOr<int> State(std::string name, std::vector<int64_t> shape);
-  StatusOr<int> Embedding(std::string name, int weight, int ids, float scale);
-  StatusOr<int> RmsNorm(std::string name, int x, int w, float eps);
-  StatusOr<int> MatMul(std::string name, int x, int w);
-  StatusOr<int> Reshape(std::string name, int x, std::vector<int64_t> shape);
-  StatusOr<int> Rope(std::string name, int x, int pos, double base);
-  StatusOr<int> CacheWrite(std::string name, int cache, int x, int pos);
-  StatusOr<int> Attention(std::string name, int q, int kcache, int vcache, int pos, float scale,
-                          int64_t window);
-  StatusOr<int> GeluMul(std::string name, int gate, int up);
-  StatusOr<int> Add(std::string name, int a, int b);
-  StatusOr<int> SelectRows(std::string name, int x, int rows);
-  StatusOr<int> Argmax(std::string name, int x);
-  StatusOr<int> Iota(std::string name, int64_t n);
-  StatusOr<int> Scale(std::string name, int x, float scale);
-  StatusOr<int> Transpose(std::string name, int x, std::vector<int64_t> perm);
-  StatusOr<int> Concat(std::string name, int a, int b, int64_t axis);
-  StatusOr<int> RopeTable(std::string name, int x, int cos, int sin);
+  ValueId Input(std::string name, std::vector<int64_t> shape, ValueType type);
+  ValueId Weight(std::string name, std::vector<int64_t> shape, tensor::DType dtype);
+  ValueId State(std::string name, std::vector<int64_t> shape);
+  ValueId Embedding(std::string name, ValueId weight, ValueId ids, float scale);
+  ValueId RmsNorm(std::string name, ValueId x, ValueId w, float eps);
+  ValueId MatMul(std::string name, ValueId x, ValueId w);
+  ValueId Reshape(std::string name, ValueId x, std::vector<int64_t> shape);
+  ValueId Rope(std::string name, ValueId x, ValueId pos, double base);
+  ValueId CacheWrite(std::string name, ValueId cache, ValueId x, ValueId pos);
+  ValueId Attention(std::string name, ValueId q, ValueId kcache, ValueId vcache, ValueId pos,
+                    float scale, int64_t window);
+  ValueId GeluMul(std::string name, ValueId gate, ValueId up);
+  ValueId Add(std::string name, ValueId a, ValueId b);
+  ValueId SelectRows(std::string name, ValueId x, ValueId rows);
+  ValueId Argmax(std::string name, ValueId x);
+  ValueId Iota(std::string name, int64_t n);
+  ValueId Scale(std::string name, ValueId x, float scale);
+  ValueId Transpose(std::string name, ValueId x, std::vector<int64_t> perm);
+  ValueId Concat(std::string name, ValueId a, ValueId b, int64_t axis);
+  ValueId RopeTable(std::string name, ValueId x, ValueId cos, ValueId sin);
   // mask = -1: no mask (causal from the end, with `window`).
-  StatusOr<int> AttentionKV(std::string name, int q, int k, int v, int mask, float scale,
-                            int64_t window);
-  StatusOr<int> Dot(std::string name, int a, int b);
-  StatusOr<int> LowRank(std::string name, int x, int w, float scale, std::optional<int> y = {});
+  ValueId AttentionKV(std::string name, ValueId q, ValueId k, ValueId v, int mask, float scale,
+                      int64_t window);
+  ValueId Dot(std::string name, ValueId a, ValueId b);
+  ValueId LowRank(std::string name, ValueId x, ValueId w, float scale,
+                  std::optional<ValueId> y = {});
   // Backward-pass ops (see OpKind).
-  StatusOr<int> RmsNormBack(std::string name, int x, int w, int dy, float eps);
-  StatusOr<int> RopeBack(std::string name, int dy, int pos, double base);
-  StatusOr<int> CacheRead(std::string name, int cache, int pos);
-  StatusOr<int> AttentionBack(std::string name, const Node& attention, int dout);
-  StatusOr<int> Slice(std::string name, int x, int64_t offset, std::vector<int64_t> shape);
-  StatusOr<int> GeluMulBack(std::string name, int gate, int up, int dy, int64_t operand);
-  StatusOr<int> ScatterRows(std::string name, int dy, int rows, int64_t n_rows);
-  StatusOr<int> CrossEntropy(std::string name, int logits, int targets);
-  StatusOr<int> CrossEntropyBack(std::string name, int logits, int targets, int dloss);
-  StatusOr<int> DotTN(std::string name, int a, int b);
+  ValueId RmsNormBack(std::string name, ValueId x, ValueId w, ValueId dy, float eps);
+  ValueId RopeBack(std::string name, ValueId dy, ValueId pos, double base);
+  ValueId CacheRead(std::string name, ValueId cache, ValueId pos);
+  ValueId AttentionBack(std::string name, const Node& attention, ValueId dout);
+  ValueId Slice(std::string name, ValueId x, int64_t offset, std::vector<int64_t> shape);
+  ValueId GeluMulBack(std::string name, ValueId gate, ValueId up, ValueId dy, int64_t operand);
+  ValueId ScatterRows(std::string name, ValueId dy, ValueId rows, int64_t n_rows);
+  ValueId CrossEntropy(std::string name, ValueId logits, ValueId targets);
+  ValueId CrossEntropyBack(std::string name, ValueId logits, ValueId targets, ValueId dloss);
+  ValueId DotTN(std::string name, ValueId a, ValueId b);
   // `name` empty: the value's own name. Output names must be unique.
-  Status MarkOutput(int value, std::string name = {});
+  void MarkOutput(ValueId value, std::string name = {});
 
-  // Hands over the finished graph (the builder is empty afterwards).
-  Graph Finish();
+  // Hands over the finished graph, or the build's first error (the builder is empty
+  // afterwards either way).
+  StatusOr<Graph> Finish();
 
  private:
-  StatusOr<int> Add(OpKind op, std::string name, std::vector<int> inputs,
-                    std::vector<int64_t> shape, ValueType type, Node attrs = {});
-  Status CheckId(int id, std::string_view what) const;
+  ValueId Add(OpKind op, std::string name, std::vector<int> inputs, std::vector<int64_t> shape,
+              ValueType type, Node attrs = {});
+  // Fails the build with op `op`'s shape error on value `name`.
+  ValueId Refuse(std::string_view op, std::string_view name, const std::string& what);
+  // False when the build has already failed, or (failing it) when an id names no value.
+  bool Usable(std::string_view name, std::initializer_list<ValueId> ids);
+  const Value& V(ValueId id) const { return g_.values_[id.index()]; }
   Graph g_;
+  Status status_;
 };
 
 // "[2, 640]".

@@ -33,18 +33,17 @@ StatusOr<graph::Graph> BuildTrainGraph(const model::Config& config, const model:
   fs.local_cache_rows = spec.local_cache_rows;
   FG_ASSIGN_OR_RETURN(graph::Graph fwd, model::BuildForward(config, weights, fs));
   graph::Builder b(std::move(fwd));
-  const int logits = b.graph().Find("result_output");
-  if (logits < 0) return InternalError("train: the forward graph has no result_output");
-  FG_ASSIGN_OR_RETURN(int targets, b.Input("targets", {spec.n_target_rows}, graph::ValueType::kI32));
-  FG_ASSIGN_OR_RETURN(int seed, b.Input("loss_weights", {spec.n_target_rows}, graph::ValueType::kF32));
-  FG_ASSIGN_OR_RETURN(int loss, b.CrossEntropy("loss", logits, targets));
-  FG_RETURN_IF_ERROR(b.MarkOutput(loss));
+  const graph::ValueId logits = b.graph().Find("result_output");
+  if (!logits.valid()) return InternalError("train: the forward graph has no result_output");
+  const graph::ValueId targets = b.Input("targets", {spec.n_target_rows}, graph::ValueType::kI32);
   graph::BackwardSpec bs;
-  bs.loss = loss;
-  bs.seed = seed;
+  bs.seed = b.Input("loss_weights", {spec.n_target_rows}, graph::ValueType::kF32);
+  bs.loss = b.CrossEntropy("loss", logits, targets);
+  b.MarkOutput(bs.loss);
+  FG_RETURN_IF_ERROR(b.status());
   for (const std::string& name : TrainedNames(weights)) {
-    const int id = b.graph().Find(name);
-    if (id < 0) return InternalError("train: the graph does not use '" + name + "'");
+    const graph::ValueId id = b.graph().Find(name);
+    if (!id.valid()) return InternalError("train: the graph does not use '" + name + "'");
     bs.wrt.push_back(id);
   }
   const tensor::DType type = spec.transposed_type;

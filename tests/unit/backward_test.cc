@@ -40,11 +40,12 @@ using ::fg::testing::GraphDouble;
 using ::fg::testing::MaxGradError;
 using ::fg::testing::Random;
 using ::fg::testing::StatusIs;
-using ::testing::AllOf;
-using ::testing::HasSubstr;
 using graph::Builder;
+using graph::ValueId;
 using graph::ValueType;
 using tensor::DType;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
 constexpr double kFdStep = 1e-5;
 constexpr double kTolerance = 1e-3;
@@ -98,8 +99,8 @@ class WeightTable {
 
 // What a case builds: the loss value and the values to differentiate.
 struct Built {
-  int loss = -1;
-  std::vector<int> wrt;
+  ValueId loss;
+  std::vector<ValueId> wrt;
 };
 
 struct GradCase {
@@ -159,19 +160,20 @@ double CheckCase(GradCase& c) {
   auto built = c.build(b);
   EXPECT_TRUE(built.ok()) << built.status().ToString();
   if (!built.ok()) return INFINITY;
-  EXPECT_TRUE(b.MarkOutput(built->loss, "forward_loss").ok());
+  b.MarkOutput(built->loss, "forward_loss");
   const std::vector<int64_t> loss_shape = b.graph().value(built->loss).shape;
-  auto seed_id = b.Input("seed", loss_shape, ValueType::kF32);
-  EXPECT_TRUE(seed_id.ok());
   graph::BackwardSpec spec;
   spec.loss = built->loss;
-  spec.seed = *seed_id;
+  spec.seed = b.Input("seed", loss_shape, ValueType::kF32);
   spec.wrt = built->wrt;
   spec.transposed = c.transposed;
   auto grads = graph::AddBackward(b, spec);
   EXPECT_TRUE(grads.ok()) << grads.status().ToString();
   if (!grads.ok()) return INFINITY;
-  const graph::Graph g = b.Finish();
+  auto finished = b.Finish();
+  EXPECT_TRUE(finished.ok()) << finished.status().ToString();
+  if (!finished.ok()) return INFINITY;
+  const graph::Graph g = *std::move(finished);
 
   // Inputs: the given ones, the other f32 inputs random.
   uint32_t rnd = 100;
@@ -237,7 +239,7 @@ double CheckCase(GradCase& c) {
   return worst;
 }
 
-StatusOr<int> F32In(Builder& b, const std::string& name, std::vector<int64_t> shape) {
+ValueId F32In(Builder& b, const std::string& name, std::vector<int64_t> shape) {
   return b.Input(name, std::move(shape), ValueType::kF32);
 }
 
@@ -251,9 +253,9 @@ TEST(BackwardGradTest, RmsNorm) {
     c.build = [rank](Builder& b) -> StatusOr<Built> {
       std::vector<int64_t> shape = rank == 2 ? std::vector<int64_t>{3, 16}
                                              : std::vector<int64_t>{2, 2, 16};
-      FG_ASSIGN_OR_RETURN(int x, F32In(b, "x", shape));
-      FG_ASSIGN_OR_RETURN(int w, b.Weight("norm", {16}, DType::kF32));
-      FG_ASSIGN_OR_RETURN(int y, b.RmsNorm("y", x, w, 1e-6f));
+      ValueId x = F32In(b, "x", shape);
+      ValueId w = b.Weight("norm", {16}, DType::kF32);
+      ValueId y = b.RmsNorm("y", x, w, 1e-6f);
       return Built{y, {x}};
     };
     CheckCase(c);
@@ -265,11 +267,11 @@ TEST(BackwardGradTest, MatMulF32WrtInputAndWeight) {
   c.name = "matmul f32";
   c.weights.Add("W", {5, 8}, Random(40, 4));
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int x, F32In(b, "x", {3, 8}));
-    FG_ASSIGN_OR_RETURN(int w, b.Weight("W", {5, 8}, DType::kF32));
-    FG_ASSIGN_OR_RETURN(int y, b.MatMul("y", x, w));
+    ValueId x = F32In(b, "x", {3, 8});
+    ValueId w = b.Weight("W", {5, 8}, DType::kF32);
+    ValueId y = b.MatMul("y", x, w);
     // A nonlinearity after the projection, so dW and dx depend on x and on W.
-    FG_ASSIGN_OR_RETURN(int z, b.GeluMul("z", y, y));
+    ValueId z = b.GeluMul("z", y, y);
     return Built{z, {x, w}};
   };
   CheckCase(c);
@@ -291,9 +293,9 @@ TEST(BackwardGradTest, MatMulQuantizedThroughTransposedWeight) {
     c.transposed = [](const graph::Value& w) { return graph::TransposedName(w, DType::kF32); };
     c.quantized = true;
     c.build = [&](Builder& b) -> StatusOr<Built> {
-      FG_ASSIGN_OR_RETURN(int x, F32In(b, "x", {2, K}));
-      FG_ASSIGN_OR_RETURN(int w, b.Weight("W", {N, K}, type));
-      FG_ASSIGN_OR_RETURN(int y, b.MatMul("y", x, w));
+      ValueId x = F32In(b, "x", {2, K});
+      ValueId w = b.Weight("W", {N, K}, type);
+      ValueId y = b.MatMul("y", x, w);
       return Built{y, {x}};
     };
     CheckCase(c);
@@ -306,11 +308,11 @@ TEST(BackwardGradTest, LowRankWrtInputWeightAndAddend) {
     c.name = "low_rank scale " + std::to_string(scale);
     c.weights.Add("Wlr", {6, 4}, Random(24, 6));
     c.build = [scale](Builder& b) -> StatusOr<Built> {
-      FG_ASSIGN_OR_RETURN(int x, F32In(b, "x", {3, 6}));
-      FG_ASSIGN_OR_RETURN(int y, F32In(b, "y", {3, 4}));
-      FG_ASSIGN_OR_RETURN(int w, b.Weight("Wlr", {6, 4}, DType::kF32));
-      FG_ASSIGN_OR_RETURN(int o, b.LowRank("o", x, w, scale, y));
-      FG_ASSIGN_OR_RETURN(int z, b.GeluMul("z", o, o));
+      ValueId x = F32In(b, "x", {3, 6});
+      ValueId y = F32In(b, "y", {3, 4});
+      ValueId w = b.Weight("Wlr", {6, 4}, DType::kF32);
+      ValueId o = b.LowRank("o", x, w, scale, y);
+      ValueId z = b.GeluMul("z", o, o);
       return Built{z, {x, w, y}};
     };
     CheckCase(c);
@@ -321,11 +323,11 @@ TEST(BackwardGradTest, ReshapeAndTranspose) {
   GradCase c;
   c.name = "reshape + transpose";
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int x, F32In(b, "x", {4, 6}));
-    FG_ASSIGN_OR_RETURN(int r, b.Reshape("r", x, {2, 3, 4}));
-    FG_ASSIGN_OR_RETURN(int t, b.Transpose("t", r, {2, 0, 1}));
-    FG_ASSIGN_OR_RETURN(int u, F32In(b, "u", {4, 2, 3}));
-    FG_ASSIGN_OR_RETURN(int z, b.GeluMul("z", t, u));  // elementwise weights per position
+    ValueId x = F32In(b, "x", {4, 6});
+    ValueId r = b.Reshape("r", x, {2, 3, 4});
+    ValueId t = b.Transpose("t", r, {2, 0, 1});
+    ValueId u = F32In(b, "u", {4, 2, 3});
+    ValueId z = b.GeluMul("z", t, u);  // elementwise weights per position
     return Built{z, {x}};
   };
   CheckCase(c);
@@ -336,11 +338,11 @@ TEST(BackwardGradTest, Rope) {
   c.name = "rope";
   c.i32["pos"] = {0, 3, 17, 1000};
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int x, F32In(b, "x", {4, 2, 8}));
-    FG_ASSIGN_OR_RETURN(int pos, b.Input("pos", {4}, ValueType::kI32));
-    FG_ASSIGN_OR_RETURN(int y, b.Rope("y", x, pos, 10000.0));
-    FG_ASSIGN_OR_RETURN(int u, F32In(b, "u", {4, 2, 8}));
-    FG_ASSIGN_OR_RETURN(int z, b.GeluMul("z", y, u));
+    ValueId x = F32In(b, "x", {4, 2, 8});
+    ValueId pos = b.Input("pos", {4}, ValueType::kI32);
+    ValueId y = b.Rope("y", x, pos, 10000.0);
+    ValueId u = F32In(b, "u", {4, 2, 8});
+    ValueId z = b.GeluMul("z", y, u);
     return Built{z, {x}};
   };
   CheckCase(c);
@@ -365,15 +367,15 @@ void CheckAttention(const AttnSpec& a) {
   for (float& v : q) v *= 3.0f;
   c.f32["q"] = q;
   c.build = [&a](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int q, F32In(b, "q", {a.S, a.Hq, a.D}));
-    FG_ASSIGN_OR_RETURN(int k, F32In(b, "k", {a.S, a.KV, a.D}));
-    FG_ASSIGN_OR_RETURN(int v, F32In(b, "v", {a.S, a.KV, a.D}));
-    FG_ASSIGN_OR_RETURN(int pos, b.Input("pos", {a.S}, ValueType::kI32));
-    FG_ASSIGN_OR_RETURN(int kc, b.State("kc", {a.R, a.KV, a.D}));
-    FG_ASSIGN_OR_RETURN(int vc, b.State("vc", {a.R, a.KV, a.D}));
-    FG_ASSIGN_OR_RETURN(int kc2, b.CacheWrite("kc2", kc, k, pos));
-    FG_ASSIGN_OR_RETURN(int vc2, b.CacheWrite("vc2", vc, v, pos));
-    FG_ASSIGN_OR_RETURN(int o, b.Attention("o", q, kc2, vc2, pos, 0.6f, a.window));
+    ValueId q = F32In(b, "q", {a.S, a.Hq, a.D});
+    ValueId k = F32In(b, "k", {a.S, a.KV, a.D});
+    ValueId v = F32In(b, "v", {a.S, a.KV, a.D});
+    ValueId pos = b.Input("pos", {a.S}, ValueType::kI32);
+    ValueId kc = b.State("kc", {a.R, a.KV, a.D});
+    ValueId vc = b.State("vc", {a.R, a.KV, a.D});
+    ValueId kc2 = b.CacheWrite("kc2", kc, k, pos);
+    ValueId vc2 = b.CacheWrite("vc2", vc, v, pos);
+    ValueId o = b.Attention("o", q, kc2, vc2, pos, 0.6f, a.window);
     return Built{o, {q, k, v}};
   };
   CheckCase(c);
@@ -405,9 +407,9 @@ TEST(BackwardGradTest, GeluMulBothOperands) {
   for (float& v : gate) v *= 4.0f;  // the curved part of gelu and both tails
   c.f32["gate"] = gate;
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int g, F32In(b, "gate", {3, 20}));
-    FG_ASSIGN_OR_RETURN(int u, F32In(b, "up", {3, 20}));
-    FG_ASSIGN_OR_RETURN(int y, b.GeluMul("y", g, u));
+    ValueId g = F32In(b, "gate", {3, 20});
+    ValueId u = F32In(b, "up", {3, 20});
+    ValueId y = b.GeluMul("y", g, u);
     return Built{y, {g, u}};
   };
   CheckCase(c);
@@ -417,11 +419,11 @@ TEST(BackwardGradTest, AddBothOperandsAndTwoPaths) {
   GradCase c;
   c.name = "add";
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int x, F32In(b, "a", {3, 5}));
-    FG_ASSIGN_OR_RETURN(int y, F32In(b, "b", {3, 5}));
-    FG_ASSIGN_OR_RETURN(int s, b.Add("s", x, y));
-    FG_ASSIGN_OR_RETURN(int s2, b.Add("s2", s, x));  // a reaches the loss twice
-    FG_ASSIGN_OR_RETURN(int z, b.GeluMul("z", s2, y));
+    ValueId x = F32In(b, "a", {3, 5});
+    ValueId y = F32In(b, "b", {3, 5});
+    ValueId s = b.Add("s", x, y);
+    ValueId s2 = b.Add("s2", s, x);  // a reaches the loss twice
+    ValueId z = b.GeluMul("z", s2, y);
     return Built{z, {x, y}};
   };
   CheckCase(c);
@@ -432,10 +434,10 @@ TEST(BackwardGradTest, SelectRowsWithRepeatedRows) {
   c.name = "select_rows";
   c.i32["rows"] = {4, 0, 4, 2};
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int x, F32In(b, "x", {5, 6}));
-    FG_ASSIGN_OR_RETURN(int rows, b.Input("rows", {4}, ValueType::kI32));
-    FG_ASSIGN_OR_RETURN(int y, b.SelectRows("y", x, rows));
-    FG_ASSIGN_OR_RETURN(int z, b.GeluMul("z", y, y));
+    ValueId x = F32In(b, "x", {5, 6});
+    ValueId rows = b.Input("rows", {4}, ValueType::kI32);
+    ValueId y = b.SelectRows("y", x, rows);
+    ValueId z = b.GeluMul("z", y, y);
     return Built{z, {x}};
   };
   CheckCase(c);
@@ -445,9 +447,9 @@ TEST(BackwardGradTest, Scale) {
   GradCase c;
   c.name = "scale";
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int x, F32In(b, "x", {2, 7}));
-    FG_ASSIGN_OR_RETURN(int y, b.Scale("y", x, -1.7f));
-    FG_ASSIGN_OR_RETURN(int z, b.GeluMul("z", y, x));
+    ValueId x = F32In(b, "x", {2, 7});
+    ValueId y = b.Scale("y", x, -1.7f);
+    ValueId z = b.GeluMul("z", y, x);
     return Built{z, {x}};
   };
   CheckCase(c);
@@ -457,10 +459,10 @@ TEST(BackwardGradTest, DotBothOperands) {
   GradCase c;
   c.name = "dot";
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int x, F32In(b, "a", {3, 4}));
-    FG_ASSIGN_OR_RETURN(int y, F32In(b, "b", {4, 5}));
-    FG_ASSIGN_OR_RETURN(int d, b.Dot("d", x, y));
-    FG_ASSIGN_OR_RETURN(int z, b.GeluMul("z", d, d));
+    ValueId x = F32In(b, "a", {3, 4});
+    ValueId y = F32In(b, "b", {4, 5});
+    ValueId d = b.Dot("d", x, y);
+    ValueId z = b.GeluMul("z", d, d);
     return Built{z, {x, y}};
   };
   CheckCase(c);
@@ -472,12 +474,12 @@ TEST(BackwardGradTest, TwoDotsShareAnOperand) {
   GradCase c;
   c.name = "two dots";
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int a1, F32In(b, "a1", {3, 4}));
-    FG_ASSIGN_OR_RETURN(int a2, F32In(b, "a2", {3, 4}));
-    FG_ASSIGN_OR_RETURN(int m, F32In(b, "m", {4, 5}));
-    FG_ASSIGN_OR_RETURN(int d1, b.Dot("d1", a1, m));
-    FG_ASSIGN_OR_RETURN(int d2, b.Dot("d2", a2, m));
-    FG_ASSIGN_OR_RETURN(int z, b.GeluMul("z", d1, d2));
+    ValueId a1 = F32In(b, "a1", {3, 4});
+    ValueId a2 = F32In(b, "a2", {3, 4});
+    ValueId m = F32In(b, "m", {4, 5});
+    ValueId d1 = b.Dot("d1", a1, m);
+    ValueId d2 = b.Dot("d2", a2, m);
+    ValueId z = b.GeluMul("z", d1, d2);
     return Built{z, {a1, a2}};
   };
   CheckCase(c);
@@ -487,10 +489,10 @@ TEST(BackwardGradTest, DotTNBothOperands) {
   GradCase c;
   c.name = "dot_tn";
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int x, F32In(b, "a", {4, 3}));
-    FG_ASSIGN_OR_RETURN(int y, F32In(b, "b", {4, 5}));
-    FG_ASSIGN_OR_RETURN(int d, b.DotTN("d", x, y));
-    FG_ASSIGN_OR_RETURN(int z, b.GeluMul("z", d, d));
+    ValueId x = F32In(b, "a", {4, 3});
+    ValueId y = F32In(b, "b", {4, 5});
+    ValueId d = b.DotTN("d", x, y);
+    ValueId z = b.GeluMul("z", d, d);
     return Built{z, {x, y}};
   };
   CheckCase(c);
@@ -504,9 +506,9 @@ TEST(BackwardGradTest, CrossEntropyWithRowWithoutTarget) {
   for (float& v : logits) v *= 4.0f;
   c.f32["logits"] = logits;
   c.build = [](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int x, F32In(b, "logits", {4, 10}));
-    FG_ASSIGN_OR_RETURN(int t, b.Input("targets", {4}, ValueType::kI32));
-    FG_ASSIGN_OR_RETURN(int l, b.CrossEntropy("loss", x, t));
+    ValueId x = F32In(b, "logits", {4, 10});
+    ValueId t = b.Input("targets", {4}, ValueType::kI32);
+    ValueId l = b.CrossEntropy("loss", x, t);
     return Built{l, {x}};
   };
   CheckCase(c);
@@ -532,36 +534,36 @@ TEST(BackwardGradTest, Chain) {
   c.weights.Add("wo", {H, Hq * D}, Random(H * Hq * D, 47));
   c.weights.Add("head", {V, H}, Random(V * H, 48));
   c.build = [=](Builder& b) -> StatusOr<Built> {
-    FG_ASSIGN_OR_RETURN(int x, F32In(b, "x", {S, H}));
-    FG_ASSIGN_OR_RETURN(int pos, b.Input("pos", {S}, ValueType::kI32));
-    FG_ASSIGN_OR_RETURN(int nwv, b.Weight("norm", {H}, DType::kF32));
-    FG_ASSIGN_OR_RETURN(int wq, b.Weight("wq", {Hq * D, H}, DType::kF32));
-    FG_ASSIGN_OR_RETURN(int wk, b.Weight("wk", {KV * D, H}, DType::kF32));
-    FG_ASSIGN_OR_RETURN(int wv, b.Weight("wv", {KV * D, H}, DType::kF32));
-    FG_ASSIGN_OR_RETURN(int wo, b.Weight("wo", {H, Hq * D}, DType::kF32));
-    FG_ASSIGN_OR_RETURN(int head, b.Weight("head", {V, H}, DType::kF32));
-    FG_ASSIGN_OR_RETURN(int h, b.RmsNorm("h", x, nwv, 1e-6f));
-    FG_ASSIGN_OR_RETURN(int q, b.MatMul("q", h, wq));
-    FG_ASSIGN_OR_RETURN(int k, b.MatMul("k", h, wk));
-    FG_ASSIGN_OR_RETURN(int v, b.MatMul("v", h, wv));
-    FG_ASSIGN_OR_RETURN(int q3, b.Reshape("q3", q, {S, Hq, D}));
-    FG_ASSIGN_OR_RETURN(int k3, b.Reshape("k3", k, {S, KV, D}));
-    FG_ASSIGN_OR_RETURN(int v3, b.Reshape("v3", v, {S, KV, D}));
-    FG_ASSIGN_OR_RETURN(int qr, b.Rope("qr", q3, pos, 10000.0));
-    FG_ASSIGN_OR_RETURN(int kr, b.Rope("kr", k3, pos, 10000.0));
-    FG_ASSIGN_OR_RETURN(int kc, b.State("kc", {R, KV, D}));
-    FG_ASSIGN_OR_RETURN(int vc, b.State("vc", {R, KV, D}));
-    FG_ASSIGN_OR_RETURN(int kc2, b.CacheWrite("kc2", kc, kr, pos));
-    FG_ASSIGN_OR_RETURN(int vc2, b.CacheWrite("vc2", vc, v3, pos));
-    FG_ASSIGN_OR_RETURN(int att, b.Attention("att", qr, kc2, vc2, pos, 0.35f, 4));
-    FG_ASSIGN_OR_RETURN(int o, b.MatMul("o", att, wo));
-    FG_ASSIGN_OR_RETURN(int res, b.Add("res", x, o));
-    FG_ASSIGN_OR_RETURN(int act, b.GeluMul("act", res, res));
-    FG_ASSIGN_OR_RETURN(int rows, b.Input("rows", {2}, ValueType::kI32));
-    FG_ASSIGN_OR_RETURN(int sel, b.SelectRows("sel", act, rows));
-    FG_ASSIGN_OR_RETURN(int logits, b.MatMul("logits", sel, head));
-    FG_ASSIGN_OR_RETURN(int t, b.Input("targets", {2}, ValueType::kI32));
-    FG_ASSIGN_OR_RETURN(int l, b.CrossEntropy("loss", logits, t));
+    ValueId x = F32In(b, "x", {S, H});
+    ValueId pos = b.Input("pos", {S}, ValueType::kI32);
+    ValueId nwv = b.Weight("norm", {H}, DType::kF32);
+    ValueId wq = b.Weight("wq", {Hq * D, H}, DType::kF32);
+    ValueId wk = b.Weight("wk", {KV * D, H}, DType::kF32);
+    ValueId wv = b.Weight("wv", {KV * D, H}, DType::kF32);
+    ValueId wo = b.Weight("wo", {H, Hq * D}, DType::kF32);
+    ValueId head = b.Weight("head", {V, H}, DType::kF32);
+    ValueId h = b.RmsNorm("h", x, nwv, 1e-6f);
+    ValueId q = b.MatMul("q", h, wq);
+    ValueId k = b.MatMul("k", h, wk);
+    ValueId v = b.MatMul("v", h, wv);
+    ValueId q3 = b.Reshape("q3", q, {S, Hq, D});
+    ValueId k3 = b.Reshape("k3", k, {S, KV, D});
+    ValueId v3 = b.Reshape("v3", v, {S, KV, D});
+    ValueId qr = b.Rope("qr", q3, pos, 10000.0);
+    ValueId kr = b.Rope("kr", k3, pos, 10000.0);
+    ValueId kc = b.State("kc", {R, KV, D});
+    ValueId vc = b.State("vc", {R, KV, D});
+    ValueId kc2 = b.CacheWrite("kc2", kc, kr, pos);
+    ValueId vc2 = b.CacheWrite("vc2", vc, v3, pos);
+    ValueId att = b.Attention("att", qr, kc2, vc2, pos, 0.35f, 4);
+    ValueId o = b.MatMul("o", att, wo);
+    ValueId res = b.Add("res", x, o);
+    ValueId act = b.GeluMul("act", res, res);
+    ValueId rows = b.Input("rows", {2}, ValueType::kI32);
+    ValueId sel = b.SelectRows("sel", act, rows);
+    ValueId logits = b.MatMul("logits", sel, head);
+    ValueId t = b.Input("targets", {2}, ValueType::kI32);
+    ValueId l = b.CrossEntropy("loss", logits, t);
     return Built{l, {x, wq, wv}};
   };
   CheckCase(c);
@@ -572,21 +574,21 @@ TEST(BackwardGradTest, Chain) {
 TEST(BackwardErrorTest, OpWithoutRuleIsUnimplementedNamingTheValue) {
   {
     Builder b;
-    const int x = *F32In(b, "x", {2, 3});
-    const int y = *F32In(b, "y", {2, 3});
-    const int cat = *b.Concat("joined", x, y, 0);
-    const int seed = *F32In(b, "seed", {4, 3});
+    const ValueId x = F32In(b, "x", {2, 3});
+    const ValueId y = F32In(b, "y", {2, 3});
+    const ValueId cat = b.Concat("joined", x, y, 0);
+    const ValueId seed = F32In(b, "seed", {4, 3});
     graph::BackwardSpec s{cat, seed, {x}, {}};
     EXPECT_THAT(graph::AddBackward(b, s).status(),
                 StatusIs(StatusCode::kUnimplemented, AllOf(HasSubstr("concat"), HasSubstr("'joined'"))));
   }
   {
     Builder b;
-    const int q = *F32In(b, "q", {1, 2, 4});
-    const int k = *F32In(b, "k", {1, 1, 3, 4});
-    const int v = *F32In(b, "v", {1, 1, 3, 4});
-    const int att = *b.AttentionKV("attkv", q, k, v, -1, 0.5f, 0);
-    const int seed = *F32In(b, "seed", {1, 8});
+    const ValueId q = F32In(b, "q", {1, 2, 4});
+    const ValueId k = F32In(b, "k", {1, 1, 3, 4});
+    const ValueId v = F32In(b, "v", {1, 1, 3, 4});
+    const ValueId att = b.AttentionKV("attkv", q, k, v, -1, 0.5f, 0);
+    const ValueId seed = F32In(b, "seed", {1, 8});
     graph::BackwardSpec s{att, seed, {q}, {}};
     EXPECT_THAT(graph::AddBackward(b, s).status(),
                 StatusIs(StatusCode::kUnimplemented, HasSubstr("'attkv'")));
@@ -594,14 +596,14 @@ TEST(BackwardErrorTest, OpWithoutRuleIsUnimplementedNamingTheValue) {
   {
     // A backward op on the path (the gradient of a gradient).
     Builder b;
-    const int x = *F32In(b, "x", {2, 4});
-    const int y = *b.Scale("y", x, 2.0f);
-    const int z = *b.GeluMul("z", y, y);
-    const int seed = *F32In(b, "seed", {2, 4});
+    const ValueId x = F32In(b, "x", {2, 4});
+    const ValueId y = b.Scale("y", x, 2.0f);
+    const ValueId z = b.GeluMul("z", y, y);
+    const ValueId seed = F32In(b, "seed", {2, 4});
     graph::BackwardSpec s{z, seed, {x}, {}};
     auto g = graph::AddBackward(b, s);
     FG_ASSERT_OK(g.status());
-    const int seed2 = *F32In(b, "seed2", {2, 4});
+    const ValueId seed2 = F32In(b, "seed2", {2, 4});
     graph::BackwardSpec s2{(*g)[0], seed2, {x}, {}, "grad2."};
     EXPECT_THAT(graph::AddBackward(b, s2).status(),
                 StatusIs(StatusCode::kUnimplemented, HasSubstr("gelu_mul_back")));
@@ -612,11 +614,11 @@ TEST(BackwardErrorTest, OpWithoutRuleIsUnimplementedNamingTheValue) {
 // select_rows rows), which carry none. A loss through argmax is therefore "does not depend".
 TEST(BackwardErrorTest, ArgmaxCarriesNoGradient) {
   Builder b;
-  const int x = *F32In(b, "x", {2, 4});
-  const int am = *b.Argmax("am", x);
-  const int table = *F32In(b, "table", {4, 3});
-  const int sel = *b.SelectRows("sel", table, am);
-  const int seed = *F32In(b, "seed", {2, 3});
+  const ValueId x = F32In(b, "x", {2, 4});
+  const ValueId am = b.Argmax("am", x);
+  const ValueId table = F32In(b, "table", {4, 3});
+  const ValueId sel = b.SelectRows("sel", table, am);
+  const ValueId seed = F32In(b, "seed", {2, 3});
   graph::BackwardSpec s{sel, seed, {x}, {}};
   EXPECT_THAT(graph::AddBackward(b, s).status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("does not depend")));
@@ -624,14 +626,14 @@ TEST(BackwardErrorTest, ArgmaxCarriesNoGradient) {
 
 TEST(BackwardErrorTest, WrtMustBeAnF32InputOrWeight) {
   Builder b;
-  const int x = *F32In(b, "x", {2, 32});
-  const int ids = *b.Input("ids", {2}, ValueType::kI32);
-  const int wq = *b.Weight("wq8", {4, 32}, DType::kQ8_0);
-  const int y = *b.MatMul("y", x, wq);
-  const int z = *b.Scale("z", y, 2.0f);
-  const int seed = *F32In(b, "seed", {2, 4});
+  const ValueId x = F32In(b, "x", {2, 32});
+  const ValueId ids = b.Input("ids", {2}, ValueType::kI32);
+  const ValueId wq = b.Weight("wq8", {4, 32}, DType::kQ8_0);
+  const ValueId y = b.MatMul("y", x, wq);
+  const ValueId z = b.Scale("z", y, 2.0f);
+  const ValueId seed = F32In(b, "seed", {2, 4});
   auto tr = [](const graph::Value& w) { return graph::TransposedName(w, DType::kF32); };
-  for (int wrt : {y, ids, wq}) {
+  for (ValueId wrt : {y, ids, wq}) {
     graph::BackwardSpec s{z, seed, {wrt}, tr};
     EXPECT_THAT(graph::AddBackward(b, s).status(),
                 StatusIs(StatusCode::kInvalidArgument,
@@ -642,10 +644,10 @@ TEST(BackwardErrorTest, WrtMustBeAnF32InputOrWeight) {
 
 TEST(BackwardErrorTest, LossMustDependOnWrt) {
   Builder b;
-  const int x = *F32In(b, "x", {2, 4});
-  const int unused = *F32In(b, "unused", {2, 4});
-  const int z = *b.Scale("z", x, 2.0f);
-  const int seed = *F32In(b, "seed", {2, 4});
+  const ValueId x = F32In(b, "x", {2, 4});
+  const ValueId unused = F32In(b, "unused", {2, 4});
+  const ValueId z = b.Scale("z", x, 2.0f);
+  const ValueId seed = F32In(b, "seed", {2, 4});
   graph::BackwardSpec s{z, seed, {unused}, {}};
   EXPECT_THAT(graph::AddBackward(b, s).status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("does not depend")));
@@ -657,10 +659,10 @@ TEST(BackwardErrorTest, LossMustDependOnWrt) {
 
 TEST(BackwardErrorTest, QuantizedWeightNeedsTransposed) {
   Builder b;
-  const int x = *F32In(b, "x", {2, 32});
-  const int wq = *b.Weight("frozen", {4, 32}, DType::kQ8_0);
-  const int y = *b.MatMul("y", x, wq);
-  const int seed = *F32In(b, "seed", {2, 4});
+  const ValueId x = F32In(b, "x", {2, 32});
+  const ValueId wq = b.Weight("frozen", {4, 32}, DType::kQ8_0);
+  const ValueId y = b.MatMul("y", x, wq);
+  const ValueId seed = F32In(b, "seed", {2, 4});
   graph::BackwardSpec s{y, seed, {x}, {}};
   EXPECT_THAT(graph::AddBackward(b, s).status(),
               StatusIs(StatusCode::kInvalidArgument,
@@ -669,8 +671,8 @@ TEST(BackwardErrorTest, QuantizedWeightNeedsTransposed) {
 
 TEST(BackwardErrorTest, SeedMustMatchLoss) {
   Builder b;
-  const int x = *F32In(b, "x", {2, 4});
-  const int seed = *F32In(b, "seed", {4, 2});
+  const ValueId x = F32In(b, "x", {2, 4});
+  const ValueId seed = F32In(b, "seed", {4, 2});
   graph::BackwardSpec s{x, seed, {x}, {}};
   EXPECT_THAT(graph::AddBackward(b, s).status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("seed")));

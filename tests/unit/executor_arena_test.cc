@@ -29,14 +29,12 @@ using graph::ValueType;
 // intermediate values, so the arena holds more than the input.
 graph::Graph MakeGraph(int64_t n) {
   Builder b;
-  auto x = b.Input("x", {n, n}, ValueType::kF32);
-  EXPECT_TRUE(x.ok());
-  auto t = b.Transpose("t", *x, {1, 0});
-  EXPECT_TRUE(t.ok());
-  auto c = b.Concat("c", *t, *x, 0);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_TRUE(b.MarkOutput(*c, "y").ok());
-  return b.Finish();
+  graph::ValueId x = b.Input("x", {n, n}, ValueType::kF32);
+  graph::ValueId t = b.Transpose("t", x, {1, 0});
+  b.MarkOutput(b.Concat("c", t, x, 0), "y");
+  auto g = b.Finish();
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? *std::move(g) : graph::Graph{};
 }
 
 std::vector<float> RunY(exec::Executor& e, const std::vector<float>& x) {

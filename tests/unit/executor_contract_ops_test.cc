@@ -1,13 +1,14 @@
 // The graph ops of the contract functions (iota, scale, transpose, concat, rope_table,
 // attention_kv, dot) on small graphs: shape rules refuse bad operands with a Status, and the
 // executor's fast and reference kernels both match a naive double-precision computation here.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "src/base/status_matchers.h"
 #include "src/base/thread_pool.h"
@@ -25,11 +26,19 @@ using ::fg::testing::Nmse;
 using ::fg::testing::NoWeights;
 using ::fg::testing::Random;
 using ::fg::testing::StatusIs;
-using ::testing::HasSubstr;
 using graph::Builder;
+using graph::ValueId;
 using graph::ValueType;
+using ::testing::HasSubstr;
 
 // Runs `g` with the given f32 inputs (by name) in reference or fast mode; returns output 0.
+// The builder's graph; a build error fails the test (and gives an empty graph).
+graph::Graph Finished(Builder& b) {
+  auto g = b.Finish();
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? *std::move(g) : graph::Graph{};
+}
+
 std::vector<float> RunF32(graph::Graph g, const std::vector<std::pair<std::string, std::vector<float>>>& in,
                           bool reference, ThreadPool* pool = nullptr) {
   exec::ExecOptions o;
@@ -49,10 +58,10 @@ TEST(ContractOpsTest, TransposeBothPaths) {
   const std::vector<float> x = Random(2 * 3 * 4, 1);
   for (std::vector<int64_t> perm : {std::vector<int64_t>{1, 0, 2}, std::vector<int64_t>{2, 0, 1}}) {
     Builder b;
-    FG_ASSERT_OK_AND_ASSIGN(int in, b.Input("x", {2, 3, 4}, ValueType::kF32));
-    FG_ASSERT_OK_AND_ASSIGN(int t, b.Transpose("t", in, perm));
-    FG_ASSERT_OK(b.MarkOutput(t, "y"));
-    graph::Graph g = b.Finish();
+    ValueId in = b.Input("x", {2, 3, 4}, ValueType::kF32);
+    ValueId t = b.Transpose("t", in, perm);
+    b.MarkOutput(t, "y");
+    graph::Graph g = Finished(b);
     const std::vector<int64_t> shape = g.value(t).shape;
     std::vector<float> want;
     const int64_t strides[3] = {12, 4, 1};
@@ -72,24 +81,25 @@ TEST(ContractOpsTest, TransposeBothPaths) {
 TEST(ContractOpsTest, ConcatAlongEachAxis) {
   const std::vector<float> a = Random(2 * 3, 2), bb = Random(2 * 5, 3);
   Builder b;
-  FG_ASSERT_OK_AND_ASSIGN(int ia, b.Input("a", {2, 3}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int ib, b.Input("b", {2, 5}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int c, b.Concat("c", ia, ib, 1));
-  FG_ASSERT_OK(b.MarkOutput(c));
+  ValueId ia = b.Input("a", {2, 3}, ValueType::kF32);
+  ValueId ib = b.Input("b", {2, 5}, ValueType::kF32);
+  ValueId c = b.Concat("c", ia, ib, 1);
+  b.MarkOutput(c);
   std::vector<float> want;
   for (int r = 0; r < 2; ++r) {
     want.insert(want.end(), a.begin() + r * 3, a.begin() + r * 3 + 3);
     want.insert(want.end(), bb.begin() + r * 5, bb.begin() + r * 5 + 5);
   }
-  EXPECT_EQ(RunF32(b.Finish(), {{"a", a}, {"b", bb}}, false), want);
+  EXPECT_EQ(RunF32(Finished(b), {{"a", a}, {"b", bb}}, false), want);
 
   Builder b0;
-  FG_ASSERT_OK_AND_ASSIGN(int x, b0.Input("a", {1, 3}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int y, b0.Input("b", {2, 3}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int z, b0.Concat("c", x, y, 0));
-  FG_ASSERT_OK(b0.MarkOutput(z));
+  ValueId x = b0.Input("a", {1, 3}, ValueType::kF32);
+  ValueId y = b0.Input("b", {2, 3}, ValueType::kF32);
+  ValueId z = b0.Concat("c", x, y, 0);
+  b0.MarkOutput(z);
   std::vector<float> p = {1, 2, 3}, q = {4, 5, 6, 7, 8, 9};
-  EXPECT_EQ(RunF32(b0.Finish(), {{"a", p}, {"b", q}}, false), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(RunF32(Finished(b0), {{"a", p}, {"b", q}}, false),
+            (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
 }
 
 // rope_table with the contract's signed tables = the rope op at the same positions.
@@ -99,14 +109,14 @@ TEST(ContractOpsTest, RopeTableEqualsRopeAtPositions) {
   const std::vector<float> x = Random(S * H * D, 4);
   for (bool reference : {false, true}) {
     Builder b;
-    FG_ASSERT_OK_AND_ASSIGN(int in, b.Input("x", {S, H, D}, ValueType::kF32));
-    FG_ASSERT_OK_AND_ASSIGN(int cs, b.Input("cos", {S, D}, ValueType::kF32));
-    FG_ASSERT_OK_AND_ASSIGN(int sn, b.Input("sin", {S, D}, ValueType::kF32));
-    FG_ASSERT_OK_AND_ASSIGN(int r, b.RopeTable("r", in, cs, sn));
-    FG_ASSERT_OK(b.MarkOutput(r));
+    ValueId in = b.Input("x", {S, H, D}, ValueType::kF32);
+    ValueId cs = b.Input("cos", {S, D}, ValueType::kF32);
+    ValueId sn = b.Input("sin", {S, D}, ValueType::kF32);
+    ValueId r = b.RopeTable("r", in, cs, sn);
+    b.MarkOutput(r);
     std::vector<float> c, s;
     exporter::ContractRopeRows(7, S, D, base, &c, &s);
-    std::vector<float> got = RunF32(b.Finish(), {{"x", x}, {"cos", c}, {"sin", s}}, reference);
+    std::vector<float> got = RunF32(Finished(b), {{"x", x}, {"cos", c}, {"sin", s}}, reference);
     // Naive, in double.
     std::vector<float> want(x.size());
     for (int64_t t = 0; t < S; ++t)
@@ -120,13 +130,13 @@ TEST(ContractOpsTest, RopeTableEqualsRopeAtPositions) {
     EXPECT_LE(Nmse(got, want), 1e-12) << reference;
     // The existing rope op (positions 7..11) computes the same rotation.
     Builder b2;
-    FG_ASSERT_OK_AND_ASSIGN(int in2, b2.Input("x", {S, H, D}, ValueType::kF32));
-    FG_ASSERT_OK_AND_ASSIGN(int pos, b2.Input("pos", {S}, ValueType::kI32));
-    FG_ASSERT_OK_AND_ASSIGN(int r2, b2.Rope("r", in2, pos, base));
-    FG_ASSERT_OK(b2.MarkOutput(r2));
+    ValueId in2 = b2.Input("x", {S, H, D}, ValueType::kF32);
+    ValueId pos = b2.Input("pos", {S}, ValueType::kI32);
+    ValueId r2 = b2.Rope("r", in2, pos, base);
+    b2.MarkOutput(r2);
     exec::ExecOptions o;
     o.reference = reference;
-    FG_ASSERT_OK_AND_ASSIGN(auto e, exec::Executor::Create(b2.Finish(), NoWeights(), nullptr, o));
+    FG_ASSERT_OK_AND_ASSIGN(auto e, exec::Executor::Create(Finished(b2), NoWeights(), nullptr, o));
     std::vector<int32_t> p = {7, 8, 9, 10, 11};
     FG_ASSERT_OK(e->SetInput("x", std::span<const float>(x)));
     FG_ASSERT_OK(e->SetInput("pos", std::span<const int32_t>(p)));
@@ -176,16 +186,16 @@ TEST(ContractOpsTest, AttentionKvCausalWindowAndMask) {
       // The contract's chunk mask for rows at positions pos.. with P past keys.
       std::vector<float> mask = exporter::ContractChunkMask(20, P, S, S, window, Hq);
       Builder b;
-      FG_ASSERT_OK_AND_ASSIGN(int qi, b.Input("q", {S, Hq, D}, ValueType::kF32));
-      FG_ASSERT_OK_AND_ASSIGN(int ki, b.Input("k", {1, KV, T, D}, ValueType::kF32));
-      FG_ASSERT_OK_AND_ASSIGN(int vi, b.Input("v", {1, KV, T, D}, ValueType::kF32));
+      ValueId qi = b.Input("q", {S, Hq, D}, ValueType::kF32);
+      ValueId ki = b.Input("k", {1, KV, T, D}, ValueType::kF32);
+      ValueId vi = b.Input("v", {1, KV, T, D}, ValueType::kF32);
       int mi = -1;
       if (masked) {
-        FG_ASSERT_OK_AND_ASSIGN(mi, b.Input("mask", {1, Hq, S, T}, ValueType::kF32));
+        mi = b.Input("mask", {1, Hq, S, T}, ValueType::kF32);
       }
-      FG_ASSERT_OK_AND_ASSIGN(int a, b.AttentionKV("a", qi, ki, vi, mi, scale, masked ? 0 : window));
-      FG_ASSERT_OK(b.MarkOutput(a));
-      graph::Graph g = b.Finish();
+      ValueId a = b.AttentionKV("a", qi, ki, vi, mi, scale, masked ? 0 : window);
+      b.MarkOutput(a);
+      graph::Graph g = Finished(b);
       std::vector<std::pair<std::string, std::vector<float>>> in = {{"q", q}, {"k", k}, {"v", v}};
       if (masked) in.push_back({"mask", mask});
       // The mask encodes the same causal window, so both variants equal the naive causal one.
@@ -202,12 +212,12 @@ TEST(ContractOpsTest, AttentionKvCausalWindowAndMask) {
 TEST(ContractOpsTest, DotScaleIota) {
   const std::vector<float> a = Random(2 * 3, 8), m = Random(3 * 4, 9);
   Builder b;
-  FG_ASSERT_OK_AND_ASSIGN(int ia, b.Input("a", {2, 3}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int im, b.Input("m", {3, 4}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int d, b.Dot("d", ia, im));
-  FG_ASSERT_OK_AND_ASSIGN(int s, b.Scale("s", d, 2.0f));
-  FG_ASSERT_OK(b.MarkOutput(s));
-  graph::Graph g = b.Finish();
+  ValueId ia = b.Input("a", {2, 3}, ValueType::kF32);
+  ValueId im = b.Input("m", {3, 4}, ValueType::kF32);
+  ValueId d = b.Dot("d", ia, im);
+  ValueId s = b.Scale("s", d, 2.0f);
+  b.MarkOutput(s);
+  graph::Graph g = Finished(b);
   std::vector<float> want(8);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 4; ++j) {
@@ -219,59 +229,84 @@ TEST(ContractOpsTest, DotScaleIota) {
   EXPECT_LE(Nmse(RunF32(g, {{"a", a}, {"m", m}}, false), want), 1e-12);
   // A one-hot row selects a row exactly.
   Builder b2;
-  FG_ASSERT_OK_AND_ASSIGN(int sel, b2.Input("sel", {1, 3}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int x, b2.Input("x", {3, 4}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int r, b2.Dot("r", sel, x));
-  FG_ASSERT_OK(b2.MarkOutput(r));
-  graph::Graph g2 = b2.Finish();
+  ValueId sel = b2.Input("sel", {1, 3}, ValueType::kF32);
+  ValueId x = b2.Input("x", {3, 4}, ValueType::kF32);
+  ValueId r = b2.Dot("r", sel, x);
+  b2.MarkOutput(r);
+  graph::Graph g2 = Finished(b2);
   for (bool ref : {false, true}) {
     EXPECT_EQ(RunF32(g2, {{"sel", {0, 1, 0}}, {"x", m}}, ref), std::vector<float>(m.begin() + 4, m.begin() + 8));
   }
   Builder b3;
-  FG_ASSERT_OK_AND_ASSIGN(int io, b3.Iota("i", 5));
-  FG_ASSERT_OK(b3.MarkOutput(io));
-  FG_ASSERT_OK_AND_ASSIGN(auto e, exec::Executor::Create(b3.Finish(), NoWeights(), nullptr));
+  ValueId io = b3.Iota("i", 5);
+  b3.MarkOutput(io);
+  FG_ASSERT_OK_AND_ASSIGN(auto e, exec::Executor::Create(Finished(b3), NoWeights(), nullptr));
   FG_ASSERT_OK(e->Run());
   FG_ASSERT_OK_AND_ASSIGN(auto iv, e->OutputI32("i"));
   EXPECT_EQ(std::vector<int32_t>(iv.begin(), iv.end()), (std::vector<int32_t>{0, 1, 2, 3, 4}));
 }
 
-TEST(ContractOpsTest, ShapeRulesRefuseBadOperands) {
+// Operands for the shape rules' checks: each check builds one op on a fresh Inputs and reads
+// the builder's (first) error.
+struct Operands {
   Builder b;
-  FG_ASSERT_OK_AND_ASSIGN(int x, b.Input("x", {2, 3, 4}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int y, b.Input("y", {2, 5, 4}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int dyn, b.Input("dyn", {1, 2, graph::kDynamic, 4}, ValueType::kF32));
-  EXPECT_THAT(b.Transpose("t", x, {0, 0, 1}).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("not a permutation")));
-  EXPECT_THAT(b.Concat("c", x, y, 2).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("differ outside axis 2")));
-  EXPECT_THAT(b.Concat("c", x, y, 3).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("axis in range")));
-  FG_ASSERT_OK_AND_ASSIGN(int cat, b.Concat("cat", dyn, dyn, 2));
-  EXPECT_EQ(b.Finish().value(cat).shape, (std::vector<int64_t>{1, 2, graph::kDynamic, 4}));
+  ValueId x = b.Input("x", {2, 3, 4}, ValueType::kF32);
+  ValueId y = b.Input("y", {2, 5, 4}, ValueType::kF32);
+  ValueId dyn = b.Input("dyn", {1, 2, graph::kDynamic, 4}, ValueType::kF32);
+  ValueId qq = b.Input("q", {3, 4, 4}, ValueType::kF32);
+  ValueId k = b.Input("k", {1, 2, 6, 4}, ValueType::kF32);
+  ValueId k3 = b.Input("k3", {1, 3, 6, 4}, ValueType::kF32);
+  ValueId m = b.Input("m", {1, 4, 3, 5}, ValueType::kF32);
+  ValueId m6 = b.Input("m6", {1, 4, 3, 6}, ValueType::kF32);
+  ValueId s = b.Input("s", {1, 2}, ValueType::kF32);
+  ValueId cs = b.Input("cs", {3, 5}, ValueType::kF32);
+};
 
-  Builder a;
-  FG_ASSERT_OK_AND_ASSIGN(int qq, a.Input("q", {3, 4, 4}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int k, a.Input("k", {1, 2, 6, 4}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int k3, a.Input("k3", {1, 3, 6, 4}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int m, a.Input("m", {1, 4, 3, 5}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int m6, a.Input("m6", {1, 4, 3, 6}, ValueType::kF32));
-  EXPECT_THAT(a.AttentionKV("a", qq, k3, k3, -1, 1, 0).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("disagree")));
-  EXPECT_THAT(a.AttentionKV("a", qq, k, k, m, 1, 0).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("mask must be f32 [1, 4, 3, 6]")));
-  EXPECT_THAT(a.AttentionKV("a", qq, k, k, m6, 1, 2).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("no window")));
-  FG_EXPECT_OK(a.AttentionKV("ok", qq, k, k, m6, 1, 0).status());
-  FG_ASSERT_OK_AND_ASSIGN(int s, a.Input("s", {1, 2}, ValueType::kF32));
-  EXPECT_THAT(a.Dot("d", s, qq).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("[M,K] x [K,N]")));
-  FG_ASSERT_OK_AND_ASSIGN(int cs, a.Input("cs", {3, 5}, ValueType::kF32));
-  EXPECT_THAT(a.RopeTable("r", qq, cs, cs).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("cos/sin must be f32 [3, 4]")));
+Status ErrorOf(const std::function<void(Operands&)>& op) {
+  Operands o;
+  op(o);
+  return o.b.status();
+}
+
+TEST(ContractOpsTest, ShapeRulesRefuseBadOperands) {
+  EXPECT_THAT(ErrorOf([](Operands& o) {
+                o.b.Transpose("t", o.x, {0, 0, 1});
+              }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("not a permutation")));
+  EXPECT_THAT(ErrorOf([](Operands& o) { o.b.Concat("c", o.x, o.y, 2); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("differ outside axis 2")));
+  EXPECT_THAT(ErrorOf([](Operands& o) { o.b.Concat("c", o.x, o.y, 3); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("axis in range")));
+  {
+    Operands o;
+    ValueId cat = o.b.Concat("cat", o.dyn, o.dyn, 2);
+    FG_ASSERT_OK_AND_ASSIGN(graph::Graph g, o.b.Finish());
+    EXPECT_EQ(g.value(cat).shape, (std::vector<int64_t>{1, 2, graph::kDynamic, 4}));
+  }
+
+  EXPECT_THAT(ErrorOf([](Operands& o) { o.b.AttentionKV("a", o.qq, o.k3, o.k3, -1, 1, 0); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("disagree")));
+  EXPECT_THAT(ErrorOf([](Operands& o) { o.b.AttentionKV("a", o.qq, o.k, o.k, o.m, 1, 0); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("mask must be f32 [1, 4, 3, 6]")));
+  EXPECT_THAT(ErrorOf([](Operands& o) { o.b.AttentionKV("a", o.qq, o.k, o.k, o.m6, 1, 2); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("no window")));
+  FG_EXPECT_OK(ErrorOf([](Operands& o) { o.b.AttentionKV("ok", o.qq, o.k, o.k, o.m6, 1, 0); }));
+  EXPECT_THAT(ErrorOf([](Operands& o) { o.b.Dot("d", o.s, o.qq); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("[M,K] x [K,N]")));
+  EXPECT_THAT(ErrorOf([](Operands& o) { o.b.RopeTable("r", o.qq, o.cs, o.cs); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("cos/sin must be f32 [3, 4]")));
 }
 
 TEST(ContractOpsTest, ExecutorRefusesDynamicGraphs) {
   Builder b;
-  FG_ASSERT_OK_AND_ASSIGN(int d, b.Input("k", {1, 1, graph::kDynamic, 4}, ValueType::kF32));
-  FG_ASSERT_OK(b.MarkOutput(d));
-  EXPECT_THAT(exec::Executor::Create(b.Finish(), NoWeights(), nullptr).status(),
+  ValueId d = b.Input("k", {1, 1, graph::kDynamic, 4}, ValueType::kF32);
+  b.MarkOutput(d);
+  EXPECT_THAT(exec::Executor::Create(Finished(b), NoWeights(), nullptr).status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("dynamic shape [1, 1, -1, 4]")));
   Builder r;
-  FG_ASSERT_OK_AND_ASSIGN(int x, r.Input("k", {1, graph::kDynamic}, ValueType::kF32));
-  EXPECT_THAT(r.Reshape("r", x, {4}).status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("dynamic")));
+  ValueId x = r.Input("k", {1, graph::kDynamic}, ValueType::kF32);
+  r.Reshape("r", x, {4});
+  EXPECT_THAT(r.status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("dynamic")));
 }
 
 // An arena that cannot exist (256 TiB; beyond the address space in 32- and 64-bit builds) is a
@@ -282,10 +317,10 @@ TEST(ContractOpsTest, ImpossibleArenaIsResourceExhausted) {
                   "instead of returning null unless ASAN_OPTIONS=allocator_may_return_null=1";
 #endif
   Builder b;
-  FG_ASSERT_OK_AND_ASSIGN(int x, b.Input("x", {int64_t{1} << 46}, ValueType::kF32));
-  FG_ASSERT_OK_AND_ASSIGN(int y, b.Scale("y", x, 2.0f));
-  FG_ASSERT_OK(b.MarkOutput(y));
-  graph::Graph g = b.Finish();
+  ValueId x = b.Input("x", {int64_t{1} << 46}, ValueType::kF32);
+  ValueId y = b.Scale("y", x, 2.0f);
+  b.MarkOutput(y);
+  graph::Graph g = Finished(b);
   const exec::MemoryPlan plan = exec::PlanMemory(g);
   EXPECT_EQ(plan.arena_bytes, uint64_t{2} << 48);
   EXPECT_EQ(plan.largest_bytes, uint64_t{1} << 48);

@@ -54,20 +54,21 @@ std::string VCacheName(int64_t layer);
 // The attention core of layer `layer`: q [S, n_heads, D] and k [S, n_kv_heads, D] after their
 // per-head norms (before RoPE), v [S, n_kv_heads, D]; returns the attention output
 // [S, n_heads * D] (before the output projection).
-using AttentionCore =
-    std::function<StatusOr<int>(graph::Builder& b, int64_t layer, int q, int k, int v)>;
+using AttentionCore = std::function<graph::ValueId(
+    graph::Builder& b, int64_t layer, graph::ValueId q, graph::ValueId k, graph::ValueId v)>;
 // The decoder layers over x f32 [S, hidden] (the scaled embeddings); returns the last layer's
-// output. Values are named blk.N.<stage>.
-StatusOr<int> BuildLayers(graph::Builder& b, const Config& config, const Weights& weights,
-                          int64_t n_tokens, int x, const AttentionCore& core);
+// output. Values are named blk.N.<stage>. Errors (a shape, weights with another layer count
+// than the config) are kept by the builder, as all of these functions' are.
+graph::ValueId BuildLayers(graph::Builder& b, const Config& config, const Weights& weights,
+                           int64_t n_tokens, graph::ValueId x, const AttentionCore& core);
 // The scaled token embeddings "inp_embd" f32 [S, hidden] of `tokens` (token_embd's value
 // `embd_w`), with the weights' LoRA adapters of token_embd applied to the looked-up rows.
-StatusOr<int> Embed(graph::Builder& b, const Config& config, const Weights& weights, int embd_w,
-                    int tokens);
+graph::ValueId Embed(graph::Builder& b, const Config& config, const Weights& weights,
+                     graph::ValueId embd_w, graph::ValueId tokens);
 // A stored tensor as a graph weight, by its GGUF name.
-StatusOr<int> WeightValue(graph::Builder& b, const gguf::TensorInfo* t);
+graph::ValueId WeightValue(graph::Builder& b, const gguf::TensorInfo* t);
 // The LM head weight: token_embd's value `embd` when tied, else `output.weight`.
-StatusOr<int> LmHeadValue(graph::Builder& b, const Weights& weights, int embd);
+graph::ValueId LmHeadValue(graph::Builder& b, const Weights& weights, graph::ValueId embd);
 
 StatusOr<graph::Graph> BuildForward(const Config& config, const Weights& weights,
                                     const ForwardSpec& spec);
