@@ -268,9 +268,10 @@ void Executor::RebindAliases() {
   // an alias follows.
   for (const Node& n : graph_.nodes()) {
     if (IsAlias(n.op)) {
-      ptr_[n.output] = ptr_[n.inputs[0]] == nullptr
-                           ? nullptr
-                           : ptr_[n.inputs[0]] + (n.op == OpKind::kSlice ? n.index * kElementBytes : 0);
+      ptr_[n.output] =
+          ptr_[n.inputs[0]] == nullptr
+              ? nullptr
+              : ptr_[n.inputs[0]] + (n.op == OpKind::kSlice ? n.offset * kElementBytes : 0);
     }
   }
 }
@@ -409,7 +410,7 @@ Status Executor::RunEmbedding(const Node& n) {
     }
     to->dequantize_row(static_cast<const uint8_t*>(wd.data) + row_bytes * ids[t], y + t * hidden,
                        hidden);
-    ops_->scale(y + t * hidden, n.f0, hidden);
+    ops_->scale(y + t * hidden, n.scale, hidden);
   }
   return OkStatus();
 }
@@ -422,7 +423,7 @@ Status Executor::RunRmsNorm(const Node& n) {
   const float* w = F32(n.inputs[1]);
   float* y = F32(n.output);
   MaybeParallel(pool_, rows, width, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) ops_->rms_norm(x + r * width, w, y + r * width, width, n.f0);
+    for (int64_t r = b; r < e; ++r) ops_->rms_norm(x + r * width, w, y + r * width, width, n.eps);
   });
   return OkStatus();
 }
@@ -443,7 +444,7 @@ Status Executor::RunMatMul(const Node& n) {
 Status Executor::RunRope(const Node& n) {
   const Value& out = graph_.value(n.output);
   const int64_t S = out.shape[0], heads = out.shape[1], D = out.shape[2];
-  FG_ASSIGN_OR_RETURN(const RopeCache* rc, RopeTables(n.inputs[1], n.base, S, D));
+  FG_ASSIGN_OR_RETURN(const RopeCache* rc, RopeTables(n.inputs[1], n.rope_base, S, D));
   const float* sin = rc->sin.data();
   if (n.op == OpKind::kRopeBack) {  // the inverse rotation: sin negated
     rope_neg_sin_.resize(rc->sin.size());
@@ -499,7 +500,7 @@ Status Executor::RunAttention(const Node& n) {
   a.R = kc.shape[0];
   a.KV = kc.shape[1];
   a.window = n.window;
-  a.scale = n.f0;
+  a.scale = n.scale;
   a.out = F32(n.output);
   FG_RETURN_IF_ERROR(CheckKeysInRing(a.pos, S, a.window, a.R));
   // One task per (token, KV head, share of its query heads): the query heads sharing a KV
@@ -577,7 +578,7 @@ Status Executor::RunScale(const Node& n) {
   const Value& out = graph_.value(n.output);
   float* y = F32(n.output);
   std::memcpy(y, F32(n.inputs[0]), ValueBytes(out));
-  ops_->scale(y, n.f0, out.elements());
+  ops_->scale(y, n.scale, out.elements());
   return OkStatus();
 }
 
@@ -693,7 +694,7 @@ Status Executor::RunAttentionKV(const Node& n) {
       const float* qv = qd + (t * Hq + kvh * group + g0) * D;
       const float* kb = kd + (kvh * T + lo) * D;
       const float* vb = vd + (kvh * T + lo) * D;
-      kernels::AttnScores(ks, qv, gn, D, kb, D, nk, n.f0, sc, T);
+      kernels::AttnScores(ks, qv, gn, D, kb, D, nk, n.scale, sc, T);
       for (int64_t g = 0; g < gn; ++g) {
         if (mask != nullptr) {
           const float* m = mask + ((kvh * group + g0 + g) * S + t) * T;
@@ -736,7 +737,7 @@ Status Executor::RunLowRank(const Node& n) {
   const float* w = F32(n.inputs[1]);  // f32 [K, N] (the graph checks the type)
   const float* y = n.inputs.size() > 2 ? F32(n.inputs[2]) : nullptr;
   float* o = F32(n.output);
-  const float scale = n.f0;
+  const float scale = n.scale;
   if (kernels_.reference) {
     for (int64_t i = 0; i < S; ++i) {
       for (int64_t j = 0; j < N; ++j) {
@@ -766,10 +767,10 @@ Status Executor::RunRmsNormBack(const Node& n) {
     for (int64_t r = b; r < e; ++r) {
       if (kernels_.reference) {
         kernels::scalar::RmsNormBackRow(x + r * width, w, dy + r * width, dx + r * width, width,
-                                        n.f0);
+                                        n.eps);
       } else {
         kernels::RmsNormBackRow(*ops_, x + r * width, w, dy + r * width, dx + r * width, width,
-                                n.f0);
+                                n.eps);
       }
     }
   });
@@ -794,7 +795,7 @@ Status Executor::RunGeluMulBack(const Node& n) {
   const float* dy = F32(n.inputs[2]);
   float* y = F32(n.output);
   const int64_t total = graph_.value(n.output).elements();
-  const int operand = static_cast<int>(n.index);
+  const int operand = static_cast<int>(n.operand);
   MaybeParallel(pool_, (total + kChunk - 1) / kChunk, kChunk * 8, [&](int64_t b, int64_t e) {
     const int64_t lo = b * kChunk, hi = std::min(total, e * kChunk);
     if (kernels_.reference) {
@@ -889,7 +890,7 @@ Status Executor::RunAttentionBack(const Node& n) {
   float* dk = dq + S * Hq * D;
   float* dv = dk + cache;
   kernels::AttentionBackArgs a{F32(n.inputs[0]), F32(n.inputs[1]), F32(n.inputs[2]), pos,
-                               F32(n.inputs[4]), Hq, D, R, KV, n.window, n.f0, dq, dk, dv};
+                               F32(n.inputs[4]), Hq, D, R, KV, n.window, n.scale, dq, dk, dv};
   std::memset(dk, 0, 2 * cache * kElementBytes);
   if (kernels_.reference) {
     kernels::scalar::AttentionBack(a, 0, S);

@@ -1,6 +1,7 @@
 #include "src/export/contract_graphs.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,7 @@ StatusOr<graph::Graph> BuildContractFunction(const model::Config& c, const model
     }
     k = to_contract(b, l, k, "k");
     v = to_contract(b, l, v, "v");
-    int mask = -1;
+    std::optional<ValueId> mask;
     int64_t window = global ? 0 : c.sliding_window;
     if (with_past) {
       const std::string ln = "l" + std::to_string(l);

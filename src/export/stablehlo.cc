@@ -337,7 +337,7 @@ T FnEmitter::Attention(const Node& n) {
   const int64_t R = kc.shape[0], KV = kc.shape[1], G = Hq / KV;
   T kt = KV == 1 ? Reshape(kc, {R, D}) : Transpose(kc, {1, 0, 2});  // [KV, R, D]
   T vt = KV == 1 ? Reshape(vc, {R, D}) : Transpose(vc, {1, 0, 2});
-  T scores = Scores(QueryRows(q, KV), kt, KV, n.f0);
+  T scores = Scores(QueryRows(q, KV), kt, KV, n.scale);
   // Visibility [S, R].
   const Shape sr{S, R};
   T p = Broadcast(pos, sr, {0});
@@ -435,7 +435,7 @@ T FnEmitter::AttentionKV(const Node& n) {
                "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
                "rhs_contracting_dimensions = [1]>");
     }
-    sc = Binary("multiply", sc, Splat(ConstF32(n.f0), sc.shape, &sc));
+    sc = Binary("multiply", sc, Splat(ConstF32(n.scale), sc.shape, &sc));
     if (has_mask) {
       sc = Binary("add", sc, PickBlock(Val(n.inputs[3]), 1, h, row ? Shape{0, 1, 2} : Shape{0, 1}));
     } else {
@@ -468,7 +468,7 @@ Status FnEmitter::Lower(const Node& n) {
       // Gather the stored rows first, then convert: the table is never widened to f32.
       T table = Weight(n.inputs[0], false);
       T rows = Convert(GatherRows(table, Val(n.inputs[1])), "f32");
-      vals_[n.output] = Binary("multiply", rows, Splat(ConstF32(n.f0), rows.shape));
+      vals_[n.output] = Binary("multiply", rows, Splat(ConstF32(n.scale), rows.shape));
       return OkStatus();
     }
     case OpKind::kRmsNorm: {
@@ -479,7 +479,7 @@ Status FnEmitter::Lower(const Node& n) {
       for (int64_t i = 0; i < last; ++i) keep.push_back(i);
       T ss = Reduce(Binary("multiply", x, x), ConstF32(0.0f), "add", {last});
       T mean = Binary("divide", ss, Splat(ConstF32(static_cast<float>(width)), ss.shape, &ss));
-      T inv = Unary("rsqrt", Binary("add", mean, Splat(ConstF32(n.f0), ss.shape, &ss)));
+      T inv = Unary("rsqrt", Binary("add", mean, Splat(ConstF32(n.eps), ss.shape, &ss)));
       T w = g_.value(n.inputs[1]).type == ValueType::kStored ? Weight(n.inputs[1], true) : Val(n.inputs[1]);
       T y = Binary("multiply", x, Broadcast(inv, x.shape, keep, &x));
       vals_[n.output] = Binary("multiply", y, Broadcast(w, x.shape, {last}, &x));
@@ -507,7 +507,7 @@ Status FnEmitter::Lower(const Node& n) {
       const int64_t S = x.shape[0], H = x.shape[1], D = x.shape[2], half = D / 2;
       std::vector<float> freq(half);
       for (int64_t i = 0; i < half; ++i) {
-        freq[i] = static_cast<float>(std::pow(n.base, -2.0 * static_cast<double>(i) / D));
+        freq[i] = static_cast<float>(std::pow(n.rope_base, -2.0 * static_cast<double>(i) / D));
       }
       T posf = Convert(Val(n.inputs[1]), "f32");
       T ang = Binary("multiply", Broadcast(posf, {S, half}, {0}),
@@ -582,7 +582,7 @@ Status FnEmitter::Lower(const Node& n) {
       return OkStatus();
     case OpKind::kScale: {
       T x = Val(n.inputs[0]);
-      vals_[n.output] = Binary("multiply", x, Splat(ConstF32(n.f0), x.shape, &x));
+      vals_[n.output] = Binary("multiply", x, Splat(ConstF32(n.scale), x.shape, &x));
       return OkStatus();
     }
     case OpKind::kTranspose:
@@ -618,7 +618,7 @@ Status FnEmitter::Lower(const Node& n) {
       T xw = Hlo("dot_general", {Val(n.inputs[0]), Weight(n.inputs[1], true)}, out.shape, "f32",
                  "dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], "
                  "rhs_contracting_dimensions = [0]>");
-      if (n.f0 != 1.0f) xw = Binary("multiply", xw, Splat(ConstF32(n.f0), out.shape, &xw));
+      if (n.scale != 1.0f) xw = Binary("multiply", xw, Splat(ConstF32(n.scale), out.shape, &xw));
       vals_[n.output] = n.inputs.size() > 2 ? Binary("add", Val(n.inputs[2]), xw) : xw;
       return OkStatus();
     }

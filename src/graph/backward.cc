@@ -54,7 +54,7 @@ Status RmsNormRule(Ctx& c, const Node& n, ValueId dy) {
     return UnimplementedError("backward: norm weights are not trained ('" + c.V(w).name + "')");
   }
   if (!c.needs[x]) return OkStatus();
-  const ValueId dx = c.b.RmsNormBack(c.Fresh(x), x, w, dy, n.f0);
+  const ValueId dx = c.b.RmsNormBack(c.Fresh(x), x, w, dy, n.eps);
   c.Accumulate(x, dx);
   return OkStatus();
 }
@@ -94,8 +94,8 @@ Status LowRankRule(Ctx& c, const Node& n, ValueId dy) {
   const ValueId x = In(n, 0), w = In(n, 1);
   if (n.inputs.size() > 2) c.Accumulate(In(n, 2), dy);
   auto scaled = [&](ValueId v, ValueId target) {
-    if (n.f0 == 1.0f) return v;
-    return c.b.Scale(c.Fresh(target), v, n.f0);
+    if (n.scale == 1.0f) return v;
+    return c.b.Scale(c.Fresh(target), v, n.scale);
   };
   if (c.needs[w]) {
     const ValueId p = c.b.DotTN(c.Fresh(w), x, dy);
@@ -121,7 +121,7 @@ Status ReshapeRule(Ctx& c, const Node& n, ValueId dy) {
 Status RopeRule(Ctx& c, const Node& n, ValueId dy) {
   const ValueId x = In(n, 0);
   if (!c.needs[x]) return OkStatus();
-  const ValueId dx = c.b.RopeBack(c.Fresh(x), dy, In(n, 1), n.base);
+  const ValueId dx = c.b.RopeBack(c.Fresh(x), dy, In(n, 1), n.rope_base);
   c.Accumulate(x, dx);
   return OkStatus();
 }
@@ -182,7 +182,7 @@ Status SelectRowsRule(Ctx& c, const Node& n, ValueId dy) {
 Status ScaleRule(Ctx& c, const Node& n, ValueId dy) {
   const ValueId x = In(n, 0);
   if (!c.needs[x]) return OkStatus();
-  const ValueId dx = c.b.Scale(c.Fresh(x), dy, n.f0);
+  const ValueId dx = c.b.Scale(c.Fresh(x), dy, n.scale);
   c.Accumulate(x, dx);
   return OkStatus();
 }

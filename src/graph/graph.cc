@@ -163,7 +163,7 @@ ValueId Builder::Embedding(std::string name, ValueId weight, ValueId ids, float 
     return Refuse("embedding", name, "ids must be i32 [S], are " + ShapeString(t.shape));
   }
   Node n;
-  n.f0 = scale;
+  n.scale = scale;
   return Add(OpKind::kEmbedding, std::move(name), {weight, ids}, {t.shape[0], w.shape[1]},
              ValueType::kF32, n);
 }
@@ -181,7 +181,7 @@ ValueId Builder::RmsNorm(std::string name, ValueId x, ValueId w, float eps) {
   if (wv.type == ValueType::kI32)
     return Refuse("rms_norm", name, "norm weight must be a float vector");
   Node n;
-  n.f0 = eps;
+  n.eps = eps;
   return Add(OpKind::kRmsNorm, std::move(name), {x, w}, xv.shape, ValueType::kF32, n);
 }
 
@@ -228,7 +228,7 @@ ValueId Builder::Rope(std::string name, ValueId x, ValueId pos, double base) {
   }
   if (!(base > 1.0)) return Refuse("rope", name, "base must be > 1");
   Node n;
-  n.base = base;
+  n.rope_base = base;
   return Add(OpKind::kRope, std::move(name), {x, pos}, xv.shape, ValueType::kF32, n);
 }
 
@@ -274,7 +274,7 @@ ValueId Builder::Attention(std::string name, ValueId q, ValueId kcache, ValueId 
   }
   if (window < 0) return Refuse("attention", name, "window must be >= 0");
   Node n;
-  n.f0 = scale;
+  n.scale = scale;
   n.window = window;
   return Add(OpKind::kAttention, std::move(name), {q, kcache, vcache, pos},
              {qv.shape[0], qv.shape[1] * qv.shape[2]}, ValueType::kF32, n);
@@ -324,7 +324,7 @@ ValueId Builder::Scale(std::string name, ValueId x, float scale) {
   if (!Usable(name, {x})) return ValueId();
   if (g_.values_[x].type != ValueType::kF32) return Refuse("scale", name, "x must be f32");
   Node n;
-  n.f0 = scale;
+  n.scale = scale;
   return Add(OpKind::kScale, std::move(name), {x}, g_.values_[x].shape, ValueType::kF32, n);
 }
 
@@ -395,10 +395,10 @@ ValueId Builder::RopeTable(std::string name, ValueId x, ValueId cos, ValueId sin
   return Add(OpKind::kRopeTable, std::move(name), {x, cos, sin}, xv.shape, ValueType::kF32);
 }
 
-ValueId Builder::AttentionKV(std::string name, ValueId q, ValueId k, ValueId v, int mask,
-                             float scale, int64_t window) {
+ValueId Builder::AttentionKV(std::string name, ValueId q, ValueId k, ValueId v,
+                             std::optional<ValueId> mask, float scale, int64_t window) {
   if (!Usable(name, {q, k, v})) return ValueId();
-  if (mask >= 0 && !Usable(name, {ValueId(mask)})) return ValueId();
+  if (mask && !Usable(name, {*mask})) return ValueId();
   const Value& qv = g_.values_[q];
   const Value& kv = g_.values_[k];
   const Value& vv = g_.values_[v];
@@ -417,18 +417,18 @@ ValueId Builder::AttentionKV(std::string name, ValueId q, ValueId k, ValueId v, 
   }
   if (window < 0) return Refuse("attention_kv", name, "window must be >= 0");
   std::vector<int> ins = {q, k, v};
-  if (mask >= 0) {
-    const Value& mv = g_.values_[mask];
+  if (mask) {
+    const Value& mv = g_.values_[*mask];
     if (mv.type != ValueType::kF32 || mv.shape != std::vector<int64_t>{1, Hq, S, T}) {
       return Refuse(
           "attention_kv", name,
           "mask must be f32 " + ShapeString({1, Hq, S, T}) + ", is " + ShapeString(mv.shape));
     }
     if (window != 0) return Refuse("attention_kv", name, "a masked attention has no window");
-    ins.push_back(mask);
+    ins.push_back(*mask);
   }
   Node n;
-  n.f0 = scale;
+  n.scale = scale;
   n.window = window;
   return Add(OpKind::kAttentionKV, std::move(name), std::move(ins), {S, Hq * D}, ValueType::kF32,
              n);
@@ -476,7 +476,7 @@ ValueId Builder::LowRank(std::string name, ValueId x, ValueId w, float scale,
     inputs.push_back(*y);
   }
   Node n;
-  n.f0 = scale;
+  n.scale = scale;
   return Add(OpKind::kLowRank, std::move(name), std::move(inputs), std::move(shape),
              ValueType::kF32, n);
 }
@@ -494,7 +494,7 @@ ValueId Builder::RmsNormBack(std::string name, ValueId x, ValueId w, ValueId dy,
                   "weight " + ShapeString(wv.shape) + " does not match x " + ShapeString(xv.shape));
   }
   Node n;
-  n.f0 = eps;
+  n.eps = eps;
   return Add(OpKind::kRmsNormBack, std::move(name), {x, w, dy}, xv.shape, ValueType::kF32, n);
 }
 
@@ -510,7 +510,7 @@ ValueId Builder::RopeBack(std::string name, ValueId dy, ValueId pos, double base
   }
   if (!(base > 1.0)) return Refuse("rope_back", name, "base must be > 1");
   Node n;
-  n.base = base;
+  n.rope_base = base;
   return Add(OpKind::kRopeBack, std::move(name), {dy, pos}, xv.shape, ValueType::kF32, n);
 }
 
@@ -543,7 +543,7 @@ ValueId Builder::AttentionBack(std::string name, const Node& attention, ValueId 
     return Refuse("attention_back", name, "dout must be f32 [S,Hq*D], is " + ShapeString(dv.shape));
   }
   Node n;
-  n.f0 = attention.f0;
+  n.scale = attention.scale;
   n.window = attention.window;
   std::vector<int> inputs = attention.inputs;
   inputs.push_back(dout);
@@ -563,7 +563,7 @@ ValueId Builder::Slice(std::string name, ValueId x, int64_t offset, std::vector<
                       ShapeString(xv.shape));
   }
   Node n;
-  n.index = offset;
+  n.offset = offset;
   return Add(OpKind::kSlice, std::move(name), {x}, std::move(shape), xv.type, n);
 }
 
@@ -576,7 +576,7 @@ ValueId Builder::GeluMulBack(std::string name, ValueId gate, ValueId up, ValueId
   }
   if (operand != 0 && operand != 1) return Refuse("gelu_mul_back", name, "operand is 0 or 1");
   Node n;
-  n.index = operand;
+  n.operand = operand;
   return Add(OpKind::kGeluMulBack, std::move(name), {gate, up, dy}, shape, ValueType::kF32, n);
 }
 
@@ -589,7 +589,7 @@ ValueId Builder::ScatterRows(std::string name, ValueId dy, ValueId rows, int64_t
     return Refuse("scatter_rows", name, "dy f32 [R,N] and rows i32 [R] expected");
   }
   Node n;
-  n.index = n_rows;
+  n.n_rows = n_rows;
   return Add(OpKind::kScatterRows, std::move(name), {dy, rows}, {n_rows, dv.shape[1]},
              ValueType::kF32, n);
 }

@@ -31,11 +31,11 @@ enum class OpKind {
   kInput,       // external input (tokens, positions, row ids); attr: none
   kWeight,      // a stored tensor, by GGUF name; any dtype; never computed
   kState,       // external mutable state (KV cache), f32, updated in place by kCacheWrite
-  kEmbedding,   // (weight [V,H], ids i32 [S]) -> f32 [S,H]; rows gathered and multiplied by `scale`
+  kEmbedding,   // (weight [V,H], ids i32 [S]) -> f32 [S,H]; rows gathered, times attr scale
   kRmsNorm,     // (x [..,N], w f32 [N]) -> [..,N]; over the last dim; attr eps
   kMatMul,      // (x f32 [S,K], w [N,K]) -> f32 [S,N]; w stored, any supported dtype
   kReshape,     // (x) -> same elements, new shape (a view)
-  kRope,        // (x f32 [S,heads,D], pos i32 [S]) -> same; split-half rotation; attr base
+  kRope,        // (x f32 [S,heads,D], pos i32 [S]) -> same; split-half rotation; attr rope_base
   kCacheWrite,  // (cache state [R,KV,D], x f32 [S,KV,D], pos i32 [S]) -> state; row pos % R
   kAttention,   // (q f32 [S,Hq,D], kcache [R,KV,D], vcache [R,KV,D], pos i32 [S]) -> [S,Hq*D]
                 // query at p sees keys at positions p-W+1..p (W = attr window, 0: 0..p),
@@ -48,7 +48,7 @@ enum class OpKind {
   kArgmax,      // (x [R,N]) -> i32 [R]; first index of the maximum
   // Ops of the compiled-graph contract (docs/contract.md; src/export/contract_graphs.h).
   kIota,        // () -> i32 [N]: 0, 1, ..., N-1 (the positions of a graph without a past)
-  kScale,       // (x f32) -> x * attr f0, same shape (the sqrt(H) of an embeddings input)
+  kScale,       // (x f32) -> x * attr scale, same shape (the sqrt(H) of an embeddings input)
   kTranspose,   // (x) -> x with dims permuted: out.shape[i] = x.shape[perm[i]]; attr perm
   kConcat,      // (a, b) -> a then b along attr axis; the other dims equal
   kRopeTable,   // (x f32 [S,heads,D], cos f32 [S,D], sin f32 [S,D]) -> [S,heads,D]:
@@ -59,13 +59,13 @@ enum class OpKind {
                 // T-S+i-window+1 .. T-S+i (window 0: 0 .. T-S+i). With a mask (window must be
                 // 0), all T keys with the mask added to the scores (-1e30: masked).
   kDot,         // (a f32 [M,K], b f32 [K,N]) -> f32 [M,N]: a plain f32 matmul (one-hot select)
-  kLowRank,     // (x f32 [S,K], w stored f32 [K,N] [, y f32 [S,N]]) -> y + f0 * x w (no y: 0):
+  kLowRank,     // (x f32 [S,K], w stored f32 [K,N] [, y f32 [S,N]]) -> y + scale x w (no y: 0):
                 // a LoRA's projections (w = A or B transposed), scale and add, fused; each
                 // output element sums its K products in order, so a token's result does not
                 // depend on the batch
   // Ops of the backward pass (src/graph/backward.h; training only, never exported).
   kRmsNormBack,   // (x [..,N], w f32 [N], dy) -> dx of rms_norm(x, w) (w frozen); attr eps
-  kRopeBack,      // (dy f32 [S,heads,D], pos i32 [S]) -> dx: the inverse rotation; attr base
+  kRopeBack,      // (dy f32 [S,heads,D], pos i32 [S]) -> dx: the inverse rotation; attr rope_base
   kCacheRead,     // (cache [R,KV,D], pos i32 [S]) -> f32 [S,KV,D]: rows pos % R (cache_write's
                   // gradient for its rows)
   kAttentionBack, // (q, kcache, vcache, pos, dout f32 [S,Hq*D]) -> f32 [S*Hq*D + 2*R*KV*D]:
@@ -73,7 +73,7 @@ enum class OpKind {
                   // attention. Read the parts with slice.
   kSlice,         // (x) -> x's elements offset .. offset+n-1 as attr shape (a view); attr offset
   kGeluMulBack,   // (gate, up, dy) -> d gate (attr operand 0) or d up (operand 1)
-  kScatterRows,   // (dy f32 [R,N], rows i32 [R]) -> f32 [S,N] (S = attr rows): zeros, then
+  kScatterRows,   // (dy f32 [R,N], rows i32 [R]) -> f32 [S,N] (S = attr n_rows): zeros, then
                   // dy's row i added to row rows[i] (select_rows' gradient)
   kCrossEntropy,  // (logits f32 [R,V], targets i32 [R]) -> f32 [R]: -log softmax(row)[target];
                   // a negative target gives 0 (a row without a target)
@@ -122,13 +122,17 @@ struct Node {
   OpKind op = OpKind::kInput;
   std::vector<int> inputs;  // value ids
   int output = -1;          // value id
-  // Attributes (meaning per op, see OpKind).
-  float f0 = 0.0f;          // eps (RmsNorm), scale (Embedding, Attention)
-  double base = 0.0;        // RoPE base
-  int64_t window = 0;       // Attention, AttentionKV
-  int64_t axis = 0;         // Concat
-  std::vector<int64_t> perm;  // Transpose
-  int64_t index = 0;          // Slice: element offset; GeluMulBack: operand; ScatterRows: rows
+  // Attributes, each by its name; an op sets and reads only those its OpKind comment names.
+  float eps = 0.0f;           // rms_norm, rms_norm_back
+  float scale = 0.0f;         // embedding, attention, attention_kv, attention_back, scale,
+                              // low_rank
+  double rope_base = 0.0;     // rope, rope_back
+  int64_t window = 0;         // attention, attention_kv, attention_back
+  int64_t axis = 0;           // concat
+  std::vector<int64_t> perm;  // transpose
+  int64_t offset = 0;         // slice: the first element
+  int64_t operand = 0;        // gelu_mul_back: 0 d gate, 1 d up
+  int64_t n_rows = 0;         // scatter_rows: the output's rows
 };
 
 class Graph {
@@ -194,9 +198,9 @@ class Builder {
   ValueId Transpose(std::string name, ValueId x, std::vector<int64_t> perm);
   ValueId Concat(std::string name, ValueId a, ValueId b, int64_t axis);
   ValueId RopeTable(std::string name, ValueId x, ValueId cos, ValueId sin);
-  // mask = -1: no mask (causal from the end, with `window`).
-  ValueId AttentionKV(std::string name, ValueId q, ValueId k, ValueId v, int mask, float scale,
-                      int64_t window);
+  // No mask: causal from the end, with `window`.
+  ValueId AttentionKV(std::string name, ValueId q, ValueId k, ValueId v,
+                      std::optional<ValueId> mask, float scale, int64_t window);
   ValueId Dot(std::string name, ValueId a, ValueId b);
   ValueId LowRank(std::string name, ValueId x, ValueId w, float scale,
                   std::optional<ValueId> y = {});

@@ -183,7 +183,7 @@ Status GraphDouble::RunNode(const Node& n) {
       for (int64_t t = 0; t < out.shape[0]; ++t) {
         const int32_t id = i_[in[1]][t];
         if (id < 0 || id >= V) return OutOfRangeError("graph_double: token id out of range");
-        for (int64_t j = 0; j < H; ++j) y[t * H + j] = w[id * H + j] * static_cast<double>(n.f0);
+        for (int64_t j = 0; j < H; ++j) y[t * H + j] = w[id * H + j] * static_cast<double>(n.scale);
       }
       return OkStatus();
     }
@@ -197,7 +197,7 @@ Status GraphDouble::RunNode(const Node& n) {
       for (int64_t r = 0; r < rows; ++r) {
         double ss = 0;
         for (int64_t j = 0; j < N; ++j) ss += x[r * N + j] * x[r * N + j];
-        const double s = 1.0 / std::sqrt(ss / N + static_cast<double>(n.f0));
+        const double s = 1.0 / std::sqrt(ss / N + static_cast<double>(n.eps));
         for (int64_t j = 0; j < N; ++j) y[r * N + j] = x[r * N + j] * s * w[j];
       }
       return OkStatus();
@@ -235,7 +235,8 @@ Status GraphDouble::RunNode(const Node& n) {
         const int64_t p = i_[in[1]][t];
         if (p < 0) return OutOfRangeError("graph_double: negative position");
         for (int64_t i = 0; i < half; ++i) {
-          const double f = std::pow(n.base, -2.0 * static_cast<double>(i) / static_cast<double>(Dh));
+          const double f =
+              std::pow(n.rope_base, -2.0 * static_cast<double>(i) / static_cast<double>(Dh));
           const double c = std::cos(static_cast<double>(p) * f), s = std::sin(static_cast<double>(p) * f);
           for (int64_t h = 0; h < H; ++h) {
             const int64_t o = (t * H + h) * Dh;
@@ -282,7 +283,7 @@ Status GraphDouble::RunNode(const Node& n) {
             const double* kr = k.data() + (((lo + j) % R) * KV + kvh) * Dh;
             double s = 0;
             for (int64_t d = 0; d < Dh; ++d) s += qh[d] * kr[d];
-            p[j] = s * static_cast<double>(n.f0);
+            p[j] = s * static_cast<double>(n.scale);
             m = std::max(m, p[j]);
           }
           double sum = 0;
@@ -333,7 +334,7 @@ Status GraphDouble::RunNode(const Node& n) {
     case OpKind::kScale: {
       const std::vector<double>& x = D(in[0]);
       fresh();
-      for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] * static_cast<double>(n.f0);
+      for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] * static_cast<double>(n.scale);
       return OkStatus();
     }
 
@@ -389,8 +390,8 @@ Status GraphDouble::RunNode(const Node& n) {
         for (int64_t j = 0; j < N; ++j) {
           double acc = 0;
           for (int64_t k = 0; k < K; ++k) acc += x[s * K + k] * w[k * N + j];
-          y[s * N + j] = (in.size() > 2 ? D(in[2])[s * N + j] : 0.0) +
-                         static_cast<double>(n.f0) * acc;
+          y[s * N + j] =
+              (in.size() > 2 ? D(in[2])[s * N + j] : 0.0) + static_cast<double>(n.scale) * acc;
         }
       }
       return OkStatus();

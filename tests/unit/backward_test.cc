@@ -17,6 +17,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -587,7 +588,7 @@ TEST(BackwardErrorTest, OpWithoutRuleIsUnimplementedNamingTheValue) {
     const ValueId q = F32In(b, "q", {1, 2, 4});
     const ValueId k = F32In(b, "k", {1, 1, 3, 4});
     const ValueId v = F32In(b, "v", {1, 1, 3, 4});
-    const ValueId att = b.AttentionKV("attkv", q, k, v, -1, 0.5f, 0);
+    const ValueId att = b.AttentionKV("attkv", q, k, v, std::nullopt, 0.5f, 0);
     const ValueId seed = F32In(b, "seed", {1, 8});
     graph::BackwardSpec s{att, seed, {q}, {}};
     EXPECT_THAT(graph::AddBackward(b, s).status(),

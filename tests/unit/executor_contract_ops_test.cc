@@ -1,14 +1,15 @@
 // The graph ops of the contract functions (iota, scale, transpose, concat, rope_table,
 // attention_kv, dot) on small graphs: shape rules refuse bad operands with a Status, and the
 // executor's fast and reference kernels both match a naive double-precision computation here.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include "src/base/status_matchers.h"
 #include "src/base/thread_pool.h"
@@ -189,7 +190,7 @@ TEST(ContractOpsTest, AttentionKvCausalWindowAndMask) {
       ValueId qi = b.Input("q", {S, Hq, D}, ValueType::kF32);
       ValueId ki = b.Input("k", {1, KV, T, D}, ValueType::kF32);
       ValueId vi = b.Input("v", {1, KV, T, D}, ValueType::kF32);
-      int mi = -1;
+      std::optional<ValueId> mi;
       if (masked) {
         mi = b.Input("mask", {1, Hq, S, T}, ValueType::kF32);
       }
@@ -284,8 +285,9 @@ TEST(ContractOpsTest, ShapeRulesRefuseBadOperands) {
     EXPECT_EQ(g.value(cat).shape, (std::vector<int64_t>{1, 2, graph::kDynamic, 4}));
   }
 
-  EXPECT_THAT(ErrorOf([](Operands& o) { o.b.AttentionKV("a", o.qq, o.k3, o.k3, -1, 1, 0); }),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("disagree")));
+  EXPECT_THAT(
+      ErrorOf([](Operands& o) { o.b.AttentionKV("a", o.qq, o.k3, o.k3, std::nullopt, 1, 0); }),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("disagree")));
   EXPECT_THAT(ErrorOf([](Operands& o) { o.b.AttentionKV("a", o.qq, o.k, o.k, o.m, 1, 0); }),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("mask must be f32 [1, 4, 3, 6]")));
   EXPECT_THAT(ErrorOf([](Operands& o) { o.b.AttentionKV("a", o.qq, o.k, o.k, o.m6, 1, 2); }),
