@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "src/gguf/reader.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/model/gemma3/lora.h"
 
 namespace {

@@ -23,7 +23,7 @@
 #include "src/base/status_matchers.h"
 #include "src/call/prefix_cache.h"
 #include "src/call/prompt.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/runtime/model.h"
 #include "src/runtime/session.h"
 #include "src/text/call_grammar.h"

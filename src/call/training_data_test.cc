@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "src/base/status_matchers.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/text/call_parser.h"
 
 namespace fg::call {

@@ -19,7 +19,7 @@
 #include "src/base/check.h"
 #include "src/base/status_matchers.h"
 #include "src/gguf/reader.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/kernels/quant.h"
 
 namespace fg::reference {

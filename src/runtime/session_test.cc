@@ -15,7 +15,7 @@
 
 #include "src/base/status_matchers.h"
 #include "src/base/thread_pool.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/runtime/model.h"
 
 namespace fg::runtime {

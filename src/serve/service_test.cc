@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 
 namespace fg::serve {
 namespace {

@@ -14,7 +14,7 @@
 #include "src/base/status_matchers.h"
 #include "src/export/contract.h"
 #include "src/export/tensor_io.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "tests/testing/cli_runner.h"
 
 namespace fg {

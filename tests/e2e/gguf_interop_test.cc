@@ -16,7 +16,7 @@
 
 #include "src/base/status_matchers.h"
 #include "src/gguf/reader.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/gguf/writer.h"
 
 namespace fg::gguf {

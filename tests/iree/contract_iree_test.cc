@@ -22,7 +22,7 @@
 #include "src/export/contract_graphs.h"
 #include "src/export/host_invoke.h"
 #include "src/export/stablehlo.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/runtime/model.h"
 #include "tests/testing/iree_runner.h"
 #include "tests/testing/metrics.h"

@@ -9,7 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "tests/testing/cli_runner.h"
 #include "tests/testing/iree_runner.h"
 

@@ -16,7 +16,7 @@
 #include "src/base/status_matchers.h"
 #include "src/export/archive.h"
 #include "src/export/stablehlo.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/model/gemma3/forward.h"
 #include "src/runtime/model.h"
 #include "tests/testing/iree_runner.h"

@@ -19,7 +19,7 @@
 #include "src/base/thread_pool.h"
 #include "src/export/contract.h"
 #include "src/export/host_invoke.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/kernels/quant.h"
 #include "src/runtime/model.h"
 #include "src/runtime/sampler.h"

@@ -12,7 +12,7 @@
 
 #include "src/base/status_matchers.h"
 #include "src/base/thread_pool.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/kernels/cpu.h"
 #include "src/reference/reference.h"
 #include "src/runtime/model.h"

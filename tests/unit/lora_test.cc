@@ -11,7 +11,7 @@
 
 #include "src/base/status_matchers.h"
 #include "src/base/thread_pool.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/model/gemma3/lora.h"
 #include "src/reference/reference.h"
 #include "src/runtime/model.h"

@@ -1,6 +1,6 @@
 // Requantizing a GGUF (fgemma quantize): types, fallbacks, metadata, accuracy, and that the
 // result runs and stays close to the original model.
-#include "src/gguf/requantize.h"
+#include "src/gguf_tools/requantize.h"
 
 #include <cmath>
 #include <string>
@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "src/base/status_matchers.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/kernels/quant.h"
 #include "src/runtime/model.h"
 #include "src/runtime/session.h"

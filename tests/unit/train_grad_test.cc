@@ -25,7 +25,7 @@
 #include "src/base/status_matchers.h"
 #include "src/base/thread_pool.h"
 #include "src/exec/executor.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/model/gemma3/forward.h"
 #include "src/model/gemma3/lora.h"
 #include "src/runtime/model.h"

@@ -30,7 +30,7 @@
 #include "src/export/manifest.h"
 #include "src/export/stablehlo.h"
 #include "src/gguf/reader.h"
-#include "src/gguf/requantize.h"
+#include "src/gguf_tools/requantize.h"
 #include "src/model/gemma3/config.h"
 #include "src/model/gemma3/weights.h"
 #include "tools/fgemma/commands.h"

@@ -9,7 +9,7 @@
 
 #include "src/base/thread_pool.h"
 #include "src/gguf/reader.h"
-#include "src/gguf/requantize.h"
+#include "src/gguf_tools/requantize.h"
 #include "src/model/gemma3/lora.h"
 #include "src/runtime/model.h"
 #include "tools/fgemma/commands.h"

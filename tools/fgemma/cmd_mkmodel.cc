@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "src/gguf/reader.h"
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 #include "src/model/gemma3/config.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/flags.h"

@@ -7,7 +7,7 @@
 
 #include "src/base/thread_pool.h"
 #include "src/gguf/reader.h"
-#include "src/gguf/requantize.h"
+#include "src/gguf_tools/requantize.h"
 #include "src/kernels/quant.h"
 #include "tools/fgemma/commands.h"
 #include "tools/fgemma/common_flags.h"

@@ -18,7 +18,7 @@
 
 #include "fgemma/status.h"
 #include "src/gguf/reader.h"
-#include "src/gguf/requantize.h"
+#include "src/gguf_tools/requantize.h"
 #include "src/gguf/writer.h"
 
 namespace fg::model {

@@ -1,7 +1,7 @@
 // Test helper: a small deterministic random Gemma 3 GGUF with F32 weights, every size
 // chosen by the test (layers, heads, window...). Used by the config/weights tests (which then
 // corrupt it) and the reference tests. For the fixed presets shared by every module see
-// src/gguf/synthetic.h.
+// src/gguf_tools/synthetic.h.
 #ifndef FGEMMA_MODEL_GEMMA3_TEST_MODEL_H_
 #define FGEMMA_MODEL_GEMMA3_TEST_MODEL_H_
 

@@ -3,8 +3,8 @@
 // mix, with weights drawn from a seeded PRNG (identical bytes for the same spec on every
 // platform) and a Gemma-shaped tokenizer (control tokens, FunctionGemma tokens at their real ids,
 // 256 byte tokens, SentencePiece-style pieces with decreasing scores).
-#ifndef FGEMMA_GGUF_SYNTHETIC_H_
-#define FGEMMA_GGUF_SYNTHETIC_H_
+#ifndef FGEMMA_GGUF_TOOLS_SYNTHETIC_H_
+#define FGEMMA_GGUF_TOOLS_SYNTHETIC_H_
 
 #include <cstdint>
 #include <functional>
@@ -79,4 +79,4 @@ Status WriteSyntheticGemma3(const SyntheticSpec& spec, const std::string& path);
 
 }  // namespace fg::gguf
 
-#endif  // FGEMMA_GGUF_SYNTHETIC_H_
+#endif  // FGEMMA_GGUF_TOOLS_SYNTHETIC_H_

@@ -1,4 +1,4 @@
-#include "src/gguf/requantize.h"
+#include "src/gguf_tools/requantize.h"
 
 #include "src/kernels/quant.h"
 

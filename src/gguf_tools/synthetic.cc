@@ -1,4 +1,4 @@
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "src/gguf/synthetic.h"
+#include "src/gguf_tools/synthetic.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -2,8 +2,8 @@
 // matrix): every 2-D weight is dequantized row by row and quantized again with fgemma's
 // round-to-nearest quantizers (the same numerics as ggml's *_ref ones); 1-D tensors (norms)
 // stay as they are; metadata is copied in order with general.file_type updated.
-#ifndef FGEMMA_GGUF_REQUANTIZE_H_
-#define FGEMMA_GGUF_REQUANTIZE_H_
+#ifndef FGEMMA_GGUF_TOOLS_REQUANTIZE_H_
+#define FGEMMA_GGUF_TOOLS_REQUANTIZE_H_
 
 #include <functional>
 #include <string>
@@ -51,4 +51,4 @@ StatusOr<Writer> BuildRequantized(const File& in, const RequantizeSpec& spec);
 
 }  // namespace fg::gguf
 
-#endif  // FGEMMA_GGUF_REQUANTIZE_H_
+#endif  // FGEMMA_GGUF_TOOLS_REQUANTIZE_H_
