@@ -8,6 +8,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "tests/testing/cli_runner.h"
 
@@ -30,9 +31,14 @@ const std::string& Model() {
   return path;
 }
 
+// Written beside its name and renamed into place: ctest runs every case in a process of its
+// own, at the same time, and one reading the shared catalog must never see another's
+// half-written copy (it once read an empty file: "invalid JSON at byte 1").
 std::string Write(const std::string& name, const std::string& text) {
   const std::string p = TempPath(name);
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+  const std::string tmp = p + ".tmp" + std::to_string(::getpid());
+  std::ofstream(tmp, std::ios::binary | std::ios::trunc) << text;
+  fs::rename(tmp, p);
   return p;
 }
 
