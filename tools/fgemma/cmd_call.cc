@@ -126,8 +126,11 @@ int CmdCall(int argc, char** argv) {
     return ReportError("call", InvalidArgumentError(m), true);
   };
   if (!p.WasSet("--tools")) return usage("missing --tools FILE");
-  if (auto d = text::ParseDialect(dialect); !d.ok()) return usage(d.status().message());
-  if (auto c = text::ParseConstrainMode(constrain); !c.ok()) return usage(c.status().message());
+  const StatusOr<Dialect> parsed_dialect = ParseDialect(dialect);
+  if (!parsed_dialect.ok()) return usage(parsed_dialect.status().message());
+  const StatusOr<ConstrainMode> parsed_constrain = ParseConstrainMode(constrain);
+  if (!parsed_constrain.ok()) return usage(parsed_constrain.status().message());
+  const bool compact = *parsed_dialect == Dialect::kCompact;
   if (repl && !pos.empty()) return usage("--repl reads requests from stdin: give no REQUEST");
   if (!repl && pos.empty()) return usage("missing the REQUEST (or --repl)");
   if (!repl) {
@@ -141,16 +144,16 @@ int CmdCall(int argc, char** argv) {
   if (p.WasSet("--cache-dir") && cache_dir.empty()) {
     return usage("--cache-dir needs a folder, got ''");
   }
-  if (dialect == "compact" && tool_map_path.empty()) {
+  if (compact && tool_map_path.empty()) {
     return usage("--dialect compact needs --tool-map FILE");
   }
-  if (dialect != "compact" && !tool_map_path.empty()) {
+  if (!compact && !tool_map_path.empty()) {
     return usage("--tool-map is for --dialect compact");
   }
 
   FunctionCallerOptions o;
-  o.dialect = *ParseDialect(dialect);
-  o.constrain = *ParseConstrainMode(constrain);
+  o.dialect = *parsed_dialect;
+  o.constrain = *parsed_constrain;
   o.temperature = temp;
   o.top_k = top_k;
   o.top_p = top_p;
