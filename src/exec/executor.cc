@@ -891,6 +891,12 @@ Status Executor::RunAttentionBack(const Node& n) {
   float* dv = dk + cache;
   kernels::AttentionBackArgs a{F32(n.inputs[0]), F32(n.inputs[1]), F32(n.inputs[2]), pos,
                                F32(n.inputs[4]), Hq, D, R, KV, n.window, n.scale, dq, dk, dv};
+  // The keys whose dK/dV rows are computed: all those read, or from the first query's on.
+  kernels::KeySpan keys = kernels::KeysRead(pos, S, n.window);
+  if (n.written_keys_only) {
+    a.kv_from = *std::min_element(pos, pos + S);
+    keys.lowest = std::max(keys.lowest, a.kv_from);
+  }
   std::memset(dk, 0, 2 * cache * kElementBytes);
   if (kernels_.reference) {
     kernels::scalar::AttentionBack(a, 0, S);
@@ -912,7 +918,10 @@ Status Executor::RunAttentionBack(const Node& n) {
       float* part = parts + c * 2 * cache;
       kernels::AttentionBackArgs ac = a;
       if (c > 0) {
-        std::memset(part, 0, 2 * cache * kElementBytes);
+        for (int64_t p = keys.lowest; p <= keys.highest; ++p) {
+          std::memset(part + (p % R) * KV * D, 0, KV * D * kElementBytes);
+          std::memset(part + cache + (p % R) * KV * D, 0, KV * D * kElementBytes);
+        }
         ac.dk = part;
         ac.dv = part + cache;
       }
@@ -924,9 +933,14 @@ Status Executor::RunAttentionBack(const Node& n) {
   } else {
     pool_->ParallelFor(chunks, run, 1);
   }
+  // Summed over the rows the chunks wrote (the keys' rows; the rest of each part is stale).
   for (int64_t c = 1; c < chunks; ++c) {
     const float* part = parts + c * 2 * cache;
-    ops_->add(dk, part, dk, 2 * cache);  // dk and dv are adjacent, as in the part
+    for (int64_t p = keys.lowest; p <= keys.highest; ++p) {
+      const int64_t off = (p % R) * KV * D;
+      ops_->add(dk + off, part + off, dk + off, KV * D);
+      ops_->add(dv + off, part + cache + off, dv + off, KV * D);
+    }
   }
   return OkStatus();
 }

@@ -137,7 +137,16 @@ Status CacheWriteRule(Ctx& c, const Node& n, ValueId dy) {
 
 Status AttentionRule(Ctx& c, const Node& n, ValueId dy) {
   const ValueId q = In(n, 0), k = In(n, 1), v = In(n, 2);
-  const ValueId all = c.b.AttentionBack(c.Fresh(ValueId(n.output), ".back"), n, dy);
+  // Caches written by cache_write at the queries' positions: only those rows' gradient is read
+  // (CacheWriteRule), so the keys before them (a cached prefix) need no dK/dV.
+  auto written = [&](ValueId x) {
+    const int p = c.V(x).producer;
+    if (p < 0) return false;
+    const Node& w = c.b.graph().nodes()[p];
+    return w.op == OpKind::kCacheWrite && w.inputs[2] == n.inputs[3];  // at the same positions
+  };
+  const ValueId all = c.b.AttentionBack(c.Fresh(ValueId(n.output), ".back"), n, dy,
+                                        written(k) && written(v));
   const int64_t nq = c.V(q).elements(), nk = c.V(k).elements();
   const std::vector<int64_t> qs = c.V(q).shape, ks = c.V(k).shape;
   if (c.needs[q]) {

@@ -528,7 +528,8 @@ ValueId Builder::CacheRead(std::string name, ValueId cache, ValueId pos) {
              {pv.shape[0], cv.shape[1], cv.shape[2]}, ValueType::kF32);
 }
 
-ValueId Builder::AttentionBack(std::string name, const Node& attention, ValueId dout) {
+ValueId Builder::AttentionBack(std::string name, const Node& attention, ValueId dout,
+                               bool written_keys_only) {
   if (attention.op != OpKind::kAttention) {
     return Refuse("attention_back", name, "needs an attention node");
   }
@@ -545,6 +546,7 @@ ValueId Builder::AttentionBack(std::string name, const Node& attention, ValueId 
   Node n;
   n.scale = attention.scale;
   n.window = attention.window;
+  n.written_keys_only = written_keys_only;
   std::vector<int> inputs = attention.inputs;
   inputs.push_back(dout);
   return Add(OpKind::kAttentionBack, std::move(name), std::move(inputs),

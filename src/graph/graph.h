@@ -70,7 +70,7 @@ enum class OpKind {
                   // gradient for its rows)
   kAttentionBack, // (q, kcache, vcache, pos, dout f32 [S,Hq*D]) -> f32 [S*Hq*D + 2*R*KV*D]:
                   // dq, then d kcache and d vcache (zero outside the rows read); attrs as
-                  // attention. Read the parts with slice.
+                  // attention, and written_keys_only. Read the parts with slice.
   kSlice,         // (x) -> x's elements offset .. offset+n-1 as attr shape (a view); attr offset
   kGeluMulBack,   // (gate, up, dy) -> d gate (attr operand 0) or d up (operand 1)
   kScatterRows,   // (dy f32 [R,N], rows i32 [R]) -> f32 [S,N] (S = attr n_rows): zeros, then
@@ -133,6 +133,9 @@ struct Node {
   int64_t offset = 0;         // slice: the first element
   int64_t operand = 0;        // gelu_mul_back: 0 d gate, 1 d up
   int64_t n_rows = 0;         // scatter_rows: the output's rows
+  // attention_back: d kcache / d vcache only for keys at positions >= the first query's (the
+  // rows the cache_write before the attention wrote; older rows, a state, stay 0)
+  bool written_keys_only = false;
 };
 
 class Graph {
@@ -208,7 +211,8 @@ class Builder {
   ValueId RmsNormBack(std::string name, ValueId x, ValueId w, ValueId dy, float eps);
   ValueId RopeBack(std::string name, ValueId dy, ValueId pos, double base);
   ValueId CacheRead(std::string name, ValueId cache, ValueId pos);
-  ValueId AttentionBack(std::string name, const Node& attention, ValueId dout);
+  ValueId AttentionBack(std::string name, const Node& attention, ValueId dout,
+                        bool written_keys_only = false);
   ValueId Slice(std::string name, ValueId x, int64_t offset, std::vector<int64_t> shape);
   ValueId GeluMulBack(std::string name, ValueId gate, ValueId up, ValueId dy, int64_t operand);
   ValueId ScatterRows(std::string name, ValueId dy, ValueId rows, int64_t n_rows);

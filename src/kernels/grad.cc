@@ -92,12 +92,13 @@ void AttentionBack(const KernelSet& ks, const AttentionBackArgs& a, int64_t t_be
     jhi = std::max<int64_t>(jhi, a.pos[t]);
   }
   const int64_t nk = jhi - jlo + 1;
+  const int64_t j0 = std::clamp<int64_t>(a.kv_from - jlo, 0, nk);  // the first key with dK/dV
   thread_local std::vector<float> buf;
   const size_t need = static_cast<size_t>(4 * nk * D + 2 * rows * D + 4 * rows * nk);
   if (buf.size() < need) buf.resize(need);
-  float* K = buf.data();        // [nk, D] the keys in position order
-  float* V = K + nk * D;        // [nk, D]
-  float* dK = V + nk * D;       // [nk, D]
+  float* Kb = buf.data();       // [nk, D] the keys in position order, when the ring wraps
+  float* Vb = Kb + nk * D;      // [nk, D]
+  float* dK = Vb + nk * D;      // [nk, D]
   float* dV = dK + nk * D;      // [nk, D]
   float* Q = dV + nk * D;       // [rows, D] the group's query rows
   float* dO = Q + rows * D;     // [rows, D]
@@ -105,11 +106,21 @@ void AttentionBack(const KernelSet& ks, const AttentionBackArgs& a, int64_t t_be
   float* dS = P + rows * nk;    // [rows, nk]
   float* PT = dS + rows * nk;   // [nk, rows]
   float* dST = PT + rows * nk;  // [nk, rows]
+  // Keys in one run of the ring are read in place (row stride KV * D), else gathered.
+  const bool in_place = jlo % a.R + nk <= a.R;
+  const int64_t kst = in_place ? a.KV * D : D;
   for (int64_t kvh = 0; kvh < a.KV; ++kvh) {
-    for (int64_t j = 0; j < nk; ++j) {
-      const int64_t row = (((jlo + j) % a.R) * a.KV + kvh) * D;
-      std::memcpy(K + j * D, a.k + row, D * sizeof(float));
-      std::memcpy(V + j * D, a.v + row, D * sizeof(float));
+    const float* K = Kb;
+    const float* V = Vb;
+    if (in_place) {
+      K = a.k + ((jlo % a.R) * a.KV + kvh) * D;
+      V = a.v + ((jlo % a.R) * a.KV + kvh) * D;
+    } else {
+      for (int64_t j = 0; j < nk; ++j) {
+        const int64_t row = (((jlo + j) % a.R) * a.KV + kvh) * D;
+        std::memcpy(Kb + j * D, a.k + row, D * sizeof(float));
+        std::memcpy(Vb + j * D, a.v + row, D * sizeof(float));
+      }
     }
     std::memset(P, 0, 2 * rows * nk * sizeof(float));
     for (int64_t t = t_begin; t < t_end; ++t) {
@@ -119,8 +130,8 @@ void AttentionBack(const KernelSet& ks, const AttentionBackArgs& a, int64_t t_be
       const float* dt = a.dout + (t * a.Hq + kvh * group) * D;
       std::memcpy(Q + r0 * D, qt, group * D * sizeof(float));
       std::memcpy(dO + r0 * D, dt, group * D * sizeof(float));
-      AttnScores(ks, qt, group, D, K + lo * D, D, n, a.scale, P + r0 * nk + lo, nk);
-      AttnScores(ks, dt, group, D, V + lo * D, D, n, 1.0f, dS + r0 * nk + lo, nk);
+      AttnScores(ks, qt, group, D, K + lo * kst, kst, n, a.scale, P + r0 * nk + lo, nk);
+      AttnScores(ks, dt, group, D, V + lo * kst, kst, n, 1.0f, dS + r0 * nk + lo, nk);
       for (int64_t g = 0; g < group; ++g) {
         float* pr = P + (r0 + g) * nk + lo;
         float* sr = dS + (r0 + g) * nk + lo;
@@ -130,18 +141,21 @@ void AttentionBack(const KernelSet& ks, const AttentionBackArgs& a, int64_t t_be
       }
       float* dq = a.dq + (t * a.Hq + kvh * group) * D;
       std::memset(dq, 0, group * D * sizeof(float));
-      AttnWeightedSum(ks, dS + r0 * nk + lo, nk, group, K + lo * D, D, n, D, dq);
+      AttnWeightedSum(ks, dS + r0 * nk + lo, nk, group, K + lo * kst, kst, n, D, dq);
     }
+    // dK = dS^T Q and dV = P^T dout for the keys from kv_from on (keys j0 .. nk-1).
+    if (j0 >= nk) continue;
+    const int64_t nkg = nk - j0;
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < nk; ++j) {
-        PT[j * rows + r] = P[r * nk + j];
-        dST[j * rows + r] = dS[r * nk + j];
+      for (int64_t j = j0; j < nk; ++j) {
+        PT[(j - j0) * rows + r] = P[r * nk + j];
+        dST[(j - j0) * rows + r] = dS[r * nk + j];
       }
     }
     std::memset(dK, 0, 2 * nk * D * sizeof(float));
-    AttnWeightedSum(ks, dST, rows, nk, Q, D, rows, D, dK);
-    AttnWeightedSum(ks, PT, rows, nk, dO, D, rows, D, dV);
-    for (int64_t j = 0; j < nk; ++j) {
+    AttnWeightedSum(ks, dST, rows, nkg, Q, D, rows, D, dK + j0 * D);
+    AttnWeightedSum(ks, PT, rows, nkg, dO, D, rows, D, dV + j0 * D);
+    for (int64_t j = j0; j < nk; ++j) {
       const int64_t row = (((jlo + j) % a.R) * a.KV + kvh) * D;
       ops.add(a.dk + row, dK + j * D, a.dk + row, D);
       ops.add(a.dv + row, dV + j * D, a.dv + row, D);
@@ -228,10 +242,11 @@ void AttentionBack(const AttentionBackArgs& a, int64_t t_begin, int64_t t_end) {
       std::fill(dq.begin(), dq.end(), 0.0);
       for (int64_t j = 0; j < nk; ++j) {
         const double ds = a.scale * P[j] * (dP[j] - c);
+        for (int64_t d = 0; d < D; ++d) dq[d] += ds * a.k[row(j) + d];
+        if (lo + j < a.kv_from) continue;
         float* dk = a.dk + row(j);
         float* dv = a.dv + row(j);
         for (int64_t d = 0; d < D; ++d) {
-          dq[d] += ds * a.k[row(j) + d];
           dk[d] = static_cast<float>(dk[d] + ds * qh[d]);
           dv[d] = static_cast<float>(dv[d] + P[j] * doh[d]);
         }

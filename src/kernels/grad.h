@@ -38,8 +38,9 @@ void CrossEntropyBackRow(const ElementOps& ops, const float* x, int64_t n, int32
 
 // Cache attention's gradient for queries t_begin .. t_end-1 (the forward op's layout: q
 // [S,Hq,D], caches [R,KV,D] read at rows pos % R, query at position p sees p-window+1 .. p,
-// window 0: 0 .. p). dq rows of those queries are written; dk, dv [R,KV,D] are added to.
-// `scratch` holds 2 * (keys of the longest query) floats.
+// window 0: 0 .. p). dq rows of those queries are written; dk, dv [R,KV,D] are added to, for
+// the keys at positions >= kv_from only (0: all; a cached prefix's rows are a state nobody
+// differentiates, so a caller may skip them).
 struct AttentionBackArgs {
   const float* q;
   const float* k;
@@ -51,6 +52,7 @@ struct AttentionBackArgs {
   float* dq;
   float* dk;
   float* dv;
+  int64_t kv_from = 0;
 };
 void AttentionBack(const KernelSet& ks, const AttentionBackArgs& a, int64_t t_begin, int64_t t_end);
 

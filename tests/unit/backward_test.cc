@@ -397,6 +397,34 @@ TEST(BackwardGradTest, AttentionSlidingRingThatWraps) {
   CheckAttention({"attention decode", 1, 2, 1, 8, 4, 4, {13}});
 }
 
+// Caches written at the queries' positions: attention_back computes dK/dV for those rows only
+// (the finite-difference checks above run that way); caches that are plain values: all rows.
+TEST(BackwardGradTest, AttentionBackSkipsKeysOnlyBehindACacheWrite) {
+  for (bool via_cache_write : {true, false}) {
+    Builder b;
+    const ValueId q = F32In(b, "q", {2, 2, 8});
+    const ValueId pos = b.Input("pos", {2}, ValueType::kI32);
+    ValueId kc, vc;
+    if (via_cache_write) {
+      kc = b.CacheWrite("kc2", b.State("kc", {6, 1, 8}), F32In(b, "k", {2, 1, 8}), pos);
+      vc = b.CacheWrite("vc2", b.State("vc", {6, 1, 8}), F32In(b, "v", {2, 1, 8}), pos);
+    } else {
+      kc = F32In(b, "kc", {6, 1, 8});
+      vc = F32In(b, "vc", {6, 1, 8});
+    }
+    const ValueId o = b.Attention("o", q, kc, vc, pos, 0.5f, 0);
+    graph::BackwardSpec s{o, F32In(b, "seed", {2, 16}), {q}, {}};
+    ASSERT_TRUE(graph::AddBackward(b, s).ok());
+    int found = 0;
+    for (const graph::Node& n : b.graph().nodes()) {
+      if (n.op != graph::OpKind::kAttentionBack) continue;
+      ++found;
+      EXPECT_EQ(n.written_keys_only, via_cache_write);
+    }
+    EXPECT_EQ(found, 1);
+  }
+}
+
 TEST(BackwardGradTest, AttentionNoPrefix) {
   CheckAttention({"attention no prefix", 5, 2, 2, 8, 5, 0, {0, 1, 2, 3, 4}});
 }

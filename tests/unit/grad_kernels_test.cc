@@ -166,6 +166,33 @@ TEST_P(GradIsaTest, AttentionBackMatchesScalar) {
     EXPECT_LE(Nmse(dq3, dq2), 1e-7);
     EXPECT_LE(Nmse(dk3, dk2), 1e-7);
     EXPECT_LE(Nmse(dv3, dv2), 1e-7);
+    // kv_from: the same dq; dk/dv rows of keys from kv_from on as before, the others untouched.
+    for (int64_t skip : {int64_t{1}, c.S}) {
+      const int64_t from = c.first_pos + skip;
+      std::vector<float> dq4(dq.size()), dk4 = base_k, dv4 = base_v;
+      std::vector<float> dq5(dq.size()), dk5 = base_k, dv5 = base_v;
+      AttentionBackArgs a4 = a, a5 = a;
+      a4.dq = dq4.data(), a4.dk = dk4.data(), a4.dv = dv4.data(), a4.kv_from = from;
+      a5.dq = dq5.data(), a5.dk = dk5.data(), a5.dv = dv5.data(), a5.kv_from = from;
+      AttentionBack(GetKernelSet(GetParam()), a4, 0, c.S);
+      scalar::AttentionBack(a5, 0, c.S);
+      EXPECT_LE(Nmse(dq4, dq2), 1e-7);
+      EXPECT_LE(Nmse(dk4, dk5), 1e-7);
+      EXPECT_LE(Nmse(dv4, dv5), 1e-7);
+      std::vector<bool> kept(c.R, false);  // rows of keys >= from
+      for (int64_t p = from; p < c.first_pos + c.S; ++p) kept[p % c.R] = true;
+      for (int64_t r = 0; r < c.R; ++r) {
+        for (int64_t i = 0; i < c.KV * c.D; ++i) {
+          const size_t e = static_cast<size_t>(r * c.KV * c.D + i);
+          if (kept[r]) {
+            EXPECT_NEAR(dk4[e], dk2[e], 1e-3 + 1e-3 * std::fabs(dk2[e]));
+          } else {
+            EXPECT_EQ(dk4[e], base_k[e]);
+            EXPECT_EQ(dv4[e], base_v[e]);
+          }
+        }
+      }
+    }
   }
 }
 
