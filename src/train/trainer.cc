@@ -23,6 +23,7 @@
 #include "src/graph/graph.h"
 #include "src/text/call_grammar.h"
 #include "src/base/splitmix.h"
+#include "src/train/prefix_store.h"
 #include "src/train/train_graph.h"
 
 namespace fg::train {
@@ -45,6 +46,8 @@ struct Trainer::Impl {
   // Per example: the indices i whose row predicts a trained target token i + 1.
   std::vector<std::vector<int32_t>> loss_rows;
   int64_t cached_prefix = -1;     // the example whose prefix K/V the caches hold (kBase)
+  std::unique_ptr<PrefixStore> store;  // every prefix computed (kBase), when on
+  int64_t prefixes_computed = 0, prefixes_read = 0;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<LoraParams> params;
   model::Weights lora_weights, base_weights;
@@ -172,8 +175,20 @@ struct Trainer::Impl {
     // ring wraps at C rows), so the same prefix is not computed again.
     const bool same = cached_prefix >= 0 && keys[cached_prefix] == keys[index] &&
                       data[cached_prefix].prefix_len == t.prefix_len;
-    if (start > 0 && !same) {
+    const model::Config& mc = model->config();
+    const int64_t row_floats = mc.n_kv_heads * mc.head_dim;
+    bool read = false;
+    if (start > 0 && !same && store) {
+      // Rows 0 .. start-1 as computed before; the rows after are the example's own.
+      FG_ASSIGN_OR_RETURN(read, store->Get(keys[index], start, row_floats, kcache, vcache));
+      if (read) {
+        cached_prefix = index;
+        ++prefixes_read;
+      }
+    }
+    if (start > 0 && !same && !read) {
       cached_prefix = index;
+      ++prefixes_computed;
       const int64_t P = RoundUp(start, 64);
       FG_ASSIGN_OR_RETURN(exec::Executor * pe, PrefixExec(P, C));
       FG_RETURN_IF_ERROR(pe->UseArena(arena_base, arena_bytes));
@@ -185,6 +200,7 @@ struct Trainer::Impl {
       FG_RETURN_IF_ERROR(BindCaches(*pe, C));
       last_node = std::chrono::steady_clock::now();
       FG_RETURN_IF_ERROR(pe->Run());
+      if (store) store->Put(keys[index], start, row_floats, kcache, vcache);
     }
     const int64_t S = RoundUp(n - start, 16);
     const int64_t R0 = Targets(index);
@@ -315,6 +331,9 @@ uint64_t Trainer::transposed_bytes() const {
   return impl_->transposed ? impl_->transposed->bytes() : 0;
 }
 
+int64_t Trainer::prefixes_computed() const { return impl_->prefixes_computed; }
+int64_t Trainer::prefixes_read() const { return impl_->prefixes_read; }
+
 bool Trainer::finished() const {
   return impl_->step == static_cast<int64_t>(impl_->batches.size());
 }
@@ -411,6 +430,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
                                   (impl->params->adapter().after_prefix() ? "base" : "adapted") +
                                   "; train it on with the same");
     }
+  }
+  if (options.prefix == PrefixMode::kBase && options.prefix_store_mib > 0) {
+    FG_ASSIGN_OR_RETURN(impl->store,
+                        PrefixStore::Create(static_cast<uint64_t>(options.prefix_store_mib) << 20));
   }
   impl->base_weights = model.weights();
   impl->lora_weights = model.weights();

@@ -52,6 +52,10 @@ struct TuneOptions {
   // prompt's K/V are computed once per run. Longer runs compute fewer prefixes (the catalog
   // prompt is most of an example's tokens) but put fewer catalogs in a batch.
   int64_t prefix_run = 4;
+  // With kBase, every catalog prompt's K/V computed are kept (up to this many MiB, in an
+  // unlinked temporary file: PrefixStore) and read back when the prompt comes again, instead of
+  // computed again. 0: off. The adapter is the same either way.
+  int64_t prefix_store_mib = 8192;
   int64_t epochs = 1;
   int64_t max_steps = 0;        // stop after this many steps in all (0: the epochs')
   int threads = 0;              // 0: the machine's
@@ -106,6 +110,9 @@ class Trainer {
   int64_t steps_per_epoch() const;
   int64_t trained_tokens_per_epoch() const;
   uint64_t transposed_bytes() const;
+  // Catalog prefixes run through the base model so far, and those read back from the store.
+  int64_t prefixes_computed() const;
+  int64_t prefixes_read() const;
 
   struct Impl;
 

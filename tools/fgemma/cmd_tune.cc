@@ -75,7 +75,7 @@ int CmdTune(int argc, char** argv) {
   std::string data_path, tools_path, out_path, checkpoint, resume, modules = "attn_q,attn_k,attn_v,attn_o,ffn_gate,ffn_up,ffn_down";
   std::string prefix = "base", init_lora, loss_tokens = "free";
   int64_t rank = 16, epochs = 1, batch_tokens = 1024, max_steps = 0, checkpoint_every = 50,
-          prefix_run = 4;
+          prefix_run = 4, prefix_store = 8192;
   int64_t stop_after = 0;
   int64_t seed = 1, augment = 0;
   double alpha = 32, lr = 1e-3, wd = 0.0, warmup = 0.05, val_split = 0.0, clip = 1.0;
@@ -118,6 +118,10 @@ int CmdTune(int argc, char** argv) {
            "Examples of one catalog prompt trained one after the other, sharing one computed "
            "prefix (--prefix base; default 4): longer runs compute fewer prefixes, but put fewer "
            "catalogs in a batch");
+  p.AddInt("--prefix-store", &prefix_store, "MIB",
+           "Keep each catalog prompt's K/V once computed (--prefix base), up to MIB MiB in an "
+           "unlinked file of the temporary folder ($TMPDIR), and read them back instead of "
+           "computing them again (default 8192; 0: off; the adapter is the same)");
   p.AddInt("--epochs", &epochs, "N", "Passes over the data (default 1)");
   p.AddInt("--max-steps", &max_steps, "N", "Stop after N steps in all (default 0: the epochs')");
   p.AddInt("--seed", &seed, "N", "Seed of the initial adapter and the example order (default 1)");
@@ -151,6 +155,7 @@ int CmdTune(int argc, char** argv) {
   if (!(clip >= 0) || !std::isfinite(clip)) return usage("--clip must be >= 0");
   if (batch_tokens < 1) return usage("--batch-tokens must be >= 1");
   if (prefix_run < 1) return usage("--prefix-run must be >= 1");
+  if (prefix_store < 0) return usage("--prefix-store must be >= 0");
   if (epochs < 1 || epochs > 1000) return usage("--epochs must be in [1, 1000]");
   if (max_steps < 0) return usage("--max-steps must be >= 0");
   if (checkpoint_every < 0) return usage("--checkpoint-every must be >= 0");
@@ -235,6 +240,7 @@ int CmdTune(int argc, char** argv) {
   o.clip = clip;
   o.batch_tokens = batch_tokens;
   o.prefix_run = prefix_run;
+  o.prefix_store_mib = prefix_store;
   o.epochs = epochs;
   o.max_steps = max_steps;
   o.threads = common.Threads();
@@ -314,6 +320,11 @@ int CmdTune(int argc, char** argv) {
         std::fprintf(stderr, "epoch %lld: train loss %.4f\n", static_cast<long long>(e.epoch + 1),
                      e.train_loss);
       }
+    }
+    if (o.prefix == train::PrefixMode::kBase) {
+      std::fprintf(stderr, "tune: catalog prefixes computed %lld, read back %lld\n",
+                   static_cast<long long>((*trainer)->prefixes_computed()),
+                   static_cast<long long>((*trainer)->prefixes_read()));
     }
     std::fprintf(stderr, "tune: wrote %s\n", out_path.c_str());
     if (!(*trainer)->finished()) {
