@@ -135,6 +135,38 @@ TEST_F(CliTuneTest, SameSeedSameBytesAndResumeEqualsOneRun) {
   EXPECT_THAT(other.out, HasSubstr("written with other options or data"));
 }
 
+// Two catalog prompts taking turns: each prefix is computed once and read back from the prefix
+// store after; the adapter is the same bytes as with every prefix computed (--prefix-store 0).
+TEST_F(CliTuneTest, PrefixStoreReadsPrefixesBackWithTheSameAdapter) {
+  const std::string data = Tmp("two_catalogs.jsonl");
+  const std::string light = R"({"type":"function","function":{"name":"set_light","description":"Turn a light on or off","parameters":{"type":"object","properties":{"state":{"type":"string","enum":["on","off"]}},"required":["state"]}}})";
+  const std::string timer = R"({"type":"function","function":{"name":"start_timer","description":"Start a timer","parameters":{"type":"object","properties":{"minutes":{"type":"integer"}},"required":["minutes"]}}})";
+  auto line = [](const std::string& tools, const std::string& request, const std::string& call) {
+    return R"({"tools":[)" + tools + R"(],"messages":[{"role":"user","content":")" + request +
+           R"("},{"role":"assistant","tool_calls":[{"type":"function","function":)" + call +
+           "}]}]}\n";
+  };
+  Write(data, line(light, "lights on", R"({"name":"set_light","arguments":{"state":"on"}})") +
+                  line(light + "," + timer, "timer for 3 minutes",
+                       R"({"name":"start_timer","arguments":{"minutes":3}})") +
+                  line(light, "lights off", R"({"name":"set_light","arguments":{"state":"off"}})") +
+                  line(light + "," + timer, "lights off please",
+                       R"({"name":"set_light","arguments":{"state":"off"}})"));
+  const std::string a = Tmp("store_on.gguf"), b = Tmp("store_off.gguf");
+  const std::string common = "tune -m " + *model_ + " --data " + data +
+                             " --lora-rank 4 --batch-tokens 1 --lr 0.01 -t 1 --epochs 3 "
+                             "--prefix-run 1 ";
+  Result on = Fgemma(common + "-o " + a);
+  ASSERT_EQ(on.rc, 0) << on.out;
+  EXPECT_THAT(on.out, HasSubstr("catalog prefixes computed 2, read back"));
+  EXPECT_THAT(on.out, ::testing::Not(HasSubstr("read back 0")));
+  Result off = Fgemma(common + "--prefix-store 0 -o " + b);
+  ASSERT_EQ(off.rc, 0) << off.out;
+  EXPECT_THAT(off.out, ::testing::Not(HasSubstr("computed 2,")));
+  EXPECT_THAT(off.out, HasSubstr("read back 0"));
+  EXPECT_TRUE(Read(a) == Read(b));
+}
+
 TEST_F(CliTuneTest, CtrlCSavesACheckpointAndTheAdapter) {
   const std::string out = Tmp("int.gguf"), ckpt = Tmp("int.ckpt");
   std::remove(out.c_str());
@@ -193,7 +225,7 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
   for (const std::string flag : {"--lora-rank 0", "--lr 0", "--lr nan", "--epochs 0",
                                  "--val-split 1", "--prefix sideways", "--lora-modules attn_x",
                                  "--batch-tokens 0", "--warmup 2", "--stop-after -1",
-                                 "--augment -1", "--prefix-run 0"}) {
+                                 "--augment -1", "--prefix-run 0", "--prefix-store -1"}) {
     Result r = Fgemma(Tune(out, flag));
     EXPECT_EQ(r.rc, 2) << flag << ": " << r.out;
   }
