@@ -35,6 +35,14 @@ MAX_TOOLS = 10
 # Training prompts per catalog (FULL_VIEWS of them list every tool of the catalog).
 VIEWS_PER_CATALOG = 6
 FULL_VIEWS = 3
+# More training prompts per catalog in which every function is renamed to a meaningless
+# identifier ("fn_qk3v"), in the prompt and in the call ("function masking", as Hammer's
+# training does, Lin et al. 2024): the model cannot answer from a name it memorized and has to
+# read the descriptions. The first MASKED_FULL_VIEWS list the whole catalog.
+MASKED_VIEWS = 2
+MASKED_FULL_VIEWS = 1
+_MASK_PREFIXES = ["fn", "tool", "op", "func", "action", "cmd"]
+_MASK_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 # --------------------------------------------------------------------------- numbers
 
@@ -898,25 +906,41 @@ def build(spec_dir=SPEC_DIR):
     for c in train_cats:
         # distractors only from catalogs that share no group (no tool there could also be meant)
         others = [t for oc in train_cats if not (oc.groups & c.groups) for t in oc.tools]
-        views = []
-        for v in range(VIEWS_PER_CATALOG):
+        views = []  # (tools, has distractors, masked names {tool name: shown name})
+        for v in range(VIEWS_PER_CATALOG + MASKED_VIEWS):
             vr = random.Random(SEED + 7 ^ zlib.crc32(("%s/%d" % (c.name, v)).encode()))
-            if v < FULL_VIEWS:
+            masked = v >= VIEWS_PER_CATALOG
+            if v < FULL_VIEWS or (masked and v - VIEWS_PER_CATALOG < MASKED_FULL_VIEWS):
                 chosen = list(c.tools)
             else:
                 chosen = vr.sample(c.tools, vr.randrange(max(1, len(c.tools) // 2), len(c.tools) + 1))
             k_dist = min(vr.choice([0, 1, 2, 3, 4]), MAX_TOOLS - len(chosen))
             chosen = chosen + vr.sample(others, max(0, k_dist))
             vr.shuffle(chosen)
-            views.append((chosen, k_dist > 0))
+            names = {}
+            if masked:
+                taken = set()
+                for t in chosen:
+                    while True:
+                        n = vr.choice(_MASK_PREFIXES) + "_" + "".join(
+                            vr.choice(_MASK_CHARS) for _ in range(vr.randrange(3, 6)))
+                        if n not in taken and n not in all_tools:
+                            break
+                    taken.add(n)
+                    names[t.name] = n
+            views.append((chosen, k_dist > 0, names))
         for tool in c.tools:
             rng = random.Random(SEED + 1 ^ zlib.crc32(tool.name.encode()))
             holding = [v for v in views if tool in v[0]]
             for text, args, tags in tool_examples(tool, lists, synonyms):
-                chosen, has_dist = rng.choice(holding)
+                chosen, has_dist, names = rng.choice(holding)
                 tools = [t.schema() for t in chosen]
-                train_lines.append(line(tools, text, tool.name, args))
-                record("train", tags | ({"distractors"} if has_dist else set()), len(tools))
+                for ts in tools:
+                    ts["function"]["name"] = names.get(ts["function"]["name"], ts["function"]["name"])
+                name = names.get(tool.name, tool.name)
+                train_lines.append(line(tools, text, name, args))
+                record("train", tags | ({"distractors"} if has_dist else set()) |
+                       ({"masked_names"} if names else set()), len(tools))
     rng = random.Random(SEED)
     rng.shuffle(train_lines)
     files["train.jsonl"] = ("\n".join(train_lines) + "\n").encode()
