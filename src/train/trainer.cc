@@ -32,6 +32,10 @@ namespace {
 
 int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
+// An example's trained tokens are padded to a multiple of this (executors are cached per
+// shape): 8 wastes about 3.5 padding tokens an example (~11 % of the corpus's 32), 16 twice that.
+constexpr int64_t kTokenRound = 8;
+
 constexpr const char* kCheckpointType = "fgemma-tune-checkpoint";
 
 }  // namespace
@@ -160,7 +164,7 @@ struct Trainer::Impl {
 
   int64_t Rows(const call::TrainingTokens& t) const {
     const int64_t start = Start(t);
-    const int64_t S = RoundUp(Trained(t), 16);
+    const int64_t S = RoundUp(Trained(t), kTokenRound);
     const int64_t P = start > 0 ? RoundUp(start, 64) : 0;
     return RoundUp(std::max(start + S, P), 128);
   }
@@ -202,7 +206,7 @@ struct Trainer::Impl {
       FG_RETURN_IF_ERROR(pe->Run());
       if (store) store->Put(keys[index], start, row_floats, kcache, vcache);
     }
-    const int64_t S = RoundUp(n - start, 16);
+    const int64_t S = RoundUp(n - start, kTokenRound);
     const int64_t R0 = Targets(index);
     const int64_t R = RoundUp(R0, 8);
     FG_ASSIGN_OR_RETURN(exec::Executor * e, TrainExec(S, R, C));

@@ -48,10 +48,10 @@ struct TuneOptions {
   double min_lr_ratio = 0.1;    // cosine decay to lr * this
   double clip = 1.0;            // global gradient norm clip (0: none)
   int64_t batch_tokens = 1024;  // trained tokens per step at least (whole examples)
-  // Examples of one catalog prompt that come one after the other (a run): with kBase, the
-  // prompt's K/V are computed once per run. Longer runs compute fewer prefixes (the catalog
-  // prompt is most of an example's tokens) but put fewer catalogs in a batch.
-  int64_t prefix_run = 4;
+  // Examples of one catalog prompt that come one after the other (a run): with kBase and no
+  // prefix store, the prompt's K/V are computed once per run. Longer runs compute fewer
+  // prefixes but put fewer catalogs in a batch; with the store (below) runs of 1 cost nothing.
+  int64_t prefix_run = 1;
   // With kBase, every catalog prompt's K/V computed are kept (up to this many MiB, in an
   // unlinked temporary file: PrefixStore) and read back when the prompt comes again, instead of
   // computed again. 0: off. The adapter is the same either way.

@@ -127,8 +127,8 @@ TEST_F(CliTuneTest, SameSeedSameBytesAndResumeEqualsOneRun) {
   // Another seed: other bytes; other options: the checkpoint is refused.
   ASSERT_EQ(Fgemma(Tune(b, "--epochs 2 -q --seed 9")).rc, 0);
   EXPECT_FALSE(Read(a) == Read(b));
-  // Runs of one example per computed prefix instead of four: another order, other bytes.
-  ASSERT_EQ(Fgemma(Tune(b, "--epochs 2 -q --prefix-run 1")).rc, 0);
+  // Runs of four examples per catalog prompt instead of one: another order, other bytes.
+  ASSERT_EQ(Fgemma(Tune(b, "--epochs 2 -q --prefix-run 4")).rc, 0);
   EXPECT_FALSE(Read(a) == Read(b));
   Result other = Fgemma(Tune(b, "--epochs 3 -q --resume " + ckpt));
   EXPECT_EQ(other.rc, 1);

@@ -75,7 +75,7 @@ int CmdTune(int argc, char** argv) {
   std::string data_path, tools_path, out_path, checkpoint, resume, modules = "attn_q,attn_k,attn_v,attn_o,ffn_gate,ffn_up,ffn_down";
   std::string prefix = "base", init_lora, loss_tokens = "free";
   int64_t rank = 16, epochs = 1, batch_tokens = 1024, max_steps = 0, checkpoint_every = 50,
-          prefix_run = 4, prefix_store = 8192;
+          prefix_run = 1, prefix_store = 8192;
   int64_t stop_after = 0;
   int64_t seed = 1, augment = 0;
   double alpha = 32, lr = 1e-3, wd = 0.0, warmup = 0.05, val_split = 0.0, clip = 1.0;
@@ -116,8 +116,8 @@ int CmdTune(int argc, char** argv) {
   p.AddInt("--batch-tokens", &batch_tokens, "N", "Trained tokens per step, at least (default 1024)");
   p.AddInt("--prefix-run", &prefix_run, "N",
            "Examples of one catalog prompt trained one after the other, sharing one computed "
-           "prefix (--prefix base; default 4): longer runs compute fewer prefixes, but put fewer "
-           "catalogs in a batch");
+           "prefix (--prefix base; default 1): without --prefix-store, longer runs compute fewer "
+           "prefixes, but put fewer catalogs in a batch");
   p.AddInt("--prefix-store", &prefix_store, "MIB",
            "Keep each catalog prompt's K/V once computed (--prefix base), up to MIB MiB in an "
            "unlinked file of the temporary folder ($TMPDIR), and read them back instead of "
