@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <mutex>
 
@@ -14,6 +13,8 @@
 
 #include "src/base/mapped_file.h"
 #include "src/base/thread_pool.h"
+#include "src/call/decode_head.h"
+#include "src/call/logit_processors.h"
 #include "src/call/prefix_cache.h"
 #include "src/call/prompt.h"
 #include "src/call/runtime_model.h"
@@ -28,14 +29,6 @@
 #include "src/text/tool_catalog.h"
 
 namespace fg {
-
-// Steps whose allowed set has at most this many tokens compute only those LM-head rows (a
-// scattered row costs about what a consecutive one does; past a few thousand rows the full,
-// consecutive head is as fast).
-inline constexpr size_t kSparseHeadMaxRows = 1024;
-// Drafted tokens per check at most: each costs a row of full logits (vocab floats) in the
-// session's activation memory, and the check must fit one prefill chunk.
-inline constexpr int kMaxDraftTokens = 16;
 
 struct CallModel::Impl {
   std::string path;
@@ -199,11 +192,18 @@ struct FunctionCaller::Impl {
 
   Status EnsurePrefix(CallStats* stats);
   int64_t ReuseRequest(std::span<const int32_t> rest);
-  std::vector<int32_t> Draft(std::span<const int32_t> pending, const text::CallGrammar::State& state,
-                             int64_t room) const;
   Status Parse(CallResult* r) const;
   // The tokens after `prefix` of a conversation (CallConversation's rules).
   StatusOr<std::vector<int32_t>> ConversationRest(const std::vector<ChatTurn>& turns) const;
+  // The session at the prefix and the start of `rest` the last call left there, else at the
+  // prefix alone; sets stats->reused_tokens.
+  Status PreparePrefix(std::span<const int32_t> rest, CallStats* stats);
+  call::DecodeHeadOptions HeadOptions() const;
+  call::LogitProcessorChain Processors() const;
+  // The result of a decode that stopped with r->tokens: stop reason, text, calls, validity.
+  void Finish(CallResult* r, int64_t max_tokens, int64_t max_new,
+              std::chrono::steady_clock::time_point t_decode,
+              std::chrono::steady_clock::time_point t0) const;
   // One call on the prompt prefix + `rest`.
   StatusOr<CallResult> Run(std::vector<int32_t> rest, const CallControl& control);
 };
@@ -231,9 +231,9 @@ runtime::SamplingParams SamplingOf(const FunctionCallerOptions& options) {
 
 Status ValidateOptions(const FunctionCallerOptions& options) {
   if (options.max_calls < 1) return InvalidArgumentError("max_calls must be >= 1");
-  if (options.draft_tokens < 0 || options.draft_tokens > kMaxDraftTokens) {
-    return InvalidArgumentError("draft_tokens must be in [0, " + std::to_string(kMaxDraftTokens) +
-                                "]");
+  if (options.draft_tokens < 0 || options.draft_tokens > call::kMaxDraftTokens) {
+    return InvalidArgumentError("draft_tokens must be in [0, " +
+                                std::to_string(call::kMaxDraftTokens) + "]");
   }
   if (options.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
   if (options.threads < 0) return InvalidArgumentError("threads must be >= 0");
@@ -460,42 +460,6 @@ Status FunctionCaller::Impl::Parse(CallResult* r) const {
   return OkStatus();
 }
 
-// Prompt-lookup drafting: the tokens that followed the latest earlier occurrence of the last
-// three (else two) tokens of everything so far (the session's tokens, then `pending`), cut to
-// what the grammar accepts from `state` and to `room` tokens, stopping before a stop token. A
-// call copies its string values from the request ("buy milk"), and a base model repeats
-// itself; either way the next tokens were often already seen.
-std::vector<int32_t> FunctionCaller::Impl::Draft(std::span<const int32_t> pending,
-                                                 const text::CallGrammar::State& state,
-                                                 int64_t room) const {
-  std::vector<int32_t> out;
-  const int64_t want = std::min<int64_t>(opt.draft_tokens, room);
-  if (want <= 0) return out;
-  const int64_t n_held = static_cast<int64_t>(held.size());
-  const int64_t n = n_held + static_cast<int64_t>(pending.size());
-  auto at = [&](int64_t i) { return i < n_held ? held[i] : pending[i - n_held]; };
-  int64_t from = -1;
-  for (int64_t len : {3, 2}) {
-    if (n < len + 1) continue;
-    for (int64_t i = n - len - 1; i >= 0 && from < 0; --i) {
-      bool same = true;
-      for (int64_t k = 0; k < len && same; ++k) same = at(i + k) == at(n - len + k);
-      if (same) from = i + len;
-    }
-    if (from >= 0) break;
-  }
-  if (from < 0) return out;
-  text::CallGrammar::State s = state;
-  for (int64_t i = from; i < n && static_cast<int64_t>(out.size()) < want; ++i) {
-    const int32_t t = at(i);
-    if (IsStop(t) || (grammar != nullptr && (grammar->Done(s) || !grammar->Advance(&s, t).ok()))) {
-      break;
-    }
-    out.push_back(t);
-  }
-  return out;
-}
-
 StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
   return Call(request, CallControl{});
 }
@@ -626,270 +590,154 @@ StatusOr<CallResult> FunctionCaller::CallConversation(const std::vector<ChatTurn
 
 namespace {
 
-// The guards for a model that never learned <escape> (a base Gemma 3), as logit processors
-// around the sampler, the way llama.cpp chains its samplers. The string guard: in a free string
-// (CallGrammar::InFreeString: where <escape> may close it) the first token may not be structure
-// (, { } newline) or <escape> (the model would leave every string empty); after it, a structure
-// token or one past the length budget closes the string instead (without the guard the model
-// writes the value and goes on with ",key:..." inside the string until max_tokens). The digit
-// guard: the same model repeats digits without end ("400400400..."), so past 12 digits in a row
-// any allowed token that is not a digit (the number's end) is preferred.
-class BaseModelGuard {
- public:
-  // budget 0: off (the tables may then be null).
-  BaseModelGuard(int budget, const std::vector<bool>* structural, const std::vector<bool>* digits,
-                 int32_t escape)
-      : budget_(budget), structural_(structural), digits_(digits), escape_(escape) {}
-  bool on() const { return budget_ > 0; }
+double MsSince(std::chrono::steady_clock::time_point a) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+}
 
-  // Before sampling: the candidates (logits of `allowed`) it rules out set to -inf, unless that
-  // would leave none (the budget can leave only <escape> in a string, or only digits).
-  void Restrict(bool in_string, std::span<const int32_t> allowed, std::span<float> cand) const {
-    auto rule_out = [&](auto drop) {
-      if (std::all_of(allowed.begin(), allowed.end(), drop)) return;
-      for (size_t j = 0; j < allowed.size(); ++j) {
-        if (drop(allowed[j])) cand[j] = -INFINITY;
-      }
-    };
-    if (in_string && string_tokens_ == 0) {
-      rule_out([&](int32_t t) { return (*structural_)[t] || t == escape_; });
-    }
-    if (on() && !in_string && digit_run_ >= 12) {
-      rule_out([&](int32_t t) { return static_cast<bool>((*digits_)[t]); });
-    }
-  }
-  // After sampling: the token to write (<escape> where it closes the string; *closed counts it).
-  int32_t Replace(bool in_string, int32_t tok, int64_t* closed) {
-    if (!in_string || tok == escape_) {
-      string_tokens_ = 0;
-      return tok;
-    }
-    if ((string_tokens_ > 0 && (*structural_)[tok]) || ++string_tokens_ > budget_) {
-      string_tokens_ = 0;
-      ++*closed;
-      return escape_;
-    }
-    return tok;
-  }
-  // A token the grammar forced (the budget can force a string's <escape>: it ends the string).
-  void Forced(int32_t tok) {
-    if (tok == escape_) string_tokens_ = 0;
-  }
-  // Every token written.
-  void Written(int32_t tok) { digit_run_ = digits_ != nullptr && (*digits_)[tok] ? digit_run_ + 1 : 0; }
-
- private:
-  const int budget_;
-  const std::vector<bool>* const structural_;
-  const std::vector<bool>* const digits_;
-  const int32_t escape_;
-  int string_tokens_ = 0;  // tokens of the free string so far
-  int digit_run_ = 0;      // digit tokens written in a row
-};
-
-}  // namespace
-
-StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
-                                               const CallControl& control) {
-  Impl& m = *this;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto ms_since = [](std::chrono::steady_clock::time_point a) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
-  };
-  runtime::SamplingParams sampling = m.sampling;
+// The caller's sampling with a call's overrides, validated.
+StatusOr<runtime::SamplingParams> SamplingFor(const runtime::SamplingParams& base,
+                                              const CallControl& control) {
+  runtime::SamplingParams sampling = base;
   if (control.temperature) sampling.temperature = *control.temperature;
   if (control.top_k) sampling.top_k = *control.top_k;
   if (control.top_p) sampling.top_p = *control.top_p;
   if (control.seed) sampling.seed = *control.seed;
   FG_RETURN_IF_ERROR(runtime::ValidateSampling(sampling));
-  const int64_t max_tokens = control.max_tokens.value_or(m.opt.max_tokens);
+  return sampling;
+}
+
+}  // namespace
+
+Status FunctionCaller::Impl::PreparePrefix(std::span<const int32_t> rest, CallStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  stats->reused_tokens = ReuseRequest(rest);
+  if (stats->reused_tokens == 0) return EnsurePrefix(stats);
+  stats->prefix_source = "memory";
+  stats->prefix_ms = MsSince(t0);
+  return OkStatus();
+}
+
+call::DecodeHeadOptions FunctionCaller::Impl::HeadOptions() const {
+  call::DecodeHeadOptions o;
+  o.vocab = model->config().vocab;
+  o.fast_head = opt.fast_head;
+  o.draft_tokens = opt.draft_tokens;
+  o.grammar = grammar.get();
+  o.stops = stops;
+  return o;
+}
+
+// The base-model guards (src/call/logit_processors.h) when the string guard is on.
+call::LogitProcessorChain FunctionCaller::Impl::Processors() const {
+  call::LogitProcessorChain chain;
+  if (string_guard_tokens > 0) {
+    chain.Add(call::MakeStringGuard(string_guard_tokens, structural, escape));
+    chain.Add(call::MakeDigitGuard(digits));
+  }
+  return chain;
+}
+
+void FunctionCaller::Impl::Finish(CallResult* r, int64_t max_tokens, int64_t max_new,
+                                  std::chrono::steady_clock::time_point t_decode,
+                                  std::chrono::steady_clock::time_point t0) const {
+  CallStats& st = r->stats;
+  st.decode_ms = MsSince(t_decode);
+  st.generated_tokens = static_cast<int64_t>(r->tokens.size());
+  for (int32_t t : r->tokens) r->text += tk->TokenToPiece(t, /*special=*/true);
+  r->validity = Parse(r);
+  if (r->stop_reason == StopReason::kMaxTokens && max_new < max_tokens) {
+    r->stop_reason = StopReason::kContextFull;  // the context ran out before -n did
+  }
+  if (!r->validity.ok() && r->stop_reason == StopReason::kMaxTokens) {
+    r->validity = r->validity.WithContext("output cut at " + std::to_string(max_new) + " tokens");
+  } else if (!r->validity.ok() && r->stop_reason == StopReason::kContextFull) {
+    r->validity = r->validity.WithContext("the context of " + std::to_string(session->context()) +
+                                          " tokens is full after " + std::to_string(max_new) +
+                                          " generated tokens (-c)");
+  }
+  if (!r->validity.ok()) {
+    r->calls.clear();
+    r->content.clear();
+  }
+  st.total_ms = MsSince(t0);
+}
+
+// Each step: the grammar's allowed set, the head's logits for it (call::DecodeHead: forced,
+// sparse, full or drafted), the logit processors around the sampler, then the token is written.
+StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
+                                               const CallControl& control) {
+  const auto t0 = std::chrono::steady_clock::now();
+  FG_ASSIGN_OR_RETURN(const runtime::SamplingParams sampling, SamplingFor(this->sampling, control));
+  const int64_t max_tokens = control.max_tokens.value_or(opt.max_tokens);
   if (max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
   auto cancelled = [&] { return control.cancelled && control.cancelled(); };
   if (cancelled()) return FailedPreconditionError("cancelled");
-  const int64_t context = m.session->context();
-  const int64_t prompt_len = static_cast<int64_t>(m.prefix.size() + rest.size());
+  const int64_t context = session->context();
+  const int64_t prompt_len = static_cast<int64_t>(prefix.size() + rest.size());
   if (prompt_len >= context) {
     return OutOfRangeError("the prompt has " + std::to_string(prompt_len) + " tokens (catalog " +
-                           std::to_string(m.prefix.size()) + "), more than fits the context of " +
+                           std::to_string(prefix.size()) + "), more than fits the context of " +
                            std::to_string(context) + " with room for an answer");
   }
   CallResult r;
   CallStats& st = r.stats;
-  st.prefix_tokens = static_cast<int64_t>(m.prefix.size());
+  st.prefix_tokens = static_cast<int64_t>(prefix.size());
   st.prompt_tokens = prompt_len;
-  const auto t_prefix = std::chrono::steady_clock::now();
-  st.reused_tokens = m.ReuseRequest(rest);
-  if (st.reused_tokens > 0) {
-    st.prefix_source = "memory";
-    st.prefix_ms = ms_since(t_prefix);
-  } else {
-    FG_RETURN_IF_ERROR(m.EnsurePrefix(&st));
-  }
+  FG_RETURN_IF_ERROR(PreparePrefix(rest, &st));
 
-  const int64_t vocab = m.model->config().vocab;
   const int64_t max_new = std::min<int64_t>(max_tokens, context - prompt_len);
   runtime::Sampler sampler(sampling);
   text::CallGrammar::State state;
-  if (m.grammar) state = m.grammar->Start();
-  std::vector<int32_t> pending(rest.begin() + st.reused_tokens, rest.end());
-  std::vector<float> cand;
-  bool first = true;
-  auto t_decode = std::chrono::steady_clock::now();
-  auto append = [&](const runtime::LogitsRequest& req) -> Status {
-    if (Status s = m.session->Append(pending, req); !s.ok()) {
-      m.held.clear();  // the session stopped somewhere inside `pending`: nothing to reuse
-      return s;
-    }
-    m.held.insert(m.held.end(), pending.begin(), pending.end());
-    pending.clear();
-    if (first) {
-      // The first Append holds the request and the tokens the grammar forced before the first
-      // choice: that is the prefill.
-      first = false;
-      st.prefill_ms = ms_since(t_decode);
-      t_decode = std::chrono::steady_clock::now();
-    }
-    return OkStatus();
-  };
+  if (grammar) state = grammar->Start();
+  call::DecodeHead head(session.get(), &held,
+                        std::vector<int32_t>(rest.begin() + st.reused_tokens, rest.end()),
+                        HeadOptions(), &st);
+  call::LogitProcessorChain processors = Processors();
   int calls_done = 0;
-  BaseModelGuard guard(m.string_guard_tokens, m.structural, m.digits, m.escape);
-  // Speculative run: where the whole head is needed, drafted tokens (Impl::Draft) go into the
-  // session with the pending ones in one Append that returns the logits of every drafted
-  // position; the following decisions read those rows while they keep choosing the drafted
-  // tokens, and the first other choice drops the rest of the draft (Session::Truncate). The
-  // kernels give a token the same bits alone or in a batch (src/kernels/panel.h), so every
-  // decision is the one a step-by-step run makes: drafts change the cost, never the output.
-  std::vector<int32_t> draft;
-  std::span<const float> draft_logits;  // [draft.size() + 1, vocab]
-  size_t draft_row = 0;
-  bool in_draft = false;
   r.stop_reason = StopReason::kMaxTokens;
   while (static_cast<int64_t>(r.tokens.size()) < max_new) {
     if (cancelled()) return FailedPreconditionError("cancelled");
+    const int64_t left = max_new - static_cast<int64_t>(r.tokens.size());
     int32_t tok = -1;
-    bool forced = false;
-    if (m.grammar) {
-      if (m.grammar->Done(state)) {
+    if (grammar) {
+      if (grammar->Done(state)) {
         r.stop_reason = StopReason::kGrammarDone;
         break;
       }
       // The budget (-n, the context): only tokens after which the call can still be finished
       // in the tokens left (CallGrammar::Allowed), so the output ends complete.
-      std::span<const int32_t> allowed =
-          m.grammar->Allowed(state, max_new - static_cast<int64_t>(r.tokens.size()));
+      std::span<const int32_t> allowed = grammar->Allowed(state, left);
       if (allowed.empty()) return InternalError("call grammar: no token allowed");
-      // One token allowed: it is forced, without running the LM head (its K/V rows are
-      // computed with the next Append).
-      forced = allowed.size() == 1 && m.opt.fast_head;
-      if (forced) {
+      FG_ASSIGN_OR_RETURN(const call::DecodeHead::Kind kind, head.Step(allowed, state, left));
+      if (kind == call::DecodeHead::Kind::kForced) {
         tok = allowed[0];
-        guard.Forced(tok);
+        processors.Forced(tok);
       } else {
-        cand.resize(allowed.size());
-        std::span<const float> lg;  // full logits, when this step has them
-        if (in_draft) {
-          lg = draft_logits.subspan(draft_row * static_cast<size_t>(vocab),
-                                    static_cast<size_t>(vocab));
-          ++st.drafted_steps;
-        } else if (m.opt.fast_head && allowed.size() <= kSparseHeadMaxRows) {
-          FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Rows(allowed)));
-          std::span<const float> rl = m.session->row_logits();
-          std::copy(rl.begin(), rl.end(), cand.begin());
-          ++st.sparse_steps;
-          st.head_rows_skipped += vocab - static_cast<int64_t>(allowed.size());
-        } else {
-          if (m.opt.fast_head && !first) {
-            const int64_t room = std::min<int64_t>(
-                max_new - static_cast<int64_t>(r.tokens.size()) - 1,
-                context - m.session->position() - static_cast<int64_t>(pending.size()));
-            draft = m.Draft(pending, state, room);
-          } else {
-            draft.clear();
-          }
-          if (!draft.empty()) {
-            pending.insert(pending.end(), draft.begin(), draft.end());
-            FG_RETURN_IF_ERROR(append(
-                runtime::LogitsRequest::Full(static_cast<int64_t>(draft.size()) + 1)));
-            draft_logits = m.session->logits();
-            draft_row = 0;
-            in_draft = true;
-            st.drafted_tokens += static_cast<int64_t>(draft.size());
-          } else {
-            FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
-          }
-          lg = m.session->logits().first(static_cast<size_t>(vocab));
-          ++st.full_steps;
-        }
-        if (!lg.empty()) {
-          for (size_t j = 0; j < allowed.size(); ++j) cand[j] = lg[allowed[j]];
-        }
-        st.head_rows_total += vocab;
-        const bool in_string = guard.on() && m.grammar->InFreeString(state);
-        guard.Restrict(in_string, allowed, cand);
-        tok = guard.Replace(in_string, allowed[sampler.Sample(cand)], &st.guarded_strings);
+        tok = processors.Sample({*grammar, state, allowed}, head.candidates(), sampler, &st);
       }
     } else {
-      FG_RETURN_IF_ERROR(append(runtime::LogitsRequest::Full()));
-      tok = sampler.Sample(m.session->logits());
-      ++st.full_steps;
-      st.head_rows_total += vocab;
+      FG_ASSIGN_OR_RETURN(std::span<const float> logits, head.Full());
+      tok = sampler.Sample(logits);
     }
-    if (m.IsStop(tok)) {
+    if (IsStop(tok)) {
       r.stop_reason = StopReason::kStopToken;
       r.stop_token = tok;
       break;
     }
-    if (forced) {
-      ++st.forced_steps;
-      st.head_rows_skipped += vocab;
-      st.head_rows_total += vocab;
-    }
-    guard.Written(tok);
-    if (m.grammar) FG_RETURN_IF_ERROR(m.grammar->Advance(&state, tok));
+    processors.Written(tok);
+    if (grammar) FG_RETURN_IF_ERROR(grammar->Advance(&state, tok));
     r.tokens.push_back(tok);
-    if (control.on_piece) control.on_piece(m.tk->TokenToPiece(tok, /*special=*/true));
-    if (in_draft && draft_row < draft.size() && tok == draft[draft_row]) {
-      ++draft_row;  // the drafted token was right: it is in the session already
-      ++st.accepted_tokens;
-    } else {
-      if (in_draft) {
-        // Drop the drafted tokens after the last one chosen (none when all were).
-        const int64_t extra = static_cast<int64_t>(draft.size() - draft_row);
-        if (extra > 0) {
-          FG_RETURN_IF_ERROR(m.session->Truncate(m.session->position() - extra));
-          m.held.resize(static_cast<size_t>(m.session->position()));
-        }
-        in_draft = false;
-      }
-      pending.push_back(tok);
-    }
-    if (!m.grammar && tok == m.end_call && ++calls_done >= m.opt.max_calls) {
+    if (control.on_piece) control.on_piece(tk->TokenToPiece(tok, /*special=*/true));
+    FG_RETURN_IF_ERROR(head.Written(tok));
+    if (!grammar && tok == end_call && ++calls_done >= opt.max_calls) {
       r.stop_reason = StopReason::kMaxCalls;
       break;
     }
   }
-  if (r.stop_reason == StopReason::kMaxTokens && m.grammar && m.grammar->Done(state)) {
+  if (r.stop_reason == StopReason::kMaxTokens && grammar && grammar->Done(state)) {
     r.stop_reason = StopReason::kGrammarDone;  // the last token allowed was also the last one finishing it
   }
-  st.decode_ms = ms_since(t_decode);
-  st.generated_tokens = static_cast<int64_t>(r.tokens.size());
-  for (int32_t t : r.tokens) r.text += m.tk->TokenToPiece(t, /*special=*/true);
-  r.validity = m.Parse(&r);
-  if (r.stop_reason == StopReason::kMaxTokens && max_new < max_tokens) {
-    r.stop_reason = StopReason::kContextFull;  // the context ran out before -n did
-  }
-  if (!r.validity.ok() && r.stop_reason == StopReason::kMaxTokens) {
-    r.validity = r.validity.WithContext("output cut at " + std::to_string(max_new) + " tokens");
-  } else if (!r.validity.ok() && r.stop_reason == StopReason::kContextFull) {
-    r.validity = r.validity.WithContext("the context of " + std::to_string(context) +
-                                        " tokens is full after " + std::to_string(max_new) +
-                                        " generated tokens (-c)");
-  }
-  if (!r.validity.ok()) {
-    r.calls.clear();
-    r.content.clear();
-  }
-  st.total_ms = ms_since(t0);
+  Finish(&r, max_tokens, max_new, head.decode_start(), t0);
   return r;
 }
 

@@ -1,0 +1,79 @@
+// Logit processors of FunctionCaller's decode loop, chained around the sampler the way
+// llama.cpp chains its samplers: after the head (src/call/decode_head.h) gives the candidates'
+// logits, each processor may rule candidates out, the sampler picks one, and each processor
+// may replace the pick. Today's processors are the guards for a model that never learned
+// <escape> (a base Gemma 3):
+//
+//   string guard  in a free string (CallGrammar::InFreeString: where <escape> may close it)
+//                 the first token may not be structure (, { } newline) or <escape> (the model
+//                 would leave every string empty); after it, a structure token or one past the
+//                 length budget closes the string instead (without the guard the model writes
+//                 the value and goes on with ",key:..." inside the string until max_tokens)
+//   digit guard   the same model repeats digits without end ("400400400..."), so past 12 digits
+//                 in a row any allowed token that is not a digit (the number's end) is preferred
+#ifndef FGEMMA_CALL_LOGIT_PROCESSORS_H_
+#define FGEMMA_CALL_LOGIT_PROCESSORS_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "fgemma/function_caller.h"
+#include "src/runtime/sampler.h"
+#include "src/text/call_grammar.h"
+
+namespace fg::call {
+
+// One sampled grammar step as the processors see it.
+struct SampleStep {
+  const text::CallGrammar& grammar;
+  const text::CallGrammar::State& state;
+  std::span<const int32_t> allowed;
+};
+
+class LogitProcessor {
+ public:
+  virtual ~LogitProcessor() = default;
+  // Before sampling: may set candidates (cand[j] is the logit of step.allowed[j]) to -inf.
+  virtual void Restrict(const SampleStep& step, std::span<float> cand) {
+    (void)step;
+    (void)cand;
+  }
+  // After sampling: the token to write instead of `tok` (*stats counts what it did).
+  virtual int32_t Replace(const SampleStep& step, int32_t tok, CallStats* stats) {
+    (void)step;
+    (void)stats;
+    return tok;
+  }
+  // A token the grammar forced (the only one allowed: not sampled).
+  virtual void Forced(int32_t tok) { (void)tok; }
+  // Every token written (sampled, replaced or forced; a stop token is never written).
+  virtual void Written(int32_t tok) { (void)tok; }
+};
+
+class LogitProcessorChain {
+ public:
+  void Add(std::unique_ptr<LogitProcessor> p) { chain_.push_back(std::move(p)); }
+  bool empty() const { return chain_.empty(); }
+
+  // Restricts in order, samples, replaces in order: the token to write.
+  int32_t Sample(const SampleStep& step, std::span<float> cand, runtime::Sampler& sampler,
+                 CallStats* stats);
+  void Forced(int32_t tok);
+  void Written(int32_t tok);
+
+ private:
+  std::vector<std::unique_ptr<LogitProcessor>> chain_;
+};
+
+// The string guard with a budget of `budget` tokens (> 0) per string; `structural[t]`: token t's
+// text starts with , { } or newline.
+std::unique_ptr<LogitProcessor> MakeStringGuard(int budget, const std::vector<bool>* structural,
+                                                int32_t escape);
+// The digit guard; `digits[t]`: token t's text is digits only.
+std::unique_ptr<LogitProcessor> MakeDigitGuard(const std::vector<bool>* digits);
+
+}  // namespace fg::call
+
+#endif  // FGEMMA_CALL_LOGIT_PROCESSORS_H_

@@ -1,0 +1,160 @@
+// The logit processors on their own: the chain's order around the sampler, and the base-model
+// string and digit guards on a small vocabulary and a real grammar state.
+#include "src/call/logit_processors.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/base/status_matchers.h"
+#include "src/text/call_grammar.h"
+#include "src/text/grammar_test_util.h"
+#include "src/text/tool_catalog.h"
+
+namespace fg::call {
+namespace {
+
+using ::testing::ElementsAre;
+using namespace text::grammar_test;  // NOLINT
+
+constexpr char kCatalog[] = R"([{"name":"f","parameters":{"type":"object","properties":{
+  "s":{"type":"string"},"n":{"type":"integer"}},"required":["s","n"]}}])";
+
+class Recorder : public LogitProcessor {
+ public:
+  Recorder(std::string name, std::vector<std::string>* log) : name_(std::move(name)), log_(log) {}
+  void Restrict(const SampleStep&, std::span<float>) override { log_->push_back(name_ + "R"); }
+  int32_t Replace(const SampleStep&, int32_t tok, CallStats*) override {
+    log_->push_back(name_ + "P" + std::to_string(tok));
+    return tok + 1;
+  }
+  void Forced(int32_t) override { log_->push_back(name_ + "F"); }
+  void Written(int32_t) override { log_->push_back(name_ + "W"); }
+
+ private:
+  std::string name_;
+  std::vector<std::string>* log_;
+};
+
+class LogitProcessorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tok_ = SmallTokenizer({"call:f{", "s:", "n:", "abc"}, 0);
+    auto cat = text::ParseToolCatalog(kCatalog);
+    FG_ASSERT_OK(cat.status());
+    auto g = text::CallGrammar::Create(*cat, *tok_, text::GrammarOptions{});
+    FG_ASSERT_OK(g.status());
+    grammar_ = std::move(*g);
+    // As CallModel builds them.
+    structural_.assign(tok_->size(), false);
+    digits_.assign(tok_->size(), false);
+    for (int32_t id = 0; id < tok_->size(); ++id) {
+      const std::string piece = tok_->TokenToPiece(id, true);
+      structural_[id] =
+          !piece.empty() && std::string_view(",{}\n").find(piece[0]) != std::string_view::npos;
+      digits_[id] = !piece.empty() && piece.find_first_not_of("0123456789") == std::string::npos;
+    }
+    escape_ = Id(*tok_, "<escape>");
+  }
+
+  text::CallGrammar::State After(const std::vector<std::string>& texts) {
+    text::CallGrammar::State s = grammar_->Start();
+    EXPECT_EQ(RejectedAt(*grammar_, &s, Ids(*tok_, texts)), -1);
+    return s;
+  }
+  // Greedy over the allowed set with `hi` (token text -> logit) above every other token.
+  int32_t Pick(LogitProcessorChain& chain, const text::CallGrammar::State& s,
+               const std::vector<std::pair<std::string, float>>& hi, CallStats* stats) {
+    std::span<const int32_t> allowed = grammar_->Allowed(s);
+    std::vector<float> cand(allowed.size(), 0.0f);
+    for (const auto& [text, logit] : hi) {
+      const int32_t id = Id(*tok_, text);
+      for (size_t j = 0; j < allowed.size(); ++j) {
+        if (allowed[j] == id) cand[j] = logit;
+      }
+    }
+    runtime::Sampler greedy(runtime::SamplingParams{});
+    return chain.Sample({*grammar_, s, allowed}, cand, greedy, stats);
+  }
+
+  std::unique_ptr<text::Tokenizer> tok_;
+  std::unique_ptr<text::CallGrammar> grammar_;
+  std::vector<bool> structural_, digits_;
+  int32_t escape_ = -1;
+};
+
+TEST_F(LogitProcessorsTest, ChainRunsInOrderAroundTheSampler) {
+  std::vector<std::string> log;
+  LogitProcessorChain chain;
+  EXPECT_TRUE(chain.empty());
+  chain.Add(std::make_unique<Recorder>("a", &log));
+  chain.Add(std::make_unique<Recorder>("b", &log));
+  const text::CallGrammar::State s = After({"<start_function_call>", "call:f{"});
+  CallStats stats;
+  const int32_t s_key = Id(*tok_, "s:");
+  EXPECT_EQ(Pick(chain, s, {{"s:", 9}}, &stats), s_key + 2);  // each Replace adds one
+  chain.Forced(7);
+  chain.Written(7);
+  EXPECT_THAT(log, ElementsAre("aR", "bR", "aP" + std::to_string(s_key),
+                               "bP" + std::to_string(s_key + 1), "aF", "bF", "aW", "bW"));
+}
+
+TEST_F(LogitProcessorsTest, StringGuardKeepsTheFirstTokenAndClosesTheString) {
+  LogitProcessorChain none, guard;
+  guard.Add(MakeStringGuard(3, &structural_, escape_));
+  CallStats stats;
+  text::CallGrammar::State s = After({"<start_function_call>", "call:f{", "s:", "<escape>"});
+  ASSERT_TRUE(grammar_->InFreeString(s));
+  const std::vector<std::pair<std::string, float>> hi = {{",", 5}, {"<escape>", 4}, {"abc", 3}};
+  // Unguarded, the model would close the string at once (or write structure into it).
+  EXPECT_EQ(Pick(none, s, hi, &stats), Id(*tok_, ","));
+  // The first token may be neither.
+  const int32_t first = Pick(guard, s, hi, &stats);
+  EXPECT_EQ(first, Id(*tok_, "abc"));
+  guard.Written(first);
+  FG_ASSERT_OK(grammar_->Advance(&s, first));
+  // After it, structure closes the string instead.
+  EXPECT_EQ(Pick(guard, s, hi, &stats), escape_);
+  EXPECT_EQ(stats.guarded_strings, 1);
+
+  // A fresh string: past the budget (3 tokens), the next token closes it.
+  guard = LogitProcessorChain();
+  guard.Add(MakeStringGuard(3, &structural_, escape_));
+  s = After({"<start_function_call>", "call:f{", "s:", "<escape>"});
+  stats = CallStats();
+  for (int i = 0; i < 3; ++i) {
+    const int32_t t = Pick(guard, s, {{"abc", 9}}, &stats);
+    ASSERT_EQ(t, Id(*tok_, "abc")) << i;
+    FG_ASSERT_OK(grammar_->Advance(&s, t));
+  }
+  EXPECT_EQ(Pick(guard, s, {{"abc", 9}}, &stats), escape_);
+  EXPECT_EQ(stats.guarded_strings, 1);
+}
+
+TEST_F(LogitProcessorsTest, DigitGuardEndsLongNumbers) {
+  LogitProcessorChain guard;
+  guard.Add(MakeDigitGuard(&digits_));
+  CallStats stats;
+  text::CallGrammar::State s = After({"<start_function_call>", "call:f{", "n:"});
+  const int32_t one = Id(*tok_, "1");
+  for (int i = 0; i < 12; ++i) {
+    const int32_t t = Pick(guard, s, {{"1", 9}, {",", 1}}, &stats);
+    ASSERT_EQ(t, one) << i;
+    guard.Written(t);
+    FG_ASSERT_OK(grammar_->Advance(&s, t));
+  }
+  // Twelve digits in a row: the number's end is preferred.
+  EXPECT_EQ(Pick(guard, s, {{"1", 9}, {",", 1}}, &stats), Id(*tok_, ","));
+  // Any other token written resets the run.
+  guard.Written(Id(*tok_, ","));
+  s = After({"<start_function_call>", "call:f{", "n:"});
+  EXPECT_EQ(Pick(guard, s, {{"1", 9}, {",", 1}}, &stats), one);
+  EXPECT_EQ(stats.guarded_strings, 0);
+}
+
+}  // namespace
+}  // namespace fg::call
