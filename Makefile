@@ -64,7 +64,7 @@ test-asan: deps model
 # The shipped call adapter (models/fgemma-call-lora.gguf): `fgemma tune` on the project's corpus
 # (data/calls/train.jsonl), on this machine's CPU. Not run by CI; the file is committed.
 ADAPTER ?= models/fgemma-call-lora.gguf
-TUNE_FLAGS ?= --epochs 6 -t 2
+TUNE_FLAGS ?= --epochs 3 --prefix-store 16384 -t 2
 adapter: build model
 	@mkdir -p $(dir $(ADAPTER))
 	$(BUILD)/fgemma tune -m "$$(cat $(BUILD)/model_path.txt)" --data data/calls/train.jsonl \

@@ -17,12 +17,12 @@
 namespace fg {
 namespace {
 
-// The shipped adapter (6 epochs) measured 65.1 % right function and 37.1 % exact calls when it
-// was trained (2026-12-02). The eval is deterministic on one machine; the margin of ~2.5 points covers
+// The shipped adapter (`make adapter`: 3 epochs of the 68-catalog corpus) measured 65.0 % right
+// function and 39.4 % exact calls when it was trained (2026-12-02). The eval is deterministic on one machine; the margin of ~2.5 points covers
 // another ISA's kernels (rounding can flip a near-tie); a larger drop is a change in the
 // model, the runtime, the prompt or the adapter.
 constexpr double kMinFunction = 0.625;
-constexpr double kMinExact = 0.345;
+constexpr double kMinExact = 0.370;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
