@@ -20,7 +20,10 @@ Result Fgemma(const std::string& args, bool with_stderr = true) {
   return ::fg::testing::RunFgemma(args, with_stderr);
 }
 
-std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/cli_eval_" + name; }
+// In this process's own folder (ProcessTempDir: cases run in parallel processes).
+std::string Tmp(const std::string& name) {
+  return ::fg::testing::ProcessTempDir() + "/cli_eval_" + name;
+}
 
 void Write(const std::string& path, const std::string& text) {
   FILE* f = std::fopen(path.c_str(), "w");

@@ -26,7 +26,10 @@ Result Fgemma(const std::string& args, bool with_stderr = true) {
   return ::fg::testing::RunFgemma(args, with_stderr);
 }
 
-std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/cli_gguf_" + name; }
+// In this process's own folder (ProcessTempDir: cases run in parallel processes).
+std::string Tmp(const std::string& name) {
+  return ::fg::testing::ProcessTempDir() + "/cli_gguf_" + name;
+}
 
 TEST(CliGgufTest, MkmodelThenInspect) {
   std::string path = Tmp("tiny.gguf");

@@ -4,8 +4,11 @@
 #define FGEMMA_TESTS_TESTING_CLI_RUNNER_H_
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -36,6 +39,23 @@ inline CliResult RunFgemma(const std::string& args, bool with_stderr = true) {
 
 // A path in the test's temporary folder.
 inline std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+// A folder of this process's own in the temporary folder, removed when the process exits.
+// ctest runs every case in its own process at the same time: inputs a suite writes for its
+// cases (a model, a catalog) must not be at a path another process rewrites while one reads.
+// (The path lives on the heap, never freed: the exit handler runs after statics are destroyed.)
+inline const std::string& ProcessTempDir() {
+  static const std::string* dir = [] {
+    auto* d = new std::string(::testing::TempDir() + "/fgemma_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(*d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(ProcessTempDir(), ec);
+    });
+    return d;
+  }();
+  return *dir;
+}
 
 }  // namespace fg::testing
 
