@@ -42,8 +42,11 @@ run: build model
 	echo "== fgemma inspect (first lines)"; $(BUILD)/fgemma inspect "$$m" | head -30; \
 	echo "== fgemma run (greedy)"; \
 	$(BUILD)/fgemma run -m "$$m" -p "Turn the light on in the kitchen, please." -n 32 --temp 0 -v; \
-	echo "== fgemma call (examples/smart_home.json, grammar-constrained, greedy)"; \
-	$(BUILD)/fgemma call -m "$$m" --tools examples/smart_home.json --stats \
+	echo "== fgemma call (examples/smart_home.json, grammar-constrained, greedy, the shipped call adapter)"; \
+	FGEMMA_MODEL="$$m" $(BUILD)/fgemma call --tools examples/smart_home.json --stats \
+	  "Turn the light on in the kitchen, please."; \
+	echo "== the same without the adapter (--no-lora): the base model was never taught to call"; \
+	FGEMMA_MODEL="$$m" $(BUILD)/fgemma call --no-lora --tools examples/smart_home.json \
 	  "Turn the light on in the kitchen, please."
 
 test: build model
