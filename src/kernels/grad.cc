@@ -152,7 +152,8 @@ void AttentionBack(const KernelSet& ks, const AttentionBackArgs& a, int64_t t_be
         dST[(j - j0) * rows + r] = dS[r * nk + j];
       }
     }
-    std::memset(dK, 0, 2 * nk * D * sizeof(float));
+    std::memset(dK + j0 * D, 0, nkg * D * sizeof(float));
+    std::memset(dV + j0 * D, 0, nkg * D * sizeof(float));
     AttnWeightedSum(ks, dST, rows, nkg, Q, D, rows, D, dK + j0 * D);
     AttnWeightedSum(ks, PT, rows, nkg, dO, D, rows, D, dV + j0 * D);
     for (int64_t j = j0; j < nk; ++j) {
