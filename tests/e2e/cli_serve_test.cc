@@ -180,10 +180,21 @@ TEST(CliServe, ApiShapesAndTheLoneCallsAnswer) {
   EXPECT_EQ(comp->status, 200) << comp->body;
   EXPECT_EQ(json::parse(comp->body)["object"], "text_completion");
 
+  // A streamed request counts as done once the server has sent its last event, which can be
+  // just after the client read [DONE]: wait (a bounded 5 s) until it is counted and its slot
+  // is free again.
+  const std::string counted =
+      "fgemma_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 2";
   auto metrics = c.Get("/metrics");
+  for (int i = 0; i < 250 && metrics &&
+                  (metrics->body.find(counted) == std::string::npos ||
+                   metrics->body.find("fgemma_slots_busy 0\n") == std::string::npos);
+       ++i) {
+    ::usleep(20000);
+    metrics = c.Get("/metrics");
+  }
   ASSERT_TRUE(metrics);
-  EXPECT_THAT(metrics->body,
-              HasSubstr("fgemma_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 2"));
+  EXPECT_THAT(metrics->body, HasSubstr(counted));
   EXPECT_THAT(metrics->body, HasSubstr("fgemma_slots_busy 0"));
   EXPECT_EQ(s.Terminate(), 0);
 }
