@@ -233,7 +233,8 @@ class FunctionCaller {
   // (and its prefilled catalog prefix) costs at most.
   size_t memory_bytes() const;
 
-  struct Impl;
+  struct Impl;  // internal (src/call)
+  Impl& impl() { return *impl_; }
 
  private:
   explicit FunctionCaller(std::unique_ptr<Impl> impl);

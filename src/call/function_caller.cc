@@ -776,4 +776,7 @@ StatusOr<std::vector<std::string>> LoadToolMap(const std::string& path) {
 namespace fg::call {
 const runtime::Model& RuntimeModel(const CallModel& model) { return *model.impl().model; }
 const text::Tokenizer& CallTokenizer(const CallModel& model) { return *model.impl().tokenizer; }
+Status UseBatcher(FunctionCaller& caller, runtime::StepBatcher* batcher) {
+  return caller.impl().session->SetBatcher(batcher);
+}
 }  // namespace fg::call

@@ -6,6 +6,7 @@
 
 #include "fgemma/function_caller.h"
 #include "src/runtime/model.h"
+#include "src/runtime/step_batcher.h"
 #include "src/text/tokenizer.h"
 
 namespace fg::call {
@@ -15,6 +16,10 @@ const runtime::Model& RuntimeModel(const CallModel& model);
 // The tokenizer `FunctionCaller` prompts with: a base Gemma 3 vocabulary's <unused> ids 46..52
 // named as FunctionGemma's function-calling tokens (what `fgemma tune` must train on).
 const text::Tokenizer& CallTokenizer(const CallModel& model);
+// Runs `caller`'s forward passes through `batcher` (continuous batching with other callers'
+// and sessions'; nullptr: alone). The answers are the same. The batcher must run `caller`'s
+// model (RuntimeModel) and outlive its use.
+Status UseBatcher(FunctionCaller& caller, runtime::StepBatcher* batcher);
 
 }  // namespace fg::call
 

@@ -329,7 +329,9 @@ Status Executor::BindState(std::string_view name, float* data, size_t elements) 
   }
   ptr_[id] = reinterpret_cast<uint8_t*>(data);
   state_bound_[id] = true;
-  RebindAliases();  // cache writes share the state's storage
+  // Cache writes share the state's storage; rebound once before the next run, so binding many
+  // states (a batch's caches, src/runtime/step_batcher.cc) costs one pass over the graph.
+  aliases_stale_ = true;
   return OkStatus();
 }
 
@@ -339,6 +341,10 @@ Status Executor::Run() {
     if (!state_bound_[s]) {
       return FailedPreconditionError("exec: state '" + graph_.value(s).name + "' is not bound");
     }
+  }
+  if (aliases_stale_) {
+    RebindAliases();
+    aliases_stale_ = false;
   }
   for (auto& rc : rope_cache_) rc.pos_value = -1;
   for (const Node& n : graph_.nodes()) {

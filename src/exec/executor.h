@@ -143,6 +143,7 @@ class Executor {
   std::unique_ptr<uint8_t[]> arena_;  // empty with external_arena
   size_t arena_bytes_ = 0;
   bool has_arena_ = false;            // ptr_ of arena values is set
+  bool aliases_stale_ = false;        // a state was bound since the last RebindAliases
   DumpFn dump_;
   std::vector<int64_t> transpose_scratch_;  // kTranspose: input strides, output index
   // RoPE tables of the current run, keyed by (positions value, base).

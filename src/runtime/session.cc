@@ -5,6 +5,7 @@
 
 #include "src/kernels/matmul.h"
 #include "src/model/gemma3/forward.h"
+#include "src/runtime/step_batcher.h"
 #include "src/tensor/dtype.h"
 
 namespace fg::runtime {
@@ -19,6 +20,9 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, SessionOp
   }
   if (options.max_chunk <= 0) return InvalidArgumentError("session: max_chunk must be > 0");
   options.max_chunk = std::min(options.max_chunk, options.context);
+  if (options.batcher != nullptr && &options.batcher->model() != &model) {
+    return InvalidArgumentError("session: the batcher runs another model");
+  }
   std::unique_ptr<Session> s(new Session(model, options));
   FG_ASSIGN_OR_RETURN(s->cache_, KvCache::Create(c, model::LocalCacheRows(c, options.max_chunk,
                                                                           options.context),
@@ -141,9 +145,24 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
     const bool lm_head = last && request.kind == LogitsRequest::Kind::kFull;
     const int64_t head_rows = lm_head ? request.count : 0;
     const bool base = position_ < options_.lora_from && !model_.weights().loras.empty();
-    FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n, head_rows, base));
     pos_buf_.resize(n);
     for (int64_t i = 0; i < n; ++i) pos_buf_[i] = static_cast<int32_t>(position_ + i);
+    if (options_.batcher != nullptr && !base && !options_.reference && !dump_) {
+      cache_.BeforeWrite(position_, n);
+      FG_RETURN_IF_ERROR(RunBatched(tokens.subspan(done, n), head_rows));
+      position_ += n;
+      done += n;
+      if (!last) continue;
+      if (lm_head) {
+        logits_ = owned_logits_;
+        ++head_stats_.full;
+      } else {
+        hidden_ = owned_hidden_;
+        FG_RETURN_IF_ERROR(CountHead(request));
+      }
+      continue;
+    }
+    FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n, head_rows, base));
     // The rows whose final hidden state goes on: the last one, or the last `count`.
     logit_rows_.clear();
     for (int64_t i = n - std::max<int64_t>(1, head_rows); i < n; ++i) {
@@ -164,16 +183,48 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
       ++head_stats_.full;
     } else {
       FG_ASSIGN_OR_RETURN(hidden_, e->OutputF32("result_norm"));
-      if (request.kind == LogitsRequest::Kind::kRows) {
-        FG_RETURN_IF_ERROR(RowLogits(request.rows));
-        ++head_stats_.sparse;
-        head_stats_.sparse_rows += static_cast<int64_t>(request.rows.size());
-      } else {
-        ++head_stats_.none;
-      }
+      FG_RETURN_IF_ERROR(CountHead(request));
     }
   }
   return OkStatus();
+}
+
+Status Session::CountHead(const LogitsRequest& request) {
+  if (request.kind == LogitsRequest::Kind::kRows) {
+    FG_RETURN_IF_ERROR(RowLogits(request.rows));
+    ++head_stats_.sparse;
+    head_stats_.sparse_rows += static_cast<int64_t>(request.rows.size());
+  } else {
+    ++head_stats_.none;
+  }
+  return OkStatus();
+}
+
+Status Session::RunBatched(std::span<const int32_t> tokens, int64_t head_rows) {
+  const int64_t layers = cache_.layers();
+  batch_k_.resize(layers);
+  batch_v_.resize(layers);
+  batch_k_elems_.resize(layers);
+  batch_v_elems_.resize(layers);
+  for (int64_t l = 0; l < layers; ++l) {
+    batch_k_[l] = cache_.k(l).data();
+    batch_v_[l] = cache_.v(l).data();
+    batch_k_elems_[l] = cache_.k(l).size();
+    batch_v_elems_[l] = cache_.v(l).size();
+  }
+  StepBatcher::Item item;
+  item.tokens = tokens;
+  item.pos = pos_buf_;
+  item.k = batch_k_;
+  item.v = batch_v_;
+  item.k_elems = batch_k_elems_;
+  item.v_elems = batch_v_elems_;
+  item.global_rows = options_.context;
+  item.local_rows = cache_.local_rows();
+  item.head_rows = head_rows;
+  item.logits = &owned_logits_;
+  item.hidden = &owned_hidden_;
+  return options_.batcher->Run(&item);
 }
 
 Status Session::RowLogits(std::span<const int32_t> rows) {
@@ -295,6 +346,14 @@ Status Session::Truncate(int64_t position) {
 }
 
 void Session::Pin() { cache_.Pin(position_); }
+
+Status Session::SetBatcher(StepBatcher* batcher) {
+  if (batcher != nullptr && &batcher->model() != &model_) {
+    return InvalidArgumentError("session: the batcher runs another model");
+  }
+  options_.batcher = batcher;
+  return OkStatus();
+}
 
 void Session::SetDump(exec::DumpFn fn) {
   dump_ = std::move(fn);

@@ -28,6 +28,8 @@
 
 namespace fg::runtime {
 
+class StepBatcher;
+
 struct SessionOptions {
   int64_t context = 2048;   // positions this session can hold (<= the model's context_length)
   int64_t max_chunk = 128;  // tokens per prefill graph run
@@ -36,6 +38,9 @@ struct SessionOptions {
   // Positions before this run without the model's adapters: an adapter trained on the base
   // model's catalog prefix (Model::adapters_after_prefix) applies from the prefix's end on.
   int64_t lora_from = 0;
+  // Continuous batching: Appends run in the batcher's batches, with other sessions' (not
+  // owned; over the same Model; src/runtime/step_batcher.h). The results are the same.
+  StepBatcher* batcher = nullptr;
 };
 
 // What the last token of an Append gets.
@@ -116,6 +121,10 @@ class Session {
   // The pinned position, or -1.
   int64_t pinned() const { return cache_.pinned(); }
 
+  // Runs the following Appends through `batcher` (nullptr: alone again); InvalidArgument when
+  // it runs another model.
+  Status SetBatcher(StepBatcher* batcher);
+
   // Calls fn for every named intermediate of the following Appends (debugging, --dump).
   void SetDump(exec::DumpFn fn);
   // Bytes of KV cache (with rows copied aside for the pin) and of activation scratch held now.
@@ -131,6 +140,11 @@ class Session {
   int64_t ChunkAt(int64_t position, int64_t left) const;
   // row_logits_ = the head rows `rows` times hidden_.
   Status RowLogits(std::span<const int32_t> rows);
+  // After a headless last chunk: the rows a kRows request asks for, and the head stats.
+  Status CountHead(const LogitsRequest& request);
+  // One chunk at position_ (pos_buf_ set) through the batcher: owned_logits_ (head_rows > 0)
+  // or owned_hidden_ filled.
+  Status RunBatched(std::span<const int32_t> tokens, int64_t head_rows);
 
   const Model& model_;
   SessionOptions options_;
@@ -153,6 +167,10 @@ class Session {
   exec::DumpFn dump_;
   std::vector<int32_t> pos_buf_;
   std::vector<int32_t> logit_rows_;
+  // With a batcher: the caches per layer, and the last hidden state it copied out.
+  std::vector<float*> batch_k_, batch_v_;
+  std::vector<size_t> batch_k_elems_, batch_v_elems_;
+  std::vector<float> owned_hidden_;
 };
 
 }  // namespace fg::runtime

@@ -120,11 +120,23 @@ StatusOr<std::unique_ptr<Service>> Service::Create(std::shared_ptr<const CallMod
   if (options.parallel < 1) return InvalidArgumentError("--parallel must be >= 1");
   if (options.queue < 0) return InvalidArgumentError("--queue must be >= 0");
   if (options.threads < 1) return InvalidArgumentError("threads must be >= 1");
+  if (options.batching && (options.batch_threads < 1 || options.batch_wait_us < 0)) {
+    return InvalidArgumentError("batch threads must be >= 1 and the batch wait >= 0");
+  }
   if (options.timeout_s <= 0) return InvalidArgumentError("--timeout must be > 0");
   if (options.limits.max_tokens < 1 || options.limits.default_max_tokens < 1) {
     return InvalidArgumentError("--max-tokens must be >= 1");
   }
-  return std::unique_ptr<Service>(new Service(std::move(model), options));
+  std::unique_ptr<Service> service(new Service(std::move(model), options));
+  if (options.batching) {
+    service->batch_pool_ = std::make_unique<ThreadPool>(options.batch_threads);
+    runtime::StepBatcher::Options bo;
+    bo.pool = service->batch_pool_.get();
+    bo.wait = std::chrono::microseconds(options.batch_wait_us);
+    FG_ASSIGN_OR_RETURN(service->batcher_,
+                        runtime::StepBatcher::Create(call::RuntimeModel(*service->model_), bo));
+  }
+  return service;
 }
 
 Service::Admit Service::Acquire(Clock::time_point deadline,
@@ -146,10 +158,13 @@ Service::Admit Service::Acquire(Clock::time_point deadline,
   }
   --waiting_;
   ++busy_;
+  // A busy slot is a participant: each batched step waits for its next tokens.
+  if (batcher_ != nullptr) batcher_->Enter();
   return Admit::kOk;
 }
 
 void Service::Release() {
+  if (batcher_ != nullptr) batcher_->Exit();
   std::lock_guard<std::mutex> l(mu_);
   --busy_;
   slot_cv_.notify_one();
@@ -182,6 +197,7 @@ Service::Counters Service::counters() const {
   pool_->Stats(&c.cache_hits, &c.cache_misses, &c.cache_entries, &bytes);
   std::lock_guard<std::mutex> l(metrics_->mu);
   c.cancelled = metrics_->cancelled;
+  if (batcher_ != nullptr) c.batches = batcher_->stats();
   return c;
 }
 
@@ -446,6 +462,9 @@ HttpResponse Service::Chat(const HttpRequest& request) {
       return Error(MakeError(500, c.status().message(), "server_error"));
     }
     run->caller = std::move(*c);
+    if (Status s = call::UseBatcher(*run->caller, batcher_.get()); !s.ok()) {
+      return Error(MakeError(500, s.message(), "server_error"));
+    }
   }
   if (!cr.stream) return RunChat(*run, request, nullptr);
   return Streamed(run, request, [this](ChatRun& r, const HttpRequest& q, const EventSender* send) {
@@ -560,6 +579,7 @@ HttpResponse Service::RunCompletion(TextRun& run, const HttpRequest& request,
   runtime::SessionOptions so;
   so.context = run.context;
   so.pool = &pool;
+  so.batcher = batcher_.get();
   auto session = runtime::Session::Create(rm, so);
   if (!session.ok()) return fail(Error(MakeError(500, session.status().message(), "server_error")));
   runtime::SamplingParams sp;
@@ -676,6 +696,15 @@ std::string Service::MetricsText() const {
   line("# HELP fgemma_cancelled_total Requests stopped because the client left or time ran out.");
   line("# TYPE fgemma_cancelled_total counter");
   line("fgemma_cancelled_total " + std::to_string(metrics_->cancelled));
+  line("# HELP fgemma_batch_steps_total Batched forward passes run (continuous batching).");
+  line("# TYPE fgemma_batch_steps_total counter");
+  line("fgemma_batch_steps_total " + std::to_string(c.batches.steps));
+  line("# HELP fgemma_batch_sequences_total Slots' steps those passes ran (per pass: the batch).");
+  line("# TYPE fgemma_batch_sequences_total counter");
+  line("fgemma_batch_sequences_total " + std::to_string(c.batches.sequences));
+  line("# HELP fgemma_batch_max_sequences The largest batch so far.");
+  line("# TYPE fgemma_batch_max_sequences gauge");
+  line("fgemma_batch_max_sequences " + std::to_string(c.batches.max_sequences));
   return o;
 }
 

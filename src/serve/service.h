@@ -8,10 +8,12 @@
 // request waits at most its timeout. Each slot runs a FunctionCaller of the request's catalog
 // taken from a pool shared by every slot: the callers of recently used catalogs are kept with
 // their prefilled catalog prefix (the prefix cache), least recently used ones dropped beyond
-// `cache_ram_bytes`. The slots run side by side, each its own forward passes: requests are not
-// batched into one forward (docs/serve.md says what that needs). Because a FunctionCaller's
-// answer does not depend on anything but its catalog, options and request (every kernel is
-// batch- and thread-count-invariant), a request gets the same answer whatever runs beside it.
+// `cache_ram_bytes`. With batching (the default) every busy slot's forward passes run as one
+// (runtime::StepBatcher: each step waits for the busy slots' next tokens, up to batch_wait_us,
+// and reads the weights once for all of them); without, the slots run side by side, each its
+// own forward passes. Because a FunctionCaller's answer does not depend on anything but its
+// catalog, options and request (every kernel is batch- and thread-count-invariant), a request
+// gets the same answer whatever runs beside it.
 #ifndef FGEMMA_SERVE_SERVICE_H_
 #define FGEMMA_SERVE_SERVICE_H_
 
@@ -29,6 +31,8 @@
 #include <vector>
 
 #include "fgemma/function_caller.h"
+#include "src/base/thread_pool.h"
+#include "src/runtime/step_batcher.h"
 #include "src/serve/openai.h"
 
 namespace fg::serve {
@@ -40,7 +44,12 @@ struct ServiceOptions {
   std::string api_key;                // "": no authentication
   size_t cache_ram_bytes = size_t{512} << 20;  // idle callers (prefix caches) kept at most
   std::string cache_dir;              // FunctionCallerOptions::cache_dir
-  int threads = 1;                    // threads of each slot's forward passes
+  int threads = 1;                    // threads of each slot's forward passes (unbatched)
+  // Continuous batching (runtime::StepBatcher): the forward passes of every busy slot run as
+  // one, on batch_threads threads, waiting at most batch_wait_us for the slots to come.
+  bool batching = true;
+  int batch_threads = 1;
+  int64_t batch_wait_us = 2000;
   int64_t context = 0;                // FunctionCallerOptions::context
   int draft_tokens = 2;
   double timeout_s = 120;             // a request's whole time (queue + work) at most
@@ -93,6 +102,7 @@ class Service {
   struct Counters {
     int busy = 0, waiting = 0;
     int64_t cache_hits = 0, cache_misses = 0, cache_entries = 0, cancelled = 0;
+    runtime::StepBatcher::Stats batches;  // zeros without batching
   };
   Counters counters() const;
 
@@ -137,6 +147,8 @@ class Service {
   ServiceOptions options_;
   std::unique_ptr<CallerPool> pool_;
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<ThreadPool> batch_pool_;
+  std::unique_ptr<runtime::StepBatcher> batcher_;  // null without batching
   mutable std::mutex mu_;
   std::condition_variable slot_cv_, idle_cv_;
   int busy_ = 0, waiting_ = 0, handling_ = 0;

@@ -334,14 +334,23 @@ TEST(Service, DrainRefusesNewRequests) {
   s->WaitIdle();  // nothing in flight: returns
 }
 
-// The same request alone and with others running beside it (4 slots, 8 threads of requests on
-// two catalogs' worth of choices): the same answer, bit for bit.
+// The same request alone (a server without batching, one request at a time) and with others
+// running beside it in batched steps (4 slots, 8 threads of requests on two catalogs' worth of
+// choices): the same answer, bit for bit.
 TEST(Service, SameAnswerWithOthersBeside) {
-  auto s = MakeService();
+  ServiceOptions unbatched;
+  unbatched.batching = false;
+  auto lone = MakeService(unbatched);
+  ServiceOptions batched;
+  // Each step waits for every busy slot (a second at most), so the steps do batch.
+  batched.batch_wait_us = 1000000;
+  batched.batch_threads = 2;
+  auto s = MakeService(batched);
   const std::vector<std::string> qs = {"kitchen light on", "heat with eco", "stop music",
                                        "bedroom off", "cool mode"};
   std::vector<json> alone;
-  for (const std::string& q : qs) alone.push_back(FirstCall(Post(*s, ChatBody(q))));
+  for (const std::string& q : qs) alone.push_back(FirstCall(Post(*lone, ChatBody(q))));
+  EXPECT_EQ(lone->counters().batches.steps, 0);
   std::vector<std::thread> ts;
   std::atomic<int> mismatches{0};
   for (int t = 0; t < 8; ++t) {
@@ -355,6 +364,9 @@ TEST(Service, SameAnswerWithOthersBeside) {
   }
   for (std::thread& t : ts) t.join();
   EXPECT_EQ(mismatches.load(), 0);
+  const runtime::StepBatcher::Stats b = s->counters().batches;
+  EXPECT_GT(b.max_sequences, 1);
+  EXPECT_GT(b.sequences, b.steps);
 }
 
 // The conversion from OpenAI messages to FunctionGemma's prompt under fire: a multi-turn body

@@ -29,7 +29,9 @@ int CmdServeMain(int argc, char** argv) {
   std::string host = "127.0.0.1", api_key, cache_dir, alias = "fgemma";
   int64_t port = 8080, parallel = 4, queue = 64, cache_ram = 512, max_body = 1 << 20,
           max_messages = 64, max_tools = 64, max_tokens = 1024, default_tokens = 256,
-          max_calls = 1, timeout = 120, draft = FunctionCallerOptions{}.draft_tokens;
+          max_calls = 1, timeout = 120, draft = FunctionCallerOptions{}.draft_tokens,
+          batch_wait_us = 2000;
+  bool no_batching = false;
   FlagParser p("serve",
                "Serve function calling over HTTP with OpenAI's API (/v1/chat/completions with "
                "tools, /v1/completions, /v1/models, /health, /metrics).");
@@ -63,10 +65,18 @@ int CmdServeMain(int argc, char** argv) {
   p.AddInt("--timeout", &timeout, "S",
            "A request's time at most, waiting and running (default 120; then 504)");
   p.AddInt("--draft", &draft, "N", "As fgemma call --draft (default 2)");
+  p.AddBool("--no-batching", &no_batching,
+            "Run each slot's forward passes on its own instead of one batched pass for all busy "
+            "slots (the answers are the same)");
+  p.AddInt("--batch-wait", &batch_wait_us, "US",
+           "How long a batched step waits for the busy slots' next tokens at most, in "
+           "microseconds (default 2000)");
   p.AddString("--alias", &alias, "NAME", "The model name /v1/models lists (default fgemma)");
   common.Register(p, CommonFlags::kLora | CommonFlags::kCallLora);
   p.AddNote(
-      "-t is per slot (default: the cores this process may use / --parallel, at least 1). "
+      "Continuous batching (the default): the forward passes of all busy slots run as one, on -t "
+      "threads (default: the cores this process may use); with --no-batching -t is per slot "
+      "(default: those cores / --parallel, at least 1). "
       "Answers are greedy unless a request sets temperature, and equal `fgemma call`'s for the "
       "same catalog and request. SIGINT/SIGTERM: finish the requests admitted, refuse new ones "
       "(503), exit 0. Exit codes: 0 after a signal, 1 runtime error (model, port), 2 usage.");
@@ -89,6 +99,9 @@ int CmdServeMain(int argc, char** argv) {
   if (max_calls < 1 || max_calls > 64) return usage("--max-calls must be in [1, 64]");
   if (timeout < 1 || timeout > 86400) return usage("--timeout must be in [1, 86400]");
   if (draft < 0 || draft > 16) return usage("--draft must be in [0, 16]");
+  if (batch_wait_us < 0 || batch_wait_us > 1000000) {
+    return usage("--batch-wait must be in [0, 1000000]");
+  }
   if (p.WasSet("--cache-dir") && cache_dir.empty()) {
     return usage("--cache-dir needs a folder, got ''");
   }
@@ -104,7 +117,12 @@ int CmdServeMain(int argc, char** argv) {
   so.api_key = api_key;
   so.cache_ram_bytes = static_cast<size_t>(cache_ram) << 20;
   so.cache_dir = cache_dir;
-  so.threads = common.ThreadsOrZero() > 0
+  so.batching = !no_batching;
+  so.batch_wait_us = batch_wait_us;
+  so.batch_threads =
+      common.ThreadsOrZero() > 0 ? common.ThreadsOrZero() : ThreadPool::DefaultThreads();
+  // Batched, a slot's own threads only compute its few grammar-allowed logit rows.
+  so.threads = common.ThreadsOrZero() > 0 && no_batching
                    ? common.ThreadsOrZero()
                    : std::max(1, ThreadPool::DefaultThreads() / static_cast<int>(parallel));
   so.context = common.ContextOrZero();
@@ -156,8 +174,14 @@ int CmdServeMain(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
-  std::printf("fgemma serve: listening on http://%s:%d (%lld slots, %d threads each)\n",
-              host.c_str(), (*http)->port(), static_cast<long long>(parallel), so.threads);
+  if (so.batching) {
+    std::printf("fgemma serve: listening on http://%s:%d (%lld slots, batched on %d threads)\n",
+                host.c_str(), (*http)->port(), static_cast<long long>(parallel),
+                so.batch_threads);
+  } else {
+    std::printf("fgemma serve: listening on http://%s:%d (%lld slots, %d threads each)\n",
+                host.c_str(), (*http)->port(), static_cast<long long>(parallel), so.threads);
+  }
   FlushStdout();
   Status run = (*http)->Run();
   done.store(true);

@@ -1,5 +1,6 @@
 #include "src/model/gemma3/forward.h"
 
+#include <algorithm>
 #include <functional>
 #include <string_view>
 #include <utility>
@@ -172,6 +173,81 @@ StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const For
   ValueId logits = b.MatMul("result_output", x, LmHeadValue(b, w, embd_w));
   b.MarkOutput(logits);
   if (spec.argmax) b.MarkOutput(b.Argmax("result_argmax", logits));
+  return b.Finish();
+}
+
+std::string BatchKCacheName(int64_t layer, int64_t sequence) {
+  return KCacheName(layer) + "#" + std::to_string(sequence);
+}
+std::string BatchVCacheName(int64_t layer, int64_t sequence) {
+  return VCacheName(layer) + "#" + std::to_string(sequence);
+}
+
+StatusOr<graph::Graph> BuildBatchedForward(const Config& c, const Weights& w,
+                                           const BatchForwardSpec& spec) {
+  const auto& seqs = spec.sequences;
+  if (seqs.empty()) return InvalidArgumentError("forward: a batch needs a sequence");
+  int64_t S = 0, R = 0, F = 0;
+  for (const BatchSequence& q : seqs) {
+    if (q.n_tokens <= 0 || q.head_rows < 0 || q.head_rows > q.n_tokens) {
+      return InvalidArgumentError("forward: a batch sequence needs n_tokens > 0 and head_rows "
+                                  "in [0, n_tokens]");
+    }
+    S += q.n_tokens;
+    R += std::max<int64_t>(1, q.head_rows);
+    F += q.head_rows;
+  }
+  Builder b;
+  ValueId tokens = b.Input("tokens", {S}, ValueType::kI32);
+  ValueId pos = b.Input("pos", {S}, ValueType::kI32);
+  ValueId embd_w = W(b, w.token_embd);
+  ValueId x = Embed(b, c, w, embd_w, tokens);
+
+  // RoPE over all rows at once (a row's rotation depends on its position only); then each
+  // sequence's rows write its caches and attend over them, and the outputs are concatenated
+  // back in order for the output projection.
+  auto core = [&](Builder& b, int64_t l, ValueId q, ValueId k, ValueId v) {
+    const bool global = c.IsGlobal(l);
+    const int64_t rows = global ? spec.global_cache_rows : spec.local_cache_rows;
+    q = b.Rope(Blk(l, "q_rope"), q, pos, c.RopeBase(l));
+    k = b.Rope(Blk(l, "k_rope"), k, pos, c.RopeBase(l));
+    const int64_t hq = c.n_heads * c.head_dim, hkv = c.n_kv_heads * c.head_dim;
+    ValueId out;
+    int64_t at = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int64_t n = seqs[i].n_tokens;
+      const std::string tag = "#" + std::to_string(i);
+      ValueId kc = b.State(BatchKCacheName(l, static_cast<int64_t>(i)),
+                           {rows, c.n_kv_heads, c.head_dim});
+      ValueId vc = b.State(BatchVCacheName(l, static_cast<int64_t>(i)),
+                           {rows, c.n_kv_heads, c.head_dim});
+      ValueId pi = b.Slice(Blk(l, "pos") + tag, pos, at, {n});
+      ValueId qi = b.Slice(Blk(l, "q_rope") + tag, q, at * hq, {n, c.n_heads, c.head_dim});
+      ValueId ki = b.Slice(Blk(l, "k_rope") + tag, k, at * hkv, {n, c.n_kv_heads, c.head_dim});
+      ValueId vi = b.Slice(Blk(l, "v_heads") + tag, v, at * hkv, {n, c.n_kv_heads, c.head_dim});
+      kc = b.CacheWrite(Blk(l, "k_cache_w") + tag, kc, ki, pi);
+      vc = b.CacheWrite(Blk(l, "v_cache_w") + tag, vc, vi, pi);
+      ValueId o = b.Attention(Blk(l, "attn_out") + tag, qi, kc, vc, pi, c.query_scale,
+                              global ? 0 : c.sliding_window);
+      out = i == 0 ? o
+                   : b.Concat(i + 1 == seqs.size() ? Blk(l, "attn_out")
+                                                   : Blk(l, "attn_out") + "+" + tag,
+                              out, o, 0);
+      at += n;
+    }
+    return out;
+  };
+  x = BuildLayers(b, c, w, S, x, core);
+
+  ValueId rows = b.Input("logit_rows", {R}, ValueType::kI32);
+  x = b.SelectRows("result_rows", x, rows);
+  x = b.RmsNorm("result_norm", x, W(b, w.output_norm), c.rms_eps);
+  b.MarkOutput(x);
+  if (F > 0) {
+    ValueId full = b.Input("full_rows", {F}, ValueType::kI32);
+    ValueId h = b.SelectRows("result_full", x, full);
+    b.MarkOutput(b.MatMul("result_output", h, LmHeadValue(b, w, embd_w)));
+  }
   return b.Finish();
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "fgemma/status.h"
 #include "src/graph/graph.h"
@@ -72,6 +73,32 @@ graph::ValueId LmHeadValue(graph::Builder& b, const Weights& weights, graph::Val
 
 StatusOr<graph::Graph> BuildForward(const Config& config, const Weights& weights,
                                     const ForwardSpec& spec);
+
+// One forward pass over several sessions' new tokens (continuous batching, src/runtime/
+// step_batcher.h): every matmul runs once over all their rows (the weights are read once per
+// step), the attention core per sequence on that sequence's own caches. Because every kernel's
+// arithmetic for a row does not depend on the other rows, a sequence's results are bit for bit
+// those BuildForward gives it alone.
+//   inputs:  tokens i32 [S], pos i32 [S] (S = the sum of n_tokens, the sequences in order),
+//            logit_rows i32 [R] (R = the sum of max(1, head_rows): rows of the S whose final
+//            hidden state goes on), full_rows i32 [F] (when F = the sum of head_rows > 0: rows
+//            of the R that get logits)
+//   states:  BatchKCacheName(l, i), BatchVCacheName(l, i) per layer l and sequence i, shaped as
+//            BuildForward's
+//   outputs: result_norm f32 [R, hidden]; result_output f32 [F, vocab] when F > 0
+struct BatchSequence {
+  int64_t n_tokens = 1;
+  int64_t head_rows = 0;  // logit rows of its last tokens (0: only the last one's hidden state)
+};
+struct BatchForwardSpec {
+  std::vector<BatchSequence> sequences;
+  int64_t global_cache_rows = 0;
+  int64_t local_cache_rows = 0;
+};
+std::string BatchKCacheName(int64_t layer, int64_t sequence);
+std::string BatchVCacheName(int64_t layer, int64_t sequence);
+StatusOr<graph::Graph> BuildBatchedForward(const Config& config, const Weights& weights,
+                                           const BatchForwardSpec& spec);
 
 }  // namespace fg::model
 
