@@ -779,4 +779,7 @@ const text::Tokenizer& CallTokenizer(const CallModel& model) { return *model.imp
 Status UseBatcher(FunctionCaller& caller, runtime::StepBatcher* batcher) {
   return caller.impl().session->SetBatcher(batcher);
 }
+Status PrepackPanels(const CallModel& model, ThreadPool* pool) {
+  return model.impl().model->PrepackPanels(pool);
+}
 }  // namespace fg::call

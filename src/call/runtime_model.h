@@ -5,6 +5,7 @@
 #define FGEMMA_CALL_RUNTIME_MODEL_H_
 
 #include "fgemma/function_caller.h"
+#include "src/base/thread_pool.h"
 #include "src/runtime/model.h"
 #include "src/runtime/step_batcher.h"
 #include "src/text/tokenizer.h"
@@ -20,6 +21,9 @@ const text::Tokenizer& CallTokenizer(const CallModel& model);
 // and sessions'; nullptr: alone). The answers are the same. The batcher must run `caller`'s
 // model (RuntimeModel) and outlive its use.
 Status UseBatcher(FunctionCaller& caller, runtime::StepBatcher* batcher);
+// Prepacks the model's matmul panels (runtime::Model::PrepackPanels): call before any caller of
+// `model` is created.
+Status PrepackPanels(const CallModel& model, ThreadPool* pool);
 
 }  // namespace fg::call
 

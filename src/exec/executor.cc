@@ -442,6 +442,8 @@ Status Executor::RunMatMul(const Node& n) {
   w.rows = wd.shape[0];
   w.cols = wd.shape[1];
   w.row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, w.cols));
+  w.panels = wd.panels;
+  w.panel_set = wd.panel_set;
   const int64_t m = graph_.value(n.inputs[0]).shape[0];
   kernels::MatMul(kernels_, w, F32(n.inputs[0]), m, F32(n.output), w.rows, pool_);
   return OkStatus();

@@ -33,6 +33,9 @@ struct WeightData {
   std::vector<int64_t> shape;  // outermost-first
   const void* data = nullptr;
   size_t size_bytes = 0;
+  // Optional: prepacked panels of a matmul weight (kernels::WeightMatrix::panels, panel_set).
+  const uint8_t* panels = nullptr;
+  const void* panel_set = nullptr;
 };
 using WeightResolver = std::function<StatusOr<WeightData>(std::string_view name)>;
 

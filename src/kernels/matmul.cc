@@ -67,7 +67,9 @@ Plan Prepare(const KernelSet& ks, const WeightMatrix& w, const float* x, int64_t
   p.rows = k.rows;
   if (m > 1) {
     p.panel = k.panel;
-    if (p.panel != nullptr && m < p.panel->min_tokens) p.panel = nullptr;
+    // Prepacked panels pay from two tokens on; packing them per call only from min_tokens.
+    const bool prepacked = w.panels != nullptr && w.panel_set == k.panel;
+    if (p.panel != nullptr && m < p.panel->min_tokens && !prepacked) p.panel = nullptr;
   }
   if (p.ops->dot_type == tensor::DType::kF32) {
     p.act = reinterpret_cast<const uint8_t*>(x);
@@ -117,8 +119,17 @@ Plan Prepare(const KernelSet& ks, const WeightMatrix& w, const float* x, int64_t
 // once into a per-thread buffer, then meets every token (panel.h).
 void ComputePanels(const Plan& p, const WeightMatrix& w, int64_t m, float* y, int64_t ldy,
                    int64_t p0, int64_t p1) {
-  thread_local std::vector<uint8_t> scratch;
   const size_t bytes = p.panel->packed_bytes(w.cols);
+  if (w.panels != nullptr && w.panel_set == p.panel) {
+    for (int64_t i = p0; i < p1; ++i) {
+      const int64_t r = i * internal::kPanelRows;
+      const int rows = static_cast<int>(std::min<int64_t>(internal::kPanelRows, w.rows - r));
+      p.panel->run(w.cols, w.panels + static_cast<size_t>(i) * bytes, p.act, p.act_stride,
+                   p.side, m, y + r, ldy, rows);
+    }
+    return;
+  }
+  thread_local std::vector<uint8_t> scratch;
   if (scratch.size() < bytes + 64) scratch.resize(bytes + 64);
   const auto base = reinterpret_cast<uintptr_t>(scratch.data());
   void* buf = scratch.data() + ((64 - base % 64) % 64);
@@ -211,6 +222,37 @@ void MatMul(const KernelSet& ks, const WeightMatrix& w, const float* x, int64_t 
   const int64_t grain = std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, w.cols * m));
   pool->ParallelFor(
       w.rows, [&](int64_t r0, int64_t r1) { ComputeRows(p, w, m, y, ldy, r0, r1); }, grain);
+}
+
+const void* PanelSetOf(const KernelSet& ks, const WeightMatrix& w) {
+  if (ks.reference) return nullptr;
+  return KernelsFor(ks, w).panel;
+}
+
+size_t PanelBytes(const KernelSet& ks, const WeightMatrix& w) {
+  const auto* panel = static_cast<const internal::PanelKernels*>(PanelSetOf(ks, w));
+  if (panel == nullptr) return 0;
+  const int64_t panels = (w.rows + internal::kPanelRows - 1) / internal::kPanelRows;
+  return static_cast<size_t>(panels) * panel->packed_bytes(w.cols);
+}
+
+void PackPanels(const KernelSet& ks, const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
+  const auto* panel = static_cast<const internal::PanelKernels*>(PanelSetOf(ks, w));
+  if (panel == nullptr) return;
+  const size_t bytes = panel->packed_bytes(w.cols);
+  const int64_t panels = (w.rows + internal::kPanelRows - 1) / internal::kPanelRows;
+  auto pack = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t r = i * internal::kPanelRows;
+      const int rows = static_cast<int>(std::min<int64_t>(internal::kPanelRows, w.rows - r));
+      panel->pack(w.cols, w.row(r), w.row_bytes, rows, out + static_cast<size_t>(i) * bytes);
+    }
+  };
+  if (pool == nullptr || pool->size() == 1) {
+    pack(0, panels);
+  } else {
+    pool->ParallelFor(panels, pack, 1);
+  }
 }
 
 void MatMulIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy,

@@ -22,6 +22,12 @@ struct WeightMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_bytes = 0;
+  // Optional: this matrix's packed panels (PackPanels), made for the kernel set whose panel
+  // kernels are `panel_set` (PanelSetOf). A MatMul with that set and m >= 2 then runs them
+  // instead of packing each panel again: the same bits, without the packing work (what a few
+  // tokens' products cost, per call). Ignored by other sets.
+  const uint8_t* panels = nullptr;
+  const void* panel_set = nullptr;
   const uint8_t* row(int64_t r) const {
     return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes;
   }
@@ -39,6 +45,14 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t 
 // The same with GetKernelSet(isa) (tests and benchmarks compare ISAs).
 void MatMulIsa(Isa isa, const WeightMatrix& w, const float* x, int64_t m, float* y, int64_t ldy,
                ThreadPool* pool);
+
+// The panel kernels of `ks` for w's type (an identity for WeightMatrix::panel_set), or nullptr
+// when the set has none (then PanelBytes is 0 and there is nothing to pack).
+const void* PanelSetOf(const KernelSet& ks, const WeightMatrix& w);
+// Bytes of w's packed panels for `ks` (0: no panel kernels for w's type).
+size_t PanelBytes(const KernelSet& ks, const WeightMatrix& w);
+// Packs every panel of w into `out` (PanelBytes bytes, 64-byte aligned), split over `pool`.
+void PackPanels(const KernelSet& ks, const WeightMatrix& w, uint8_t* out, ThreadPool* pool);
 
 // y[j] = W[row_ids[j]] . x for one activation row (the sparse LM head: only the logits of the
 // tokens a grammar allows). Ids must be in [0, w.rows).

@@ -1,6 +1,7 @@
 // Tests of the matmul driver against the f64 oracle, across every weight type with kernels,
 // every ISA of this CPU, odd shapes, thread counts and the sparse row path.
 #include "src/kernels/matmul.h"
+#include "src/kernels/kernel_set.h"
 
 #include <cmath>
 #include <cstdio>
@@ -267,6 +268,57 @@ TEST(MatMul, EachTokensRowDoesNotDependOnTheBatch) {
         }
       }
     }
+  }
+}
+
+// Prepacked panels (PackPanels, WeightMatrix::panels) give the bits of packing per call and of
+// one token at a time, for every m >= 2 (also below the set's min_tokens, where only prepacked
+// panels are used); a set without panel kernels for the type packs nothing.
+TEST(MatMul, PrepackedPanelsGiveTheSameBits) {
+  ThreadPool pool(2);
+  int packed_types = 0;
+  for (DType t : tensor::kSupportedWeightTypes) {
+    if (!Unavailable(t).empty()) continue;
+    const int64_t cols = ColsFor(t).back();
+    for (int64_t rows : {37, 301}) {
+      const Matrix mat = MakeMatrix(t, rows, cols, static_cast<uint32_t>(rows + 3));
+      const int64_t m_max = 9;
+      const std::vector<float> x = Random(m_max * cols, static_cast<uint32_t>(rows + 5));
+      for (Isa isa : AvailableIsas()) {
+        const KernelSet& ks = GetKernelSet(isa);
+        const size_t bytes = PanelBytes(ks, mat.w);
+        if (bytes == 0) {
+          EXPECT_EQ(PanelSetOf(ks, mat.w), nullptr);
+          continue;
+        }
+        ++packed_types;
+        std::vector<uint8_t> storage(bytes + 64, 0xAB);
+        uint8_t* out = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+        PackPanels(ks, mat.w, out, &pool);
+        WeightMatrix pre = mat.w;
+        pre.panels = out;
+        pre.panel_set = PanelSetOf(ks, mat.w);
+        for (int64_t m : {1, 2, 3, 5, 8, 9}) {
+          std::vector<float> y(static_cast<size_t>(m * rows)), want(y.size());
+          MatMul(ks, mat.w, x.data(), m, want.data(), rows, &pool);
+          MatMul(ks, pre, x.data(), m, y.data(), rows, m % 2 ? &pool : nullptr);
+          EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+              << Name(t) << " " << IsaName(isa) << " rows=" << rows << " m=" << m;
+        }
+        // Panels packed for another set are ignored, not misread.
+        for (Isa other : AvailableIsas()) {
+          if (other == isa) continue;
+          std::vector<float> y(static_cast<size_t>(3 * rows)), want(y.size());
+          MatMulIsa(other, mat.w, x.data(), 3, want.data(), rows, nullptr);
+          MatMulIsa(other, pre, x.data(), 3, y.data(), rows, nullptr);
+          EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+              << Name(t) << " packed for " << IsaName(isa) << ", run on " << IsaName(other);
+        }
+      }
+    }
+  }
+  if (ActiveIsa() == Isa::kAvx512) {
+    EXPECT_GT(packed_types, 0);  // the panel types exist there
   }
 }
 

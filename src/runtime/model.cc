@@ -1,6 +1,10 @@
 #include "src/runtime/model.h"
 
 #include <cmath>
+#include <new>
+
+#include "src/kernels/kernel_set.h"
+#include "src/kernels/matmul.h"
 
 namespace fg::runtime {
 
@@ -50,11 +54,49 @@ StatusOr<std::unique_ptr<Model>> Model::FromFile(std::unique_ptr<gguf::File> fil
   return m;
 }
 
+Status Model::PrepackPanels(ThreadPool* pool) const {
+  std::vector<const gguf::TensorInfo*> tensors = {weights_.output};
+  for (const model::LayerWeights& l : weights_.layers) {
+    for (const gguf::TensorInfo* t : {l.attn_q, l.attn_k, l.attn_v, l.attn_output, l.ffn_gate,
+                                      l.ffn_up, l.ffn_down}) {
+      tensors.push_back(t);
+    }
+  }
+  const kernels::KernelSet& ks = kernels::ActiveKernelSet();
+  for (const gguf::TensorInfo* t : tensors) {
+    if (t == nullptr || t->shape.size() != 2 || panels_.count(std::string(t->name)) > 0) continue;
+    kernels::WeightMatrix w;
+    w.type = t->type;
+    w.data = t->data;
+    w.rows = t->shape[0];
+    w.cols = t->shape[1];
+    const auto row_bytes = tensor::RowBytes(t->type, w.cols);
+    if (!row_bytes) continue;
+    w.row_bytes = static_cast<size_t>(*row_bytes);
+    const size_t bytes = kernels::PanelBytes(ks, w);
+    if (bytes == 0) continue;
+    Panels p;
+    p.storage.reset(new (std::nothrow) uint8_t[bytes + 64]);
+    if (!p.storage) {
+      return ResourceExhaustedError("cannot allocate " + std::to_string(bytes) +
+                                    " bytes of packed panels for '" + std::string(t->name) + "'");
+    }
+    const auto base = reinterpret_cast<uintptr_t>(p.storage.get());
+    p.data = p.storage.get() + (64 - base % 64) % 64;
+    kernels::PackPanels(ks, w, const_cast<uint8_t*>(p.data), pool);
+    p.set = kernels::PanelSetOf(ks, w);
+    panel_bytes_ += bytes;
+    panels_.emplace(std::string(t->name), std::move(p));
+  }
+  return OkStatus();
+}
+
 exec::WeightResolver Model::resolver() const {
   const gguf::File* f = file_.get();
   const auto* lora = &lora_tensors_;
   const auto* lora_f32 = &lora_f32_;
-  return [f, lora, lora_f32](std::string_view name) -> StatusOr<exec::WeightData> {
+  const auto* panels = &panels_;
+  return [f, lora, lora_f32, panels](std::string_view name) -> StatusOr<exec::WeightData> {
     const gguf::TensorInfo* t = f->FindTensor(name);
     if (t == nullptr) {
       if (auto d = lora_f32->find(std::string(name)); d != lora_f32->end()) {
@@ -74,6 +116,10 @@ exec::WeightResolver Model::resolver() const {
     w.shape = t->shape;
     w.data = t->data;
     w.size_bytes = t->size_bytes;
+    if (auto p = panels->find(std::string(name)); p != panels->end()) {
+      w.panels = p->second.data;
+      w.panel_set = p->second.set;
+    }
     return w;
   };
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fgemma/status.h"
+#include "src/base/thread_pool.h"
 #include "src/exec/executor.h"
 #include "src/gguf/reader.h"
 #include "src/model/gemma3/config.h"
@@ -45,6 +46,15 @@ class Model {
   // Resolves graph weights by GGUF tensor name (adapter tensors by model::LoraWeightName).
   exec::WeightResolver resolver() const;
 
+  // Packs the panels (kernels::PackPanels) of every projection and of the LM head for the
+  // active kernel set, once, so that matmuls of two tokens or more (batched decode steps,
+  // forced runs, drafts, prefill chunks) run them instead of packing each panel again per call:
+  // the same bits, with panel_bytes() more memory (the weights' types without panel kernels
+  // pack nothing). Call before the graphs that should use them are built (executors made
+  // earlier keep packing); not concurrently with building graphs.
+  Status PrepackPanels(ThreadPool* pool) const;
+  size_t panel_bytes() const { return panel_bytes_; }
+
  private:
   std::unique_ptr<gguf::File> file_;
   model::Config config_;
@@ -57,6 +67,15 @@ class Model {
     std::vector<float> values;
   };
   std::unordered_map<std::string, F32Tensor> lora_f32_;
+  // Prepacked panels by tensor name (PrepackPanels; mutable: made once, after Load, by a
+  // caller that shares the model only afterwards).
+  struct Panels {
+    std::unique_ptr<uint8_t[]> storage;
+    const uint8_t* data = nullptr;  // storage aligned to 64 bytes
+    const void* set = nullptr;      // kernels::PanelSetOf
+  };
+  mutable std::unordered_map<std::string, Panels> panels_;
+  mutable size_t panel_bytes_ = 0;
 };
 
 }  // namespace fg::runtime

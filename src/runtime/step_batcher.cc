@@ -105,8 +105,11 @@ Status StepBatcher::Run(Item* item) {
     since_.resize(kept);
     running_ = true;
     l.unlock();
+    const Clock::time_point start = Clock::now();
     const Status s = RunBatch(batch);
+    const Clock::time_point end = Clock::now();
     l.lock();
+    stats_.run_seconds += std::chrono::duration<double>(end - start).count();
     for (Item* it : batch) {
       it->status = s;
       it->done = true;
@@ -117,7 +120,7 @@ Status StepBatcher::Run(Item* item) {
                                              static_cast<int64_t>(batch.size()));
     stats_.graphs = graphs_built_;
     running_ = false;
-    free_since_ = Clock::now();
+    free_since_ = end;
     cv_.notify_all();
   }
   return item->status;

@@ -65,6 +65,8 @@ class StepBatcher {
     int64_t sequences = 0;      // chunks they ran (sequences / steps: the mean batch)
     int64_t max_sequences = 0;  // the largest batch
     int64_t graphs = 0;         // batch graphs built
+    double run_seconds = 0;     // spent running batches (the rest of the time the batcher idles
+                                // or waits for participants)
   };
 
   static StatusOr<std::unique_ptr<StepBatcher>> Create(const Model& model, Options options);

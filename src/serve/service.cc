@@ -130,6 +130,9 @@ StatusOr<std::unique_ptr<Service>> Service::Create(std::shared_ptr<const CallMod
   std::unique_ptr<Service> service(new Service(std::move(model), options));
   if (options.batching) {
     service->batch_pool_ = std::make_unique<ThreadPool>(options.batch_threads);
+    if (options.prepack) {
+      FG_RETURN_IF_ERROR(call::PrepackPanels(*service->model_, service->batch_pool_.get()));
+    }
     runtime::StepBatcher::Options bo;
     bo.pool = service->batch_pool_.get();
     bo.wait = std::chrono::microseconds(options.batch_wait_us);
@@ -705,6 +708,11 @@ std::string Service::MetricsText() const {
   line("# HELP fgemma_batch_max_sequences The largest batch so far.");
   line("# TYPE fgemma_batch_max_sequences gauge");
   line("fgemma_batch_max_sequences " + std::to_string(c.batches.max_sequences));
+  line("# HELP fgemma_batch_seconds_total Time spent running batched forward passes.");
+  line("# TYPE fgemma_batch_seconds_total counter");
+  char secs[64];
+  std::snprintf(secs, sizeof(secs), "%.6f", c.batches.run_seconds);
+  line(std::string("fgemma_batch_seconds_total ") + secs);
   return o;
 }
 

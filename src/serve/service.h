@@ -50,6 +50,9 @@ struct ServiceOptions {
   bool batching = true;
   int batch_threads = 1;
   int64_t batch_wait_us = 2000;
+  // Prepack the weights' matmul panels at start-up (runtime::Model::PrepackPanels): a batched
+  // step of a few tokens then skips packing them per call; costs their bytes in memory.
+  bool prepack = true;
   int64_t context = 0;                // FunctionCallerOptions::context
   int draft_tokens = 2;
   double timeout_s = 120;             // a request's whole time (queue + work) at most
