@@ -1,9 +1,14 @@
 #include "src/serve/openai.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <utility>
 
+#include "src/text/call_parser.h"
 #include "src/text/function_prompt.h"
 #include "src/text/tokenizer.h"
 #include "src/text/tool_catalog.h"
@@ -517,14 +522,467 @@ std::string SettledPrefix(std::string_view text, const std::vector<std::string>&
   return t;
 }
 
+namespace {
+
+// ---- A call's arguments as they are written (the streamed tool calls) ----
+//
+// A tolerant mirror of text::ParseModelOutput's official-dialect reader (src/text/call_parser.cc)
+// that reads a call whose text may stop anywhere: each value is complete, still being written
+// (kMore), or already not what the parser takes (kBad: the output can no longer be a valid call).
+// Values are typed by the schema as the parser types them, and rendered as the answer's JSON
+// (nlohmann's dump of the parsed arguments: object keys sorted) only as far as settled.
+
+enum class Scan { kDone, kMore, kBad };
+
+struct Partial {
+  enum class Kind { kNone, kObject, kArray, kString, kBare };
+  Kind kind = Kind::kNone;  // kNone: not begun
+  const text::Schema* schema = nullptr;  // the schema the parser types the value with (or null)
+  bool done = false;
+  std::string raw;  // kString: the content settled so far (all of it once done); kBare: the token
+  std::vector<std::string> keys;  // kObject: the keys written, in order
+  std::vector<Partial> values;    // kObject: their values; kArray: the items
+};
+
+// text::call_parser's ParseNumber: a strict JSON number, int64 when integral and in range.
+bool ParseNumber(std::string_view tok, json* out) {
+  size_t i = 0;
+  const auto digits = [&] {
+    const size_t start = i;
+    while (i < tok.size() && tok[i] >= '0' && tok[i] <= '9') ++i;
+    return i - start;
+  };
+  if (i < tok.size() && tok[i] == '-') ++i;
+  const size_t int_start = i;
+  const size_t int_digits = digits();
+  if (int_digits == 0 || (int_digits > 1 && tok[int_start] == '0')) return false;
+  bool integral = true;
+  if (i < tok.size() && tok[i] == '.') {
+    ++i;
+    if (digits() == 0) return false;
+    integral = false;
+  }
+  if (i < tok.size() && (tok[i] == 'e' || tok[i] == 'E')) {
+    ++i;
+    if (i < tok.size() && (tok[i] == '+' || tok[i] == '-')) ++i;
+    if (digits() == 0) return false;
+    integral = false;
+  }
+  if (i != tok.size()) return false;
+  const std::string s(tok);
+  if (integral) {
+    errno = 0;
+    const long long v = std::strtoll(s.c_str(), nullptr, 10);
+    if (errno == 0) {
+      *out = static_cast<int64_t>(v);
+      return true;
+    }
+  }
+  const double d = std::strtod(s.c_str(), nullptr);
+  if (!std::isfinite(d)) return false;
+  *out = d;
+  return true;
+}
+
+// text::call_parser's Coerce: the value the parser keeps for a scalar written as `raw`.
+json Coerce(const text::Schema* schema, std::string_view raw, json value, bool was_escaped) {
+  if (schema == nullptr) return value;
+  const std::string& t = schema->type;
+  if (t == "STRING") return json(std::string(raw));
+  if (t == "NUMBER" || t == "INTEGER") {
+    json n;
+    if (was_escaped) {
+      std::string_view trimmed = raw;
+      while (!trimmed.empty() && trimmed.front() == ' ') trimmed.remove_prefix(1);
+      while (!trimmed.empty() && trimmed.back() == ' ') trimmed.remove_suffix(1);
+      if (ParseNumber(trimmed, &n)) value = n;
+    }
+    if (t == "INTEGER" && value.is_number_float()) {
+      const double d = value.get<double>();
+      if (d == std::floor(d) && std::fabs(d) < 9.0e18) value = static_cast<int64_t>(d);
+    }
+    return value;
+  }
+  if (t == "BOOLEAN" && value.is_string()) {
+    std::string lower;
+    for (char c : raw) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == "true") return json(true);
+    if (lower == "false") return json(false);
+  }
+  return value;
+}
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+class CallReader {
+ public:
+  CallReader(std::string_view text, size_t pos) : text_(text), pos_(pos) {}
+  size_t pos() const { return pos_; }
+
+  // After <start_function_call>: "call:NAME", NAME snapped to the catalog (*tool once known).
+  Scan Header(const text::ToolCatalog& catalog, const text::Tool** tool) {
+    SkipSpaces();
+    const int call = PeekIs("call:");
+    if (call < 0) return Scan::kMore;
+    if (call == 0) return Scan::kBad;
+    pos_ += 5;
+    const size_t name_at = pos_;
+    while (!AtEnd() && text_[pos_] != '{') {
+      const char c = text_[pos_];
+      if (c == '<' || c == '}' || c == ',' || c == '\n') return Scan::kBad;
+      if (pos_ - name_at >= 256) return Scan::kBad;  // the parser's kMaxNameBytes
+      ++pos_;
+    }
+    if (AtEnd()) return Scan::kMore;
+    std::string_view name = text_.substr(name_at, pos_ - name_at);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    if (name.empty() || !text::IsValidUtf8(name)) return Scan::kBad;
+    StatusOr<const text::Tool*> t = text::SnapToolName(catalog, name);
+    if (!t.ok()) return Scan::kBad;
+    *tool = *t;
+    return Scan::kDone;
+  }
+
+  // The arguments object (at its '{').
+  Scan Arguments(const text::Tool& tool, Partial* out) {
+    return Object(&tool.parameters, 1, out);
+  }
+
+  // After the arguments: <end_function_call>, or the end of the text.
+  Scan End() {
+    SkipSpaces();
+    const int end = PeekIs(text::kEndCall);
+    if (end == 1) {
+      pos_ += text::kEndCall.size();
+      return Scan::kDone;
+    }
+    return end < 0 ? Scan::kMore : Scan::kBad;
+  }
+
+ private:
+  bool AtEnd() const { return pos_ >= text_.size(); }
+  void SkipSpaces() {
+    while (!AtEnd() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t' ||
+                        text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  // 1: the text at pos_ starts with s; 0: it does not; -1: it ends in a proper prefix of s.
+  int PeekIs(std::string_view s) const {
+    const std::string_view rest = text_.substr(pos_);
+    if (rest.substr(0, s.size()) == s) return 1;
+    return rest.size() < s.size() && s.substr(0, rest.size()) == rest ? -1 : 0;
+  }
+  Scan Expect(char c) {
+    SkipSpaces();
+    if (AtEnd()) return Scan::kMore;
+    if (text_[pos_] != c) return Scan::kBad;
+    ++pos_;
+    return Scan::kDone;
+  }
+
+  Scan Object(const text::Schema* schema, int depth, Partial* out) {
+    out->kind = Partial::Kind::kObject;
+    out->schema = schema;
+    if (depth > text::kMaxValueDepth) return Scan::kBad;
+    if (Scan s = Expect('{'); s != Scan::kDone) return s;
+    SkipSpaces();
+    if (AtEnd()) return Scan::kMore;
+    if (text_[pos_] == '}') {
+      ++pos_;
+      out->done = true;
+      return Scan::kDone;
+    }
+    while (true) {
+      std::string key;
+      if (Scan s = Key(&key); s != Scan::kDone) return s;
+      if (std::find(out->keys.begin(), out->keys.end(), key) != out->keys.end()) return Scan::kBad;
+      const text::Schema* sub = nullptr;
+      if (schema != nullptr) {
+        auto it = schema->properties.find(key);
+        if (it != schema->properties.end()) sub = &it->second;
+      }
+      out->keys.push_back(std::move(key));
+      out->values.emplace_back();
+      if (Scan s = Value(sub, depth + 1, &out->values.back()); s != Scan::kDone) return s;
+      SkipSpaces();
+      if (AtEnd()) return Scan::kMore;
+      if (text_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (text_[pos_] != '}') return Scan::kBad;
+      ++pos_;
+      out->done = true;
+      return Scan::kDone;
+    }
+  }
+
+  Scan Key(std::string* key) {
+    SkipSpaces();
+    if (AtEnd()) return Scan::kMore;
+    const size_t at = pos_;
+    std::string_view k;
+    const int escaped = PeekIs(text::kEscape);
+    if (escaped < 0) return Scan::kMore;
+    if (escaped == 1) {
+      pos_ += text::kEscape.size();
+      const size_t end = text_.find(text::kEscape, pos_);
+      if (end == std::string_view::npos) return Scan::kMore;
+      k = text_.substr(pos_, end - pos_);
+      pos_ = end + text::kEscape.size();
+    } else {
+      while (!AtEnd() && text_[pos_] != ':') {
+        const char c = text_[pos_];
+        if (c == ',' || c == '{' || c == '}' || c == '[' || c == ']' || c == '<') return Scan::kBad;
+        ++pos_;
+      }
+      if (AtEnd()) return Scan::kMore;
+      k = text_.substr(at, pos_ - at);
+      while (!k.empty() && k.back() == ' ') k.remove_suffix(1);
+    }
+    if (k.empty() || !text::IsValidUtf8(k)) return Scan::kBad;
+    *key = std::string(k);
+    return Expect(':');
+  }
+
+  Scan Array(const text::Schema* schema, int depth, Partial* out) {
+    out->kind = Partial::Kind::kArray;
+    out->schema = schema;
+    if (depth > text::kMaxValueDepth) return Scan::kBad;
+    if (Scan s = Expect('['); s != Scan::kDone) return s;
+    const text::Schema* items = schema != nullptr ? schema->items.get() : nullptr;
+    SkipSpaces();
+    if (AtEnd()) return Scan::kMore;
+    if (text_[pos_] == ']') {
+      ++pos_;
+      out->done = true;
+      return Scan::kDone;
+    }
+    while (true) {
+      out->values.emplace_back();
+      if (Scan s = Value(items, depth + 1, &out->values.back()); s != Scan::kDone) return s;
+      SkipSpaces();
+      if (AtEnd()) return Scan::kMore;
+      if (text_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (text_[pos_] != ']') return Scan::kBad;
+      ++pos_;
+      out->done = true;
+      return Scan::kDone;
+    }
+  }
+
+  Scan Value(const text::Schema* schema, int depth, Partial* out) {
+    if (depth > text::kMaxValueDepth) return Scan::kBad;
+    SkipSpaces();
+    if (AtEnd()) return Scan::kMore;
+    const int escaped = PeekIs(text::kEscape);
+    if (escaped < 0) return Scan::kMore;
+    if (escaped == 1) {
+      out->kind = Partial::Kind::kString;
+      out->schema = schema;
+      pos_ += text::kEscape.size();
+      const size_t end = text_.find(text::kEscape, pos_);
+      std::string_view s = text_.substr(pos_, end == std::string_view::npos ? end : end - pos_);
+      if (end == std::string_view::npos) {
+        // Still open: hold back a tail that may be the closing <escape> or the start of a
+        // character.
+        for (size_t n = std::min(s.size(), text::kEscape.size() - 1); n > 0; --n) {
+          if (s.substr(s.size() - n) == text::kEscape.substr(0, n)) {
+            s.remove_suffix(n);
+            break;
+          }
+        }
+        s = s.substr(0, text::CompleteUtf8Prefix(s));
+        pos_ = text_.size();
+      } else {
+        pos_ = end + text::kEscape.size();
+        out->done = true;
+      }
+      if (!text::IsValidUtf8(s)) return Scan::kBad;
+      out->raw = std::string(s);
+      return out->done ? Scan::kDone : Scan::kMore;
+    }
+    const char c = text_[pos_];
+    if (c == '{') {
+      return Object(schema != nullptr && schema->type != "OBJECT" ? nullptr : schema, depth, out);
+    }
+    if (c == '[') {
+      return Array(schema != nullptr && schema->type != "ARRAY" ? nullptr : schema, depth, out);
+    }
+    // A bare token (number, boolean, null, word): complete once a delimiter follows.
+    out->kind = Partial::Kind::kBare;
+    out->schema = schema;
+    const size_t at = pos_;
+    while (!AtEnd() && text_[pos_] != ',' && text_[pos_] != '}' && text_[pos_] != ']' &&
+           text_[pos_] != '<') {
+      ++pos_;
+    }
+    if (AtEnd()) return Scan::kMore;
+    std::string_view tok = text_.substr(at, pos_ - at);
+    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n')) tok.remove_suffix(1);
+    if (tok.empty() || !text::IsValidUtf8(tok)) return Scan::kBad;
+    out->raw = std::string(tok);
+    out->done = true;
+    return Scan::kDone;
+  }
+
+  std::string_view text_;
+  size_t pos_;
+};
+
+// Appends the settled part of `v`'s JSON text, as nlohmann dumps the parsed value; true when it
+// is the whole of it.
+bool Render(const Partial& v, std::string* out) {
+  switch (v.kind) {
+    case Partial::Kind::kNone:
+      return false;
+    case Partial::Kind::kString:
+      if (v.done) {
+        *out += Dump(Coerce(v.schema, v.raw, json(v.raw), /*was_escaped=*/true));
+        return true;
+      }
+      // Only a string typed STRING (or untyped) stays a string whatever its content; a number
+      // or boolean written as a string is sent once it is closed.
+      if (v.schema == nullptr || v.schema->type == "STRING") {
+        std::string s = Dump(json(v.raw));
+        s.pop_back();  // the closing quote
+        *out += s;
+      }
+      return false;
+    case Partial::Kind::kBare: {
+      if (!v.done) return false;
+      json natural;
+      if (!ParseNumber(v.raw, &natural)) {
+        if (v.raw == "true") {
+          natural = true;
+        } else if (v.raw == "false") {
+          natural = false;
+        } else if (v.raw == "null") {
+          natural = nullptr;
+        } else {
+          natural = v.raw;
+        }
+      }
+      *out += Dump(Coerce(v.schema, v.raw, std::move(natural), /*was_escaped=*/false));
+      return true;
+    }
+    case Partial::Kind::kArray:
+      *out += '[';
+      for (size_t i = 0; i < v.values.size(); ++i) {
+        if (i > 0) *out += ',';
+        if (!Render(v.values[i], out)) return false;
+      }
+      if (!v.done) return false;
+      *out += ']';
+      return true;
+    case Partial::Kind::kObject: {
+      *out += '{';
+      // The answer's object lists its keys sorted. With declared properties, a valid call has
+      // no other keys, so a key is settled once every property sorting before it is written;
+      // without, any key may still come, so nothing is until the object closes.
+      const bool typed = v.schema != nullptr && v.schema->type == "OBJECT" &&
+                         !v.schema->properties.empty();
+      if (!typed && !v.done) return false;
+      std::vector<std::string> order = v.keys;
+      if (typed && !v.done) {
+        for (const auto& [key, unused] : v.schema->properties) order.push_back(key);
+      }
+      std::sort(order.begin(), order.end());
+      order.erase(std::unique(order.begin(), order.end()), order.end());
+      bool first = true;
+      for (const std::string& key : order) {
+        const auto at = std::find(v.keys.begin(), v.keys.end(), key);
+        if (at == v.keys.end()) {
+          if (v.done) continue;
+          return false;  // may still be written
+        }
+        if (!first) *out += ',';
+        first = false;
+        *out += Dump(json(key));
+        *out += ':';
+        if (!Render(v.values[static_cast<size_t>(at - v.keys.begin())], out)) return false;
+      }
+      if (!v.done) return false;
+      *out += '}';
+      return true;
+    }
+  }
+  return false;
+}
+
+// The fewest bytes of a value the call grammar accepts for `s` (an upper bound of its fewest
+// tokens: every byte is a token of its own at worst, <escape> one token).
+int64_t ShortestValueBytes(const text::Schema& s, int depth = 0) {
+  if (!s.enum_values.empty()) {
+    int64_t best = -1;
+    for (const json& m : s.enum_values) {
+      const int64_t n = m.is_string() ? 2 + static_cast<int64_t>(m.get<std::string>().size())
+                                      : static_cast<int64_t>(Dump(m).size());
+      if (best < 0 || n < best) best = n;
+    }
+    return best;
+  }
+  if (s.type == "STRING") return 2;
+  if (s.type == "NUMBER" || s.type == "INTEGER") return 1;
+  if (s.type == "BOOLEAN") return 5;
+  if (s.type == "ARRAY") return 2;
+  if (s.type == "OBJECT" && depth <= text::kMaxValueDepth) {
+    int64_t n = 2;
+    for (const std::string& key : s.required) {
+      auto it = s.properties.find(key);
+      n += static_cast<int64_t>(key.size()) + 2 +
+           (it == s.properties.end() ? 8 : ShortestValueBytes(it->second, depth + 1));
+    }
+    return n;
+  }
+  return 16;
+}
+
+// An upper bound of the tokens the shortest call of `tools` takes (the grammar's
+// MinTokensToFinish of its start, in "required" mode), with room to spare.
+int64_t ShortestCallBound(const std::vector<const text::Tool*>& tools) {
+  int64_t best = -1;
+  for (const text::Tool* t : tools) {
+    // <start_function_call> call: NAME {...} <end_function_call>
+    const int64_t n =
+        1 + 5 + static_cast<int64_t>(t->name.size()) + ShortestValueBytes(t->parameters) + 1;
+    if (best < 0 || n < best) best = n;
+  }
+  return best < 0 ? -1 : 2 * best + 16;
+}
+
+}  // namespace
+
 ChatStream::ChatStream(const ChatRequest& request, std::string id, int64_t created,
-                       std::string model)
+                       std::string model, int64_t budget)
     : stop_(request.stop),
       none_(request.tool_choice == ToolChoice::kNone),
       include_usage_(request.include_usage),
       id_(std::move(id)),
       model_(std::move(model)),
-      created_(created) {}
+      created_(created) {
+  if (none_ || request.catalog_json.empty()) return;
+  auto catalog = text::ParseToolCatalog(request.catalog_json);
+  if (!catalog.ok()) return;
+  bool certain = request.constrain == ConstrainMode::kAuto;
+  if (request.constrain == ConstrainMode::kCall && budget > 0) {
+    std::vector<const text::Tool*> admitted;
+    for (const text::Tool& t : catalog->tools) {
+      if (request.tool_choice != ToolChoice::kNamed || t.name == request.named_tool) {
+        admitted.push_back(&t);
+      }
+    }
+    const int64_t bound = ShortestCallBound(admitted);
+    certain = bound >= 0 && budget >= bound;
+  }
+  if (certain) catalog_ = std::make_unique<const text::ToolCatalog>(std::move(*catalog));
+}
+
+ChatStream::~ChatStream() = default;
 
 json ChatStream::Chunk(json delta, json finish) const {
   json j = ChunkBase(id_, created_, model_, "chat.completion.chunk");
@@ -542,6 +1000,29 @@ void ChatStream::Role(bool tool_calls, std::vector<std::string>* ev) {
       Chunk({{"role", "assistant"}, {"content", tool_calls ? json(nullptr) : json("")}}, nullptr)));
 }
 
+std::string ChatStream::CallId(size_t index) const {
+  // MakeChatAnswer's ids: "call_<n>_<i>" for the answer "chatcmpl-<n>".
+  std::string_view n = id_;
+  if (n.substr(0, 9) == "chatcmpl-") n.remove_prefix(9);
+  return "call_" + std::string(n) + "_" + std::to_string(index);
+}
+
+std::string ChatStream::CallHeader(size_t index, const std::string& id,
+                                   const std::string& name) const {
+  return SseEvent(Chunk({{"tool_calls", json::array({{{"index", index},
+                                                      {"id", id},
+                                                      {"type", "function"},
+                                                      {"function", {{"name", name},
+                                                                    {"arguments", ""}}}}})}},
+                        nullptr));
+}
+
+std::string ChatStream::CallArguments(size_t index, std::string_view piece) const {
+  return SseEvent(Chunk(
+      {{"tool_calls", json::array({{{"index", index}, {"function", {{"arguments", piece}}}}})}},
+      nullptr));
+}
+
 std::vector<std::string> ChatStream::Update(std::string_view output) {
   std::vector<std::string> ev;
   // Every answer's content starts with the text before the first call (MakeChatAnswer): the
@@ -553,7 +1034,9 @@ std::vector<std::string> ChatStream::Update(std::string_view output) {
   if (!none_) {
     for (std::string_view m : {text::kEndOfTurn, text::kStartResponse, std::string_view("<eos>")}) {
       for (size_t at; (at = t.find(m)) != std::string::npos;) t.erase(at, m.size());
-      if (call == std::string_view::npos) holds.push_back(m);
+      // Held back after a call too: text after the call joins this text in the content, and
+      // the parser drops the markers from the joined text.
+      holds.push_back(m);
     }
   }
   const std::string settled = text::ToValidUtf8(SettledPrefix(t, stop_, holds));
@@ -562,11 +1045,67 @@ std::vector<std::string> ChatStream::Update(std::string_view output) {
     ev.push_back(SseEvent(Chunk({{"content", settled.substr(sent_.size())}}, nullptr)));
     sent_ = settled;
   }
+  if (catalog_ != nullptr && !calls_stopped_) UpdateCalls(output, &ev);
   return ev;
+}
+
+void ChatStream::UpdateCalls(std::string_view output, std::vector<std::string>* ev) {
+  size_t pos = 0;
+  for (size_t index = 0;; ++index) {
+    const size_t start = output.find(text::kStartCall, pos);
+    if (start == std::string_view::npos) return;
+    CallReader reader(output, start + text::kStartCall.size());
+    const text::Tool* tool = nullptr;
+    Scan s = reader.Header(*catalog_, &tool);
+    Partial args;
+    if (s == Scan::kDone) s = reader.Arguments(*tool, &args);
+    if (s == Scan::kBad) {
+      calls_stopped_ = true;  // not a valid call: the answer will say what it is
+      return;
+    }
+    if (tool != nullptr) {
+      if (index == calls_.size()) {
+        Role(true, ev);
+        calls_.push_back({CallId(index), tool->name, ""});
+        ev->push_back(CallHeader(index, calls_.back().id, tool->name));
+      }
+      std::string text;
+      Render(args, &text);
+      SentCall& sent = calls_[index];
+      if (sent.name != tool->name || text.compare(0, sent.arguments.size(), sent.arguments) != 0) {
+        calls_stopped_ = true;  // cannot happen: what was settled changed
+        return;
+      }
+      if (text.size() > sent.arguments.size()) {
+        ev->push_back(CallArguments(index, std::string_view(text).substr(sent.arguments.size())));
+        sent.arguments = std::move(text);
+      }
+    }
+    if (s == Scan::kDone) s = reader.End();
+    if (s == Scan::kBad) calls_stopped_ = true;
+    if (s != Scan::kDone) return;
+    pos = reader.pos();
+  }
 }
 
 std::vector<std::string> ChatStream::Finish(const ChatAnswer& a) {
   std::vector<std::string> ev;
+  // The calls sent while decoding must be the answer's first calls, their arguments the start
+  // of the answer's: the call grammar holds this (see openai.h); if not, say so.
+  bool agree = calls_.size() <= a.tool_calls.size();
+  for (size_t i = 0; agree && i < calls_.size(); ++i) {
+    const ChatAnswer::ToolCall& c = a.tool_calls[i];
+    agree = c.id == calls_[i].id && c.name == calls_[i].name &&
+            c.arguments.compare(0, calls_[i].arguments.size(), calls_[i].arguments) == 0;
+  }
+  if (!agree) {
+    ApiError e;
+    e.http_status = 500;
+    e.type = "server_error";
+    e.message = "the answer differs from the tool calls already streamed";
+    ev.push_back(SseEvent(e.ToJson()));
+    return ev;
+  }
   Role(!a.tool_calls.empty(), &ev);
   // What the answer's content holds beyond the part sent (which it starts with).
   if (a.content.size() > sent_.size() && a.content.compare(0, sent_.size(), sent_) == 0) {
@@ -576,16 +1115,14 @@ std::vector<std::string> ChatStream::Finish(const ChatAnswer& a) {
   }
   for (size_t i = 0; i < a.tool_calls.size(); ++i) {
     const ChatAnswer::ToolCall& c = a.tool_calls[i];
-    ev.push_back(SseEvent(Chunk({{"tool_calls", json::array({{{"index", i},
-                                                               {"id", c.id},
-                                                               {"type", "function"},
-                                                               {"function", {{"name", c.name},
-                                                                             {"arguments", ""}}}}})}},
-                                nullptr)));
-    for (const std::string& piece : Fragments(c.arguments, 16)) {
-      ev.push_back(SseEvent(Chunk(
-          {{"tool_calls", json::array({{{"index", i}, {"function", {{"arguments", piece}}}}})}},
-          nullptr)));
+    size_t sent = 0;
+    if (i < calls_.size()) {
+      sent = calls_[i].arguments.size();
+    } else {
+      ev.push_back(CallHeader(i, c.id, c.name));
+    }
+    for (const std::string& piece : Fragments(std::string_view(c.arguments).substr(sent), 16)) {
+      ev.push_back(CallArguments(i, piece));
     }
   }
   ev.push_back(SseEvent(Chunk(json::object(), a.finish_reason)));

@@ -21,6 +21,7 @@
 #define FGEMMA_SERVE_OPENAI_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,10 @@
 #include <nlohmann/json.hpp>
 
 #include "fgemma/function_caller.h"
+
+namespace fg::text {
+struct ToolCatalog;
+}  // namespace fg::text
 
 namespace fg::serve {
 
@@ -120,25 +125,58 @@ nlohmann::json ChatCompletionJson(const ChatAnswer& a, std::string_view id, int6
 // while the model decodes. Update() takes the output so far (the generated tokens' text, special
 // tokens as text) and returns the events it settles: the role, then the content the model writes
 // before any call, as it comes, held back only where it could still become a call or a stop
-// string or ends inside a UTF-8 character. Finish() takes the final answer (MakeChatAnswer of the
-// same output) and returns the rest: the content not sent yet, per tool call {index, id, type,
-// function: {name, arguments: ""}} once and the arguments in fragments, the finish_reason, usage
-// when asked for, [DONE]. The events of one answer add up to the answer ChatCompletionJson gives.
+// string or ends inside a UTF-8 character; and, where a call the output begins is certain to be a
+// call of the answer (below), per call {index, id, type, function: {name, arguments: ""}} as soon
+// as its name is complete, then its arguments' JSON text as it settles: the longest prefix of the
+// answer's `arguments` string no later token can change (object keys come out in the order the
+// answer's JSON sorts them, so a key is sent once no key sorting before it can still come; a
+// string value is sent as it is written, a number, boolean or bare word once it ends; never
+// inside a UTF-8 character). Finish() takes the final answer (MakeChatAnswer of the same output)
+// and returns the rest: the content not sent yet, the calls (or the rest of their arguments) not
+// sent yet, the finish_reason, usage when asked for, [DONE]. The events of one answer add up to
+// the answer ChatCompletionJson gives.
+//
+// When is a begun call certain? The output could still turn into a text answer (an invalid or cut
+// call) unless the decoder forbids it, so calls are streamed while decoding only when the
+// request's call grammar guarantees the call ends complete and valid (docs/architecture.md "The
+// budget"): tool_choice "auto" (the grammar lets a call start only when it can be finished in the
+// tokens left), and "required" or a named function when `budget` (the tokens the caller may write:
+// max_tokens, or fewer when the context is the limit) surely fits the shortest call the grammar
+// admits; otherwise (tool_choice "none", or "required" with a budget that may cut the call, or
+// unknown, -1) the calls are held back and sent by Finish, as the answer has them. Call ids are
+// the answer's, "call_<n>_<i>" for a stream id "chatcmpl-<n>". Should an answer ever differ
+// from the calls already sent (an output no grammar would allow), Finish sends an error event
+// instead of a wrong answer.
 class ChatStream {
  public:
-  ChatStream(const ChatRequest& request, std::string id, int64_t created, std::string model);
+  ChatStream(const ChatRequest& request, std::string id, int64_t created, std::string model,
+             int64_t budget = -1);
+  ~ChatStream();
   std::vector<std::string> Update(std::string_view output);
   std::vector<std::string> Finish(const ChatAnswer& a);
+  // Whether calls are streamed while decoding (see above).
+  bool streams_calls() const { return catalog_ != nullptr; }
 
  private:
   nlohmann::json Chunk(nlohmann::json delta, nlohmann::json finish) const;
   void Role(bool tool_calls, std::vector<std::string>* ev);
+  void UpdateCalls(std::string_view output, std::vector<std::string>* ev);
+  std::string CallId(size_t index) const;
+  std::string CallHeader(size_t index, const std::string& id, const std::string& name) const;
+  std::string CallArguments(size_t index, std::string_view piece) const;
   const std::vector<std::string> stop_;
   const bool none_, include_usage_;
   const std::string id_, model_;
   const int64_t created_;
   std::string sent_;  // the content sent so far
   bool role_sent_ = false;
+  // Null unless calls are streamed while decoding: the request's catalog (names and schemas).
+  std::unique_ptr<const text::ToolCatalog> catalog_;
+  struct SentCall {
+    std::string id, name, arguments;  // the arguments text sent so far
+  };
+  std::vector<SentCall> calls_;  // the calls sent while decoding, by index
+  bool calls_stopped_ = false;   // the output left the call syntax: the rest waits for Finish
 };
 
 // The events of a whole answer at once (ChatStream's Finish alone).
