@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "src/text/call_parser.h"
+#include "src/text/tokenizer.h"
 #include "src/text/tool_catalog.h"
 
 namespace fg::serve {
@@ -448,6 +449,381 @@ TEST(Answer, FragmentsKeepCharacters) {
     }
     EXPECT_EQ(joined, s);
   }
+}
+
+// ---- Tool calls streamed while decoding ----
+
+constexpr char kRichTools[] = R"([
+  {"type": "function", "function": {"name": "send_message", "description": "Sends a message.",
+   "parameters": {"type": "object",
+     "properties": {"to": {"type": "string"}, "body": {"type": "string"},
+                    "urgent": {"type": "boolean"}, "count": {"type": "integer"},
+                    "level": {"type": "number"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "meta": {"type": "object", "properties": {"a": {"type": "string"},
+                                                              "b": {"type": "integer"}}},
+                    "extra": {"type": "object"},
+                    "points": {"type": "array", "items": {"type": "object",
+                      "properties": {"x": {"type": "number"}, "y": {"type": "number"}}}}},
+     "required": ["to", "body"]}}},
+  {"type": "function", "function": {"name": "set_light", "description": "Light on or off.",
+   "parameters": {"type": "object",
+     "properties": {"room": {"type": "string", "enum": ["kitchen", "hall"]},
+                    "state": {"type": "string", "enum": ["on", "off"]}},
+     "required": ["room", "state"]}}},
+  {"type": "function", "function": {"name": "stop_music", "description": "Stops the music."}}
+])";
+
+// What FunctionCaller makes of an output (its Parse and Finish): the calls parsed and validated
+// against the catalog, else no calls and no content (the answer is then the raw text).
+CallResult Decoded(const std::string& out, const text::ToolCatalog& catalog, ConstrainMode mode,
+                   StopReason stop) {
+  CallResult r;
+  r.text = out;
+  r.stop_reason = stop;
+  r.stats.prompt_tokens = 20;
+  r.stats.generated_tokens = 9;
+  auto parsed = text::ParseModelOutput(out, &catalog);
+  if (parsed.ok()) {
+    r.content = parsed->content;
+    for (text::Call& c : parsed->calls) r.calls.push_back({c.name, c.arguments});
+    for (const FunctionCall& c : r.calls) {
+      const text::Tool* tool = catalog.Find(c.name);
+      Status s = tool == nullptr ? InvalidArgumentError("unknown")
+                                 : text::ValidateCall(*tool, c.arguments);
+      if (!s.ok()) r.validity = s;
+    }
+    if (mode == ConstrainMode::kCall && r.calls.empty()) {
+      r.validity = InvalidArgumentError("no function call in the output");
+    }
+  } else {
+    r.validity = parsed.status();
+  }
+  if (!r.validity.ok()) {
+    r.calls.clear();
+    r.content.clear();
+  }
+  return r;
+}
+
+// A client's view of a stream, with the checks of its shape: role first and once, [DONE] last,
+// per call index/id/type/name once (in index order) and only arguments after; what of each call
+// came before Finish.
+struct Streamed {
+  std::string content, finish;
+  bool content_null = true;  // no content delta with a string
+  struct Call {
+    std::string id, name, args, args_while_decoding;
+  };
+  std::vector<Call> calls;
+  bool error = false;  // an error event instead of the end
+};
+Streamed Read(const std::vector<std::string>& ev, size_t while_decoding) {
+  Streamed s;
+  EXPECT_FALSE(ev.empty());
+  for (size_t i = 0; i < ev.size(); ++i) {
+    EXPECT_EQ(ev[i].rfind("data: ", 0), 0u) << ev[i];
+    EXPECT_EQ(ev[i].substr(ev[i].size() - 2), "\n\n");
+    if (ev[i] == "data: [DONE]\n\n") {
+      EXPECT_EQ(i + 1, ev.size()) << "[DONE] is last";
+      continue;
+    }
+    const json j = json::parse(ev[i].substr(6, ev[i].size() - 8));
+    if (j.contains("error")) {
+      s.error = true;
+      EXPECT_EQ(i + 1, ev.size()) << "an error event ends the stream";
+      continue;
+    }
+    if (i + 1 == ev.size()) ADD_FAILURE() << "the stream does not end with [DONE]";
+    if (j["choices"].empty()) continue;  // usage
+    const json& d = j["choices"][0]["delta"];
+    EXPECT_EQ(d.contains("role"), i == 0) << ev[i];
+    if (d.contains("content") && d["content"].is_string()) {
+      s.content += d["content"].get<std::string>();
+      if (!d["content"].get<std::string>().empty() || i > 0) s.content_null = false;
+    }
+    if (d.contains("tool_calls")) {
+      EXPECT_EQ(d["tool_calls"].size(), 1u);
+      const json& tc = d["tool_calls"][0];
+      const size_t k = tc["index"];
+      if (tc.contains("id")) {
+        EXPECT_EQ(k, s.calls.size()) << "a call's header comes once, in index order";
+        EXPECT_EQ(tc["type"], "function");
+        EXPECT_EQ(tc["function"]["arguments"], "");
+        s.calls.push_back({tc["id"], tc["function"]["name"], "", ""});
+      } else {
+        EXPECT_FALSE(tc.contains("type"));
+        EXPECT_FALSE(tc["function"].contains("name")) << "the name is sent once";
+      }
+      EXPECT_LT(k, s.calls.size()) << "arguments before the call's header";
+      if (k >= s.calls.size()) continue;
+      const std::string piece = tc["function"]["arguments"];
+      EXPECT_TRUE(text::IsValidUtf8(piece));
+      s.calls[k].args += piece;
+      if (i < while_decoding) s.calls[k].args_while_decoding += piece;
+    }
+    if (!j["choices"][0]["finish_reason"].is_null()) s.finish = j["choices"][0]["finish_reason"];
+  }
+  return s;
+}
+
+// Feeds `out` as `cuts` split it (each Update with the output so far), then Finish with the
+// answer FunctionCaller and MakeChatAnswer give for it. Returns the events and how many came
+// before Finish.
+std::vector<std::string> Feed(const ChatRequest& req, int64_t budget, const std::string& out,
+                              const std::vector<size_t>& cuts, StopReason stop,
+                              const text::ToolCatalog& catalog, ChatAnswer* answer,
+                              size_t* while_decoding) {
+  ChatStream stream(req, "chatcmpl-42", 1, "m", budget);
+  std::vector<std::string> ev;
+  for (size_t cut : cuts) {
+    for (std::string& e : stream.Update(std::string_view(out).substr(0, cut))) {
+      ev.push_back(std::move(e));
+    }
+  }
+  for (std::string& e : stream.Update(out)) ev.push_back(std::move(e));
+  *while_decoding = ev.size();
+  *answer = MakeChatAnswer(Decoded(out, catalog, req.constrain, stop), req, "42");
+  for (std::string& e : stream.Finish(*answer)) ev.push_back(std::move(e));
+  return ev;
+}
+
+// The stream adds up to the non-streamed answer, exactly (ChatCompletionJson's message).
+void ExpectSameAnswer(const Streamed& s, const ChatAnswer& a, const std::string& where) {
+  const json whole = ChatCompletionJson(a, "chatcmpl-42", 1, "m")["choices"][0];
+  const json& msg = whole["message"];
+  EXPECT_FALSE(s.error) << where;
+  EXPECT_EQ(s.finish, whole["finish_reason"]) << where;
+  if (msg["content"].is_null()) {
+    EXPECT_EQ(s.content, "") << where;
+  } else {
+    EXPECT_EQ(s.content, msg["content"].get<std::string>()) << where;
+  }
+  const size_t n = msg.contains("tool_calls") ? msg["tool_calls"].size() : 0;
+  ASSERT_EQ(s.calls.size(), n) << where;
+  for (size_t i = 0; i < n; ++i) {
+    const json& c = msg["tool_calls"][i];
+    EXPECT_EQ(s.calls[i].id, c["id"]) << where;
+    EXPECT_EQ(s.calls[i].name, c["function"]["name"]) << where;
+    EXPECT_EQ(s.calls[i].args, c["function"]["arguments"]) << where;
+  }
+}
+
+// Real outputs (FunctionGemma's syntax, as the call grammar lets the model write them, and some
+// it would not), fed at every split point and byte by byte: the streamed answer is the whole
+// answer, and with tool_choice auto (or required with room in the budget) a call's arguments
+// are all sent before Finish once the output holds the whole call.
+TEST(StreamCalls, EverySplitAddsUpToTheWholeAnswer) {
+  const json tools = json::parse(kRichTools);
+  auto catalog = text::ParseToolCatalog(json{{"tools", tools}}.dump());
+  ASSERT_TRUE(catalog.ok());
+  struct Case {
+    std::string out;
+    StopReason stop = StopReason::kGrammarDone;
+  };
+  const std::vector<Case> cases = {
+      // Keys out of sorted order, escapes JSON must write, unicode, every value kind.
+      {"<start_function_call>call:send_message{to:<escape>Bob \"B\" <b>\\o/<escape>,"
+       "body:<escape>Hi\n\tthere: caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 {x:[1]}<escape>,"
+       "urgent:true,count:3,level:2.50,tags:[<escape>a<escape>,<escape>b,c<escape>],"
+       "meta:{b:7,a:<escape>x<escape>},extra:{k:<escape>v<escape>,n:-1.5e3},"
+       "points:[{y:2,x:1},{x:-0.5,y:1e2}]}<end_function_call>"},
+      // Typed by the schema: an escaped number, a float integer, an escaped boolean, an
+      // <escape>d key, a bare word as a string.
+      {"<start_function_call>call:send_message{<escape>to<escape>:ann,body:<escape><escape>,"
+       "count:<escape> 12 <escape>,level:<escape>7<escape>,urgent:<escape>False<escape>,"
+       "meta:{b:4.0},tags:[]}<end_function_call>"},
+      {"<start_function_call>call:send_message{body:<escape>b<escape>,count:4.0,"
+       "to:<escape>t<escape>,extra:{},points:[{}]}<end_function_call>"},
+      // Text before the call; two calls; a call with no arguments.
+      {"Sure, doing it now. <start_function_call>call:set_light{state:<escape>off<escape>,"
+       "room:<escape>kitchen<escape>}<end_function_call>"},
+      {"<start_function_call>call:set_light{room:<escape>hall<escape>,state:<escape>on<escape>}"
+       "<end_function_call><start_function_call>call:stop_music{}<end_function_call>"},
+      {"<start_function_call>call:stop_music{}<end_function_call>"},
+      // Ended by the budget right after the closing brace (no <end_function_call>).
+      {"<start_function_call>call:send_message{to:<escape>x<escape>,body:<escape>y<escape>}",
+       StopReason::kMaxTokens},
+      // Text only.
+      {"I cannot do that \xe2\x82\xac.", StopReason::kStopToken},
+  };
+  // Outputs that do not make a call answer: cut by the budget, an unknown function, a value
+  // outside the enum, a missing required key, a broken syntax.
+  const std::vector<Case> invalid = {
+      {"<start_function_call>call:send_message{to:<escape>Bo", StopReason::kMaxTokens},
+      {"<start_function_call>call:send_message{to:<escape>x<escape>,body:<escape>y<escape>,"
+       "count:1", StopReason::kMaxTokens},
+      {"<start_function_call>call:dance{}<end_function_call>"},
+      {"<start_function_call>call:set_light{room:<escape>garage<escape>,state:<escape>on<escape>}"
+       "<end_function_call>"},
+      {"<start_function_call>call:send_message{to:<escape>x<escape>}<end_function_call>"},
+      {"<start_function_call>call:send_message{to:<escape>x<escape>,,}<end_function_call>"},
+      {"ok <start_function_call>call:stop_music{}", StopReason::kMaxTokens},
+  };
+  struct Mode {
+    const char* choice;
+    int max_calls;
+    int64_t budget;
+    bool eager;  // calls streamed while decoding
+  };
+  const std::vector<Mode> modes = {
+      {"auto", 2, -1, true},      {"required", 2, 4096, true}, {"required", 2, -1, false},
+      {"required", 2, 12, false},  {"none", 2, -1, false},
+  };
+  int checked = 0;
+  for (const Mode& mode : modes) {
+    for (bool valid : {true, false}) {
+      // An output the grammar would not let through is only fed where calls are held back.
+      if (!valid && mode.eager) continue;
+      for (const Case& c : valid ? cases : invalid) {
+        json b = Body();
+        b["tools"] = tools;
+        b["tool_choice"] = mode.choice;
+        Limits l;
+        l.max_calls = mode.max_calls;
+        const ChatRequest req = MustParse(b, l);
+        ASSERT_EQ(ChatStream(req, "chatcmpl-42", 1, "m", mode.budget).streams_calls(), mode.eager)
+            << mode.choice << " " << mode.budget;
+        std::vector<std::vector<size_t>> splits;
+        std::vector<size_t> bytes;
+        for (size_t k = 1; k < c.out.size(); ++k) {
+          splits.push_back({k});
+          bytes.push_back(k);
+        }
+        splits.push_back(bytes);
+        splits.push_back({});
+        for (const std::vector<size_t>& cuts : splits) {
+          ChatAnswer a;
+          size_t while_decoding = 0;
+          const std::vector<std::string> ev =
+              Feed(req, mode.budget, c.out, cuts, c.stop, *catalog, &a, &while_decoding);
+          const std::string where = std::string(mode.choice) + " budget " +
+                                    std::to_string(mode.budget) + " cuts " +
+                                    std::to_string(cuts.size()) + " | " + c.out;
+          const Streamed s = Read(ev, while_decoding);
+          ExpectSameAnswer(s, a, where);
+          ++checked;
+          for (size_t i = 0; i < s.calls.size(); ++i) {
+            // (a) the whole call is written: all its arguments came while decoding, or none
+            // did where calls are held back.
+            EXPECT_EQ(s.calls[i].args_while_decoding, mode.eager ? s.calls[i].args : "")
+                << where;
+          }
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 3000);
+}
+
+// What is sent while a call is written: the name once it is complete, then the arguments as
+// far as no later token can change them.
+TEST(StreamCalls, SettledArgumentsWhileWriting) {
+  json b = Body();
+  b["tools"] = json::parse(kRichTools);
+  const ChatRequest req = MustParse(b);  // auto
+  struct Step {
+    std::string output;  // the output so far
+    std::string name;    // "" until the header is sent
+    std::string args;    // the arguments sent so far
+  };
+  const std::string call = "<start_function_call>call:send_message{";
+  const std::vector<Step> steps = {
+      {"<start_function_call>call:send_mess", "", ""},
+      {call, "send_message", "{"},
+      // "to" sorts after "body", which is still to come: held.
+      {call + "to:<escape>Bo", "send_message", "{"},
+      {call + "to:<escape>Bob<escape>,body:<escape>Hi \"you", "send_message",
+       "{\"body\":\"Hi \\\"you"},
+      // A character cut short, a tail that may be the closing <escape>: held.
+      {call + "to:<escape>Bob<escape>,body:<escape>Hi \"you \xe2\x82", "send_message",
+       "{\"body\":\"Hi \\\"you "},
+      {call + "to:<escape>Bob<escape>,body:<escape>Hi \"you \xe2\x82\xac<esc", "send_message",
+       "{\"body\":\"Hi \\\"you \xe2\x82\xac"},
+      // body is closed: count, extra, level, meta, points, tags could still come before "to".
+      {call + "to:<escape>Bob<escape>,body:<escape>Hi \"you \xe2\x82\xac<escape>", "send_message",
+       "{\"body\":\"Hi \\\"you \xe2\x82\xac\""},
+      {call + "to:<escape>Bob<escape>,body:<escape>Hi \"you \xe2\x82\xac<escape>,count:1",
+       "send_message", "{\"body\":\"Hi \\\"you \xe2\x82\xac\",\"count\":"},
+      // A number is settled once it ends.
+      {call + "to:<escape>Bob<escape>,body:<escape>Hi \"you \xe2\x82\xac<escape>,count:12,",
+       "send_message", "{\"body\":\"Hi \\\"you \xe2\x82\xac\",\"count\":12"},
+      // Closed: the rest at once, keys sorted.
+      {call + "to:<escape>Bob<escape>,body:<escape>Hi \"you \xe2\x82\xac<escape>,count:12}",
+       "send_message", "{\"body\":\"Hi \\\"you \xe2\x82\xac\",\"count\":12,\"to\":\"Bob\"}"},
+  };
+  ChatStream stream(req, "chatcmpl-7", 1, "m");
+  Streamed s;
+  std::vector<std::string> ev;
+  for (const Step& st : steps) {
+    for (std::string& e : stream.Update(st.output)) ev.push_back(std::move(e));
+    std::vector<std::string> so_far = ev;
+    so_far.push_back("data: [DONE]\n\n");
+    s = Read(so_far, ev.size());
+    if (st.name.empty()) {
+      EXPECT_TRUE(s.calls.empty()) << st.output;
+      continue;
+    }
+    ASSERT_EQ(s.calls.size(), 1u) << st.output;
+    EXPECT_EQ(s.calls[0].id, "call_7_0");
+    EXPECT_EQ(s.calls[0].name, st.name);
+    EXPECT_EQ(s.calls[0].args, st.args) << st.output;
+  }
+}
+
+// Where the output cannot be trusted to end as a call (required with a budget that may cut it),
+// the call waits for Finish; with room in the budget, or auto, it does not.
+TEST(StreamCalls, WhenCallsAreStreamed) {
+  json b = Body();
+  for (const char* choice : {"auto", "required", "none"}) {
+    b["tool_choice"] = choice;
+    const ChatRequest req = MustParse(b);
+    const bool required = std::string(choice) == "required";
+    EXPECT_EQ(ChatStream(req, "chatcmpl-1", 1, "m").streams_calls(), choice[0] == 'a') << choice;
+    EXPECT_EQ(ChatStream(req, "chatcmpl-1", 1, "m", 256).streams_calls(),
+              choice[0] == 'a' || required)
+        << choice;
+    // stop_music{} takes ~10 tokens: a budget of 8 may cut any call.
+    EXPECT_EQ(ChatStream(req, "chatcmpl-1", 1, "m", 8).streams_calls(), choice[0] == 'a')
+        << choice;
+  }
+  b["tool_choice"] = {{"type", "function"}, {"function", {{"name", "set_light"}}}};
+  const ChatRequest named = MustParse(b);
+  EXPECT_TRUE(ChatStream(named, "chatcmpl-1", 1, "m", 256).streams_calls());
+  EXPECT_FALSE(ChatStream(named, "chatcmpl-1", 1, "m", 20).streams_calls());
+}
+
+// An output the grammar would never give where calls are streamed (a call cut, or invalid,
+// after its name was sent): the stream ends with an error event, not with an answer that
+// disagrees with what was sent.
+TEST(StreamCalls, AnAnswerThatDisagreesEndsInAnError) {
+  json b = Body();
+  b["tools"] = json::parse(kRichTools);
+  const ChatRequest req = MustParse(b);  // auto
+  auto catalog = text::ParseToolCatalog(json{{"tools", b["tools"]}}.dump());
+  ASSERT_TRUE(catalog.ok());
+  for (const std::string& out :
+       {std::string("<start_function_call>call:send_message{to:<escape>Bo"),
+        std::string("<start_function_call>call:set_light{room:<escape>garage<escape>,"
+                    "state:<escape>on<escape>}<end_function_call>")}) {
+    ChatAnswer a;
+    size_t while_decoding = 0;
+    std::vector<size_t> cuts;
+    for (size_t k = 1; k < out.size(); ++k) cuts.push_back(k);
+    const std::vector<std::string> ev =
+        Feed(req, -1, out, cuts, StopReason::kMaxTokens, *catalog, &a, &while_decoding);
+    EXPECT_TRUE(a.tool_calls.empty());
+    const Streamed s = Read(ev, while_decoding);
+    EXPECT_TRUE(s.error) << out;
+  }
+  // An unknown name is never sent: the text answer streams as usual.
+  const std::string out = "<start_function_call>call:dance{}<end_function_call>";
+  ChatAnswer a;
+  size_t while_decoding = 0;
+  const std::vector<std::string> ev =
+      Feed(req, -1, out, {5, 30, 40}, StopReason::kStopToken, *catalog, &a, &while_decoding);
+  ExpectSameAnswer(Read(ev, while_decoding), a, out);
 }
 
 // No body crashes the parser: random bytes, and a valid body with bytes changed, cut, or

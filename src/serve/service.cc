@@ -487,7 +487,18 @@ HttpResponse Service::RunChat(ChatRun& run, const HttpRequest& request, const Ev
   std::optional<ChatStream> stream;
   std::string output;
   if (send != nullptr) {
-    stream.emplace(cr, "chatcmpl-" + id, created, model);
+    // "required"/named: calls are streamed while decoding when the tokens the caller may write
+    // surely fit one (ChatStream): max_tokens, or what the context leaves after the prompt.
+    int64_t budget = -1;
+    if (cr.constrain == ConstrainMode::kCall) {
+      auto prompt = cr.single_request() ? run.caller->PromptTokens(cr.turns[0].text)
+                                        : run.caller->ConversationTokens(cr.turns);
+      if (prompt.ok()) {
+        budget = std::min<int64_t>(cr.control.max_tokens.value_or(0),
+                                   run.caller->context() - static_cast<int64_t>(prompt->size()));
+      }
+    }
+    stream.emplace(cr, "chatcmpl-" + id, created, model, budget);
     control.on_piece = [&](std::string_view piece) {
       output += piece;
       emit(stream->Update(output));
