@@ -1002,4 +1002,16 @@ StatusOr<std::span<const int32_t>> Executor::OutputI32(std::string_view name) co
   return std::span<const int32_t>(I32(id), static_cast<size_t>(graph_.value(id).elements()));
 }
 
+Status SharedArena::Grow(size_t bytes) {
+  std::unique_ptr<uint8_t[]> grown(new (std::nothrow) uint8_t[bytes + kAlign]);
+  if (!grown) {
+    return ResourceExhaustedError("cannot allocate " + std::to_string(bytes) +
+                                  " bytes of activation memory");
+  }
+  base_ = grown.get() + (kAlign - reinterpret_cast<uintptr_t>(grown.get()) % kAlign) % kAlign;
+  storage_ = std::move(grown);
+  capacity_ = bytes;
+  return OkStatus();
+}
+
 }  // namespace fg::exec

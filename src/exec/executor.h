@@ -165,6 +165,29 @@ class Executor {
   int64_t scores_stride_ = 0;  // cache length x query heads per KV head (largest attention)
 };
 
+// Activation memory shared by executors that never run at the same time (a session's, a
+// batcher's). Fit(e, all) makes it large enough for `e` and moves `e` onto it; when it has to
+// grow, every executor of `all` (those already on it) is moved to the new block first (none may
+// hold results anyone still reads).
+class SharedArena {
+ public:
+  template <typename Executors>
+  Status Fit(Executor& e, const Executors& all) {
+    if (e.arena_bytes() > capacity_) {
+      FG_RETURN_IF_ERROR(Grow(e.arena_bytes()));
+      for (Executor* other : all) FG_RETURN_IF_ERROR(other->UseArena(base_, capacity_));
+    }
+    return e.UseArena(base_, capacity_);
+  }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  Status Grow(size_t bytes);
+  std::unique_ptr<uint8_t[]> storage_;
+  uint8_t* base_ = nullptr;  // storage_ aligned to 64 bytes
+  size_t capacity_ = 0;
+};
+
 }  // namespace fg::exec
 
 #endif  // FGEMMA_EXEC_EXECUTOR_H_

@@ -69,23 +69,11 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, int64_t head_ro
   eo.external_arena = true;
   FG_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> e,
                       exec::Executor::Create(std::move(g), model_.resolver(), options_.pool, eo));
-  if (e->arena_bytes() > arena_capacity_) {
-    // Grow the shared arena and move every executor to it (none holds results anyone reads
-    // now: Append clears its views before making or running an executor).
-    constexpr size_t kAlign = 64;
-    const size_t bytes = e->arena_bytes();
-    std::unique_ptr<uint8_t[]> grown(new (std::nothrow) uint8_t[bytes + kAlign]);
-    if (!grown) {
-      return ResourceExhaustedError("session: cannot allocate " + std::to_string(bytes) +
-                                    " bytes of activation memory");
-    }
-    uint8_t* base = grown.get() + (kAlign - reinterpret_cast<uintptr_t>(grown.get()) % kAlign);
-    for (auto& [key, other] : executors_) FG_RETURN_IF_ERROR(other->UseArena(base, bytes));
-    arena_ = std::move(grown);
-    arena_base_ = base;
-    arena_capacity_ = bytes;
-  }
-  FG_RETURN_IF_ERROR(e->UseArena(arena_base_, arena_capacity_));
+  // Every executor shares one arena (none holds results anyone reads while a new one is made:
+  // Append clears its views before making or running an executor).
+  std::vector<exec::Executor*> all;
+  for (auto& [k, other] : executors_) all.push_back(other.get());
+  FG_RETURN_IF_ERROR(arena_.Fit(*e, all));
   for (int64_t l = 0; l < model_.config().n_layers; ++l) {
     FG_RETURN_IF_ERROR(
         e->BindState(model::KCacheName(l), cache_.k(l).data(), cache_.k(l).size()));
@@ -362,8 +350,6 @@ void Session::SetDump(exec::DumpFn fn) {
 
 size_t Session::cache_bytes() const { return cache_.bytes(); }
 
-size_t Session::scratch_bytes() const {
-  return arena_capacity_;
-}
+size_t Session::scratch_bytes() const { return arena_.capacity(); }
 
 }  // namespace fg::runtime

@@ -157,9 +157,7 @@ class Session {
   HeadStats head_stats_;
   // Activation memory every executor uses (grown, and the executors moved to it, when a new
   // graph needs more).
-  std::unique_ptr<uint8_t[]> arena_;
-  uint8_t* arena_base_ = nullptr;  // arena_ aligned to 64 bytes
-  size_t arena_capacity_ = 0;
+  exec::SharedArena arena_;
   // Keyed by (tokens, rows of full logits: 0 = no LM head).
   // By (tokens, head rows, without adapters).
   std::map<std::tuple<int64_t, int64_t, bool>, std::unique_ptr<exec::Executor>> executors_;

@@ -15,8 +15,8 @@
 
 #include "src/base/status_matchers.h"
 #include "src/base/thread_pool.h"
-#include "src/gguf_tools/synthetic.h"
 #include "src/runtime/model.h"
+#include "src/runtime/test_models.h"
 
 namespace fg::runtime {
 namespace {
@@ -24,27 +24,10 @@ namespace {
 using ::fg::testing::StatusIs;
 using tensor::DType;
 
-std::vector<int32_t> Tokens(int n, int64_t vocab, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t x = seed;
-  while (static_cast<int>(t.size()) < n) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>(7 + (x >> 8) % (vocab - 7)));
-  }
-  return t;
-}
+using test::Tokens;
 
 std::unique_ptr<Model> MakeModel(const std::string& preset, DType type) {
-  auto spec = gguf::SyntheticPreset(preset);
-  EXPECT_TRUE(spec.ok());
-  spec->default_type = type;
-  const std::string path = ::testing::TempDir() + "/session_" + preset + "_" +
-                           std::string(tensor::DTypeName(type)) + ".gguf";
-  Status s = gguf::WriteSyntheticGemma3(*spec, path);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  auto m = Model::Load(path);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(*m) : nullptr;
+  return test::MakeModel("session", preset, type);
 }
 
 std::unique_ptr<Session> NewSession(const Model& m, ThreadPool* pool, int64_t chunk,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 #include <string>
 #include <utility>
 
@@ -155,21 +154,9 @@ StatusOr<exec::Executor*> StepBatcher::ExecutorFor(std::span<Item* const> batch)
   eo.external_arena = true;
   FG_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> e,
                       exec::Executor::Create(std::move(g), model_.resolver(), options_.pool, eo));
-  if (e->arena_bytes() > arena_capacity_) {
-    constexpr size_t kAlign = 64;
-    const size_t bytes = e->arena_bytes();
-    std::unique_ptr<uint8_t[]> grown(new (std::nothrow) uint8_t[bytes + kAlign]);
-    if (!grown) {
-      return ResourceExhaustedError("batcher: cannot allocate " + std::to_string(bytes) +
-                                    " bytes of activation memory");
-    }
-    uint8_t* base = grown.get() + (kAlign - reinterpret_cast<uintptr_t>(grown.get()) % kAlign);
-    for (auto& [k, other] : executors_) FG_RETURN_IF_ERROR(other.executor->UseArena(base, bytes));
-    arena_ = std::move(grown);
-    arena_base_ = base;
-    arena_capacity_ = bytes;
-  }
-  FG_RETURN_IF_ERROR(e->UseArena(arena_base_, arena_capacity_));
+  std::vector<exec::Executor*> all;
+  for (auto& [k, other] : executors_) all.push_back(other.executor.get());
+  FG_RETURN_IF_ERROR(arena_.Fit(*e, all));
   ++graphs_built_;
   exec::Executor* raw = e.get();
   executors_[key] = {std::move(e), clock_};

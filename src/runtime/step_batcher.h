@@ -123,9 +123,7 @@ class StepBatcher {
   std::map<std::vector<int64_t>, Cached> executors_;  // by ExecutorKey
   uint64_t clock_ = 0;
   int64_t graphs_built_ = 0;
-  std::unique_ptr<uint8_t[]> arena_;
-  uint8_t* arena_base_ = nullptr;
-  size_t arena_capacity_ = 0;
+  exec::SharedArena arena_;
   std::vector<int32_t> tokens_, pos_, logit_rows_, full_rows_;
 };
 

@@ -544,74 +544,6 @@ struct Partial {
   std::vector<Partial> values;    // kObject: their values; kArray: the items
 };
 
-// text::call_parser's ParseNumber: a strict JSON number, int64 when integral and in range.
-bool ParseNumber(std::string_view tok, json* out) {
-  size_t i = 0;
-  const auto digits = [&] {
-    const size_t start = i;
-    while (i < tok.size() && tok[i] >= '0' && tok[i] <= '9') ++i;
-    return i - start;
-  };
-  if (i < tok.size() && tok[i] == '-') ++i;
-  const size_t int_start = i;
-  const size_t int_digits = digits();
-  if (int_digits == 0 || (int_digits > 1 && tok[int_start] == '0')) return false;
-  bool integral = true;
-  if (i < tok.size() && tok[i] == '.') {
-    ++i;
-    if (digits() == 0) return false;
-    integral = false;
-  }
-  if (i < tok.size() && (tok[i] == 'e' || tok[i] == 'E')) {
-    ++i;
-    if (i < tok.size() && (tok[i] == '+' || tok[i] == '-')) ++i;
-    if (digits() == 0) return false;
-    integral = false;
-  }
-  if (i != tok.size()) return false;
-  const std::string s(tok);
-  if (integral) {
-    errno = 0;
-    const long long v = std::strtoll(s.c_str(), nullptr, 10);
-    if (errno == 0) {
-      *out = static_cast<int64_t>(v);
-      return true;
-    }
-  }
-  const double d = std::strtod(s.c_str(), nullptr);
-  if (!std::isfinite(d)) return false;
-  *out = d;
-  return true;
-}
-
-// text::call_parser's Coerce: the value the parser keeps for a scalar written as `raw`.
-json Coerce(const text::Schema* schema, std::string_view raw, json value, bool was_escaped) {
-  if (schema == nullptr) return value;
-  const std::string& t = schema->type;
-  if (t == "STRING") return json(std::string(raw));
-  if (t == "NUMBER" || t == "INTEGER") {
-    json n;
-    if (was_escaped) {
-      std::string_view trimmed = raw;
-      while (!trimmed.empty() && trimmed.front() == ' ') trimmed.remove_prefix(1);
-      while (!trimmed.empty() && trimmed.back() == ' ') trimmed.remove_suffix(1);
-      if (ParseNumber(trimmed, &n)) value = n;
-    }
-    if (t == "INTEGER" && value.is_number_float()) {
-      const double d = value.get<double>();
-      if (d == std::floor(d) && std::fabs(d) < 9.0e18) value = static_cast<int64_t>(d);
-    }
-    return value;
-  }
-  if (t == "BOOLEAN" && value.is_string()) {
-    std::string lower;
-    for (char c : raw) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (lower == "true") return json(true);
-    if (lower == "false") return json(false);
-  }
-  return value;
-}
-
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 class CallReader {
@@ -842,7 +774,7 @@ bool Render(const Partial& v, std::string* out) {
       return false;
     case Partial::Kind::kString:
       if (v.done) {
-        *out += Dump(Coerce(v.schema, v.raw, json(v.raw), /*was_escaped=*/true));
+        *out += Dump(text::CoerceScalar(v.schema, v.raw, json(v.raw), /*was_escaped=*/true));
         return true;
       }
       // Only a string typed STRING (or untyped) stays a string whatever its content; a number
@@ -856,7 +788,7 @@ bool Render(const Partial& v, std::string* out) {
     case Partial::Kind::kBare: {
       if (!v.done) return false;
       json natural;
-      if (!ParseNumber(v.raw, &natural)) {
+      if (!text::ParseJsonNumber(v.raw, &natural)) {
         if (v.raw == "true") {
           natural = true;
         } else if (v.raw == "false") {
@@ -867,7 +799,7 @@ bool Render(const Partial& v, std::string* out) {
           natural = v.raw;
         }
       }
-      *out += Dump(Coerce(v.schema, v.raw, std::move(natural), /*was_escaped=*/false));
+      *out += Dump(text::CoerceScalar(v.schema, v.raw, std::move(natural), /*was_escaped=*/false));
       return true;
     }
     case Partial::Kind::kArray:

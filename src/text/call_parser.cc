@@ -97,8 +97,10 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+}  // namespace
+
 // A strict JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, finite.
-bool ParseNumber(std::string_view tok, json* out) {
+bool ParseJsonNumber(std::string_view tok, json* out) {
   size_t i = 0;
   const auto digits = [&] {
     const size_t start = i;
@@ -138,7 +140,7 @@ bool ParseNumber(std::string_view tok, json* out) {
 }
 
 // Typed view of a parsed scalar: `raw` is the text as written, `value` its natural reading.
-json Coerce(const Schema* schema, std::string_view raw, json value, bool was_escaped) {
+json CoerceScalar(const Schema* schema, std::string_view raw, json value, bool was_escaped) {
   if (schema == nullptr) return value;
   const std::string& t = schema->type;
   if (t == "STRING") return json(std::string(raw));
@@ -148,7 +150,7 @@ json Coerce(const Schema* schema, std::string_view raw, json value, bool was_esc
       std::string_view trimmed = raw;
       while (!trimmed.empty() && trimmed.front() == ' ') trimmed.remove_prefix(1);
       while (!trimmed.empty() && trimmed.back() == ' ') trimmed.remove_suffix(1);
-      if (ParseNumber(trimmed, &n)) value = n;
+      if (ParseJsonNumber(trimmed, &n)) value = n;
     }
     if (t == "INTEGER" && value.is_number_float()) {
       const double d = value.get<double>();
@@ -164,6 +166,8 @@ json Coerce(const Schema* schema, std::string_view raw, json value, bool was_esc
   }
   return value;
 }
+
+namespace {
 
 // One parser for both dialects (docs/model.md). `tool_map` null: the official dialect,
 // <start_function_call>call:NAME{key:<escape>v<escape>,...}<end_function_call>. Non-null: the
@@ -449,7 +453,7 @@ class Parser {
     if (compact() ? text_[pos_] == '"' : Peek(kEscape)) {
       FG_ASSIGN_OR_RETURN(std::string s, ParseString());
       json natural(s);
-      return Coerce(schema, s, std::move(natural), /*was_escaped=*/true);
+      return CoerceScalar(schema, s, std::move(natural), /*was_escaped=*/true);
     }
     const char c = text_[pos_];
     const Schema* same_kind = schema;
@@ -472,7 +476,7 @@ class Parser {
     const size_t bad = FindInvalidUtf8(tok);
     if (bad != std::string_view::npos) return ErrorAt(at + bad, "value is not valid UTF-8");
     json natural;
-    if (!ParseNumber(tok, &natural)) {
+    if (!ParseJsonNumber(tok, &natural)) {
       if (tok == "true") {
         natural = true;
       } else if (tok == "false") {
@@ -483,7 +487,7 @@ class Parser {
         natural = std::string(tok);
       }
     }
-    return Coerce(schema, tok, std::move(natural), /*was_escaped=*/false);
+    return CoerceScalar(schema, tok, std::move(natural), /*was_escaped=*/false);
   }
 
   std::string_view text_;

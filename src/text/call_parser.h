@@ -64,6 +64,16 @@ StatusOr<ParsedOutput> ParseCompactOutput(std::string_view text, const ToolCatal
 // The catalog tool a model-written name refers to (rules above), or NotFound.
 StatusOr<const Tool*> SnapToolName(const ToolCatalog& catalog, std::string_view name);
 
+// A strict JSON number (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, finite) into *out: int64
+// when integral and in range, else double. False when `tok` is not one.
+bool ParseJsonNumber(std::string_view tok, nlohmann::json* out);
+// The value the parser keeps for a scalar written as `raw` (its natural reading `value`; an
+// <escape>d string when `was_escaped`) under `schema` (null: as read): strings as written,
+// numbers from escaped text, integral floats as integers, "true"/"false" in any case as
+// booleans.
+nlohmann::json CoerceScalar(const Schema* schema, std::string_view raw, nlohmann::json value,
+                            bool was_escaped);
+
 // Checks a call against its tool: every required key present, no unknown keys, values of the
 // declared types (recursively), enum membership. InvalidArgument naming the key otherwise.
 Status ValidateCall(const Tool& tool, const nlohmann::json& arguments);
