@@ -259,7 +259,8 @@ TEST(CliServe, LeavingClientsLeakNoSlot) {
 
 TEST(CliServe, BadFlagsAreUsageErrors) {
   for (const char* f : {"--port 70000", "--parallel 0", "--queue -1", "--max-body 10",
-                        "--api-key ''", "--timeout 0", "-t 0", "--bogus"}) {
+                        "--api-key ''", "--timeout 0", "-t 0", "--bogus", "--batch-wait -1",
+                        "--batch-wait 2000000"}) {
     auto r = RunFgemma(std::string("serve -m ") + Model() + " " + f);
     EXPECT_EQ(r.rc, 2) << f << ": " << r.out;
   }
@@ -268,6 +269,8 @@ TEST(CliServe, BadFlagsAreUsageErrors) {
   auto h = RunFgemma("serve --help");
   EXPECT_EQ(h.rc, 0);
   EXPECT_THAT(h.out, HasSubstr("--parallel"));
+  EXPECT_THAT(h.out, HasSubstr("--no-batching"));
+  EXPECT_THAT(h.out, HasSubstr("--no-prepack"));
 }
 
 #else

@@ -69,7 +69,7 @@ int CmdServeMain(int argc, char** argv) {
             "Run each slot's forward passes on its own instead of one batched pass for all busy "
             "slots (the answers are the same)");
   p.AddBool("--no-prepack", &no_prepack,
-            "Do not prepack the weights' matmul panels at start-up (saves their memory, ~270 MiB "
+            "Do not prepack the weights' matmul panels at start-up (saves their memory, ~280 MiB "
             "for the 270M Q4_K_M model, and makes batched steps slower)");
   p.AddInt("--batch-wait", &batch_wait_us, "US",
            "How long a batched step waits for the busy slots' next tokens at most, in "
@@ -125,7 +125,8 @@ int CmdServeMain(int argc, char** argv) {
   so.prepack = !no_prepack;
   so.batch_threads =
       common.ThreadsOrZero() > 0 ? common.ThreadsOrZero() : ThreadPool::DefaultThreads();
-  // Batched, a slot's own threads only compute its few grammar-allowed logit rows.
+  // Batched, a slot's own threads compute only its few grammar-allowed logit rows and, with
+  // an adapter trained after the catalog prefix, that prefix (it needs the base weights).
   so.threads = common.ThreadsOrZero() > 0 && no_batching
                    ? common.ThreadsOrZero()
                    : std::max(1, ThreadPool::DefaultThreads() / static_cast<int>(parallel));
