@@ -81,6 +81,24 @@ std::string Blk(int64_t l, const char* what) { return "blk." + std::to_string(l)
 std::string KCacheName(int64_t layer) { return Blk(layer, "k_cache"); }
 std::string VCacheName(int64_t layer) { return Blk(layer, "v_cache"); }
 
+namespace {
+
+// One sequence's attention over its own caches: q, k (after RoPE) and v of its rows written to
+// the cache states named k_cache / v_cache at `pos`, then attention read from them by position.
+// Value names are blk.L.<stage> + tag.
+ValueId CacheAndAttend(Builder& b, const Config& c, int64_t l, int64_t rows, ValueId q, ValueId k,
+                       ValueId v, ValueId pos, const std::string& k_cache,
+                       const std::string& v_cache, const std::string& tag) {
+  ValueId kc = b.State(k_cache, {rows, c.n_kv_heads, c.head_dim});
+  ValueId vc = b.State(v_cache, {rows, c.n_kv_heads, c.head_dim});
+  kc = b.CacheWrite(Blk(l, "k_cache_w") + tag, kc, k, pos);
+  vc = b.CacheWrite(Blk(l, "v_cache_w") + tag, vc, v, pos);
+  return b.Attention(Blk(l, "attn_out") + tag, q, kc, vc, pos, c.query_scale,
+                     c.IsGlobal(l) ? 0 : c.sliding_window);
+}
+
+}  // namespace
+
 ValueId WeightValue(Builder& b, const gguf::TensorInfo* t) { return W(b, t); }
 
 ValueId LmHeadValue(Builder& b, const Weights& w, ValueId embd) {
@@ -145,16 +163,10 @@ StatusOr<graph::Graph> BuildForward(const Config& c, const Weights& w, const For
   // The session's attention: RoPE at the given positions, K/V appended to the per-layer cache
   // states (a ring for sliding layers), attention read from the caches by position.
   auto core = [&](Builder& b, int64_t l, ValueId q, ValueId k, ValueId v) {
-    const bool global = c.IsGlobal(l);
-    const int64_t rows = global ? spec.global_cache_rows : spec.local_cache_rows;
-    ValueId kc = b.State(KCacheName(l), {rows, c.n_kv_heads, c.head_dim});
-    ValueId vc = b.State(VCacheName(l), {rows, c.n_kv_heads, c.head_dim});
+    const int64_t rows = c.IsGlobal(l) ? spec.global_cache_rows : spec.local_cache_rows;
     q = b.Rope(Blk(l, "q_rope"), q, pos, c.RopeBase(l));
     k = b.Rope(Blk(l, "k_rope"), k, pos, c.RopeBase(l));
-    kc = b.CacheWrite(Blk(l, "k_cache_w"), kc, k, pos);
-    vc = b.CacheWrite(Blk(l, "v_cache_w"), vc, v, pos);
-    return b.Attention(Blk(l, "attn_out"), q, kc, vc, pos, c.query_scale,
-                       global ? 0 : c.sliding_window);
+    return CacheAndAttend(b, c, l, rows, q, k, v, pos, KCacheName(l), VCacheName(l), "");
   };
   x = BuildLayers(b, c, w, S, x, core);
 
@@ -207,8 +219,7 @@ StatusOr<graph::Graph> BuildBatchedForward(const Config& c, const Weights& w,
   // sequence's rows write its caches and attend over them, and the outputs are concatenated
   // back in order for the output projection.
   auto core = [&](Builder& b, int64_t l, ValueId q, ValueId k, ValueId v) {
-    const bool global = c.IsGlobal(l);
-    const int64_t rows = global ? spec.global_cache_rows : spec.local_cache_rows;
+    const int64_t rows = c.IsGlobal(l) ? spec.global_cache_rows : spec.local_cache_rows;
     q = b.Rope(Blk(l, "q_rope"), q, pos, c.RopeBase(l));
     k = b.Rope(Blk(l, "k_rope"), k, pos, c.RopeBase(l));
     const int64_t hq = c.n_heads * c.head_dim, hkv = c.n_kv_heads * c.head_dim;
@@ -217,18 +228,13 @@ StatusOr<graph::Graph> BuildBatchedForward(const Config& c, const Weights& w,
     for (size_t i = 0; i < seqs.size(); ++i) {
       const int64_t n = seqs[i].n_tokens;
       const std::string tag = "#" + std::to_string(i);
-      ValueId kc = b.State(BatchKCacheName(l, static_cast<int64_t>(i)),
-                           {rows, c.n_kv_heads, c.head_dim});
-      ValueId vc = b.State(BatchVCacheName(l, static_cast<int64_t>(i)),
-                           {rows, c.n_kv_heads, c.head_dim});
+      const auto si = static_cast<int64_t>(i);
       ValueId pi = b.Slice(Blk(l, "pos") + tag, pos, at, {n});
       ValueId qi = b.Slice(Blk(l, "q_rope") + tag, q, at * hq, {n, c.n_heads, c.head_dim});
       ValueId ki = b.Slice(Blk(l, "k_rope") + tag, k, at * hkv, {n, c.n_kv_heads, c.head_dim});
       ValueId vi = b.Slice(Blk(l, "v_heads") + tag, v, at * hkv, {n, c.n_kv_heads, c.head_dim});
-      kc = b.CacheWrite(Blk(l, "k_cache_w") + tag, kc, ki, pi);
-      vc = b.CacheWrite(Blk(l, "v_cache_w") + tag, vc, vi, pi);
-      ValueId o = b.Attention(Blk(l, "attn_out") + tag, qi, kc, vc, pi, c.query_scale,
-                              global ? 0 : c.sliding_window);
+      ValueId o = CacheAndAttend(b, c, l, rows, qi, ki, vi, pi, BatchKCacheName(l, si),
+                                 BatchVCacheName(l, si), tag);
       out = i == 0 ? o
                    : b.Concat(i + 1 == seqs.size() ? Blk(l, "attn_out")
                                                    : Blk(l, "attn_out") + "+" + tag,
