@@ -40,6 +40,7 @@ class KvCache {
   int64_t layers() const { return static_cast<int64_t>(k_.size()); }
   int64_t rows(int64_t layer) const { return global_[layer] ? context_ : local_rows_; }
   int64_t local_rows() const { return local_rows_; }
+  int64_t context() const { return context_; }  // a global layer's rows
   std::span<float> k(int64_t layer) { return k_[layer]; }
   std::span<float> v(int64_t layer) { return v_[layer]; }
   // The rows a sequence of `position` tokens fills (global: 0..position-1; rings: all once

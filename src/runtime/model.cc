@@ -82,8 +82,9 @@ Status Model::PrepackPanels(ThreadPool* pool) const {
                                     " bytes of packed panels for '" + std::string(t->name) + "'");
     }
     const auto base = reinterpret_cast<uintptr_t>(p.storage.get());
-    p.data = p.storage.get() + (64 - base % 64) % 64;
-    kernels::PackPanels(ks, w, const_cast<uint8_t*>(p.data), pool);
+    uint8_t* aligned = p.storage.get() + (64 - base % 64) % 64;
+    kernels::PackPanels(ks, w, aligned, pool);
+    p.data = aligned;
     p.set = kernels::PanelSetOf(ks, w);
     panel_bytes_ += bytes;
     panels_.emplace(std::string(t->name), std::move(p));

@@ -133,44 +133,24 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
     const bool lm_head = last && request.kind == LogitsRequest::Kind::kFull;
     const int64_t head_rows = lm_head ? request.count : 0;
     const bool base = position_ < options_.lora_from && !model_.weights().loras.empty();
-    pos_buf_.resize(n);
-    for (int64_t i = 0; i < n; ++i) pos_buf_[i] = static_cast<int32_t>(position_ + i);
-    if (options_.batcher != nullptr && !base && !options_.reference && !dump_) {
-      cache_.BeforeWrite(position_, n);
-      FG_RETURN_IF_ERROR(RunBatched(tokens.subspan(done, n), head_rows));
-      position_ += n;
-      done += n;
-      if (!last) continue;
-      if (lm_head) {
-        logits_ = owned_logits_;
-        ++head_stats_.full;
-      } else {
-        hidden_ = owned_hidden_;
-        FG_RETURN_IF_ERROR(CountHead(request));
-      }
-      continue;
-    }
-    FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n, head_rows, base));
-    // The rows whose final hidden state goes on: the last one, or the last `count`.
-    logit_rows_.clear();
-    for (int64_t i = n - std::max<int64_t>(1, head_rows); i < n; ++i) {
-      logit_rows_.push_back(static_cast<int32_t>(i));
-    }
+    const std::span<const int32_t> chunk = tokens.subspan(done, n);
     cache_.BeforeWrite(position_, n);
-    FG_RETURN_IF_ERROR(e->SetInput("tokens", tokens.subspan(done, n)));
-    FG_RETURN_IF_ERROR(e->SetInput("pos", std::span<const int32_t>(pos_buf_)));
-    FG_RETURN_IF_ERROR(e->SetInput("logit_rows", std::span<const int32_t>(logit_rows_)));
-    FG_RETURN_IF_ERROR(e->Run());
+    // The chunk's result: the logits of its last head_rows tokens, else its last hidden state.
+    std::span<const float> out;
+    if (options_.batcher != nullptr && !base && !options_.reference && !dump_) {
+      FG_RETURN_IF_ERROR(RunBatched(chunk, head_rows));
+      out = head_rows > 0 ? std::span<const float>(owned_logits_) : owned_hidden_;
+    } else {
+      FG_ASSIGN_OR_RETURN(out, RunAlone(chunk, head_rows, base));
+    }
     position_ += n;
     done += n;
     if (!last) continue;
-    // Views: the executor keeps its outputs until it runs again (it is never evicted while a
-    // view points into it: the views are cleared above before any executor is made or run).
     if (lm_head) {
-      FG_ASSIGN_OR_RETURN(logits_, e->OutputF32("result_output"));
+      logits_ = out;
       ++head_stats_.full;
     } else {
-      FG_ASSIGN_OR_RETURN(hidden_, e->OutputF32("result_norm"));
+      hidden_ = out;
       FG_RETURN_IF_ERROR(CountHead(request));
     }
   }
@@ -188,27 +168,31 @@ Status Session::CountHead(const LogitsRequest& request) {
   return OkStatus();
 }
 
-Status Session::RunBatched(std::span<const int32_t> tokens, int64_t head_rows) {
-  const int64_t layers = cache_.layers();
-  batch_k_.resize(layers);
-  batch_v_.resize(layers);
-  batch_k_elems_.resize(layers);
-  batch_v_elems_.resize(layers);
-  for (int64_t l = 0; l < layers; ++l) {
-    batch_k_[l] = cache_.k(l).data();
-    batch_v_[l] = cache_.v(l).data();
-    batch_k_elems_[l] = cache_.k(l).size();
-    batch_v_elems_[l] = cache_.v(l).size();
+StatusOr<std::span<const float>> Session::RunAlone(std::span<const int32_t> chunk,
+                                                  int64_t head_rows, bool base) {
+  const auto n = static_cast<int64_t>(chunk.size());
+  FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(n, head_rows, base));
+  pos_buf_.resize(n);
+  for (int64_t i = 0; i < n; ++i) pos_buf_[i] = static_cast<int32_t>(position_ + i);
+  // The rows whose final hidden state goes on: the last one, or the last `count`.
+  logit_rows_.clear();
+  for (int64_t i = n - std::max<int64_t>(1, head_rows); i < n; ++i) {
+    logit_rows_.push_back(static_cast<int32_t>(i));
   }
+  FG_RETURN_IF_ERROR(e->SetInput("tokens", chunk));
+  FG_RETURN_IF_ERROR(e->SetInput("pos", std::span<const int32_t>(pos_buf_)));
+  FG_RETURN_IF_ERROR(e->SetInput("logit_rows", std::span<const int32_t>(logit_rows_)));
+  FG_RETURN_IF_ERROR(e->Run());
+  // A view: the executor keeps its outputs until it runs again (it is never evicted while a
+  // view points into it: Append clears its views before any executor is made or run).
+  return e->OutputF32(head_rows > 0 ? "result_output" : "result_norm");
+}
+
+Status Session::RunBatched(std::span<const int32_t> chunk, int64_t head_rows) {
   StepBatcher::Item item;
-  item.tokens = tokens;
-  item.pos = pos_buf_;
-  item.k = batch_k_;
-  item.v = batch_v_;
-  item.k_elems = batch_k_elems_;
-  item.v_elems = batch_v_elems_;
-  item.global_rows = options_.context;
-  item.local_rows = cache_.local_rows();
+  item.tokens = chunk;
+  item.position = position_;
+  item.cache = &cache_;
   item.head_rows = head_rows;
   item.logits = &owned_logits_;
   item.hidden = &owned_hidden_;

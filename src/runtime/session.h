@@ -142,9 +142,12 @@ class Session {
   Status RowLogits(std::span<const int32_t> rows);
   // After a headless last chunk: the rows a kRows request asks for, and the head stats.
   Status CountHead(const LogitsRequest& request);
-  // One chunk at position_ (pos_buf_ set) through the batcher: owned_logits_ (head_rows > 0)
-  // or owned_hidden_ filled.
-  Status RunBatched(std::span<const int32_t> tokens, int64_t head_rows);
+  // One chunk at position_ on the session's own graph: the logits of its last head_rows tokens
+  // (head_rows > 0), else its last token's final-norm hidden state; a view into the executor.
+  StatusOr<std::span<const float>> RunAlone(std::span<const int32_t> chunk, int64_t head_rows,
+                                            bool base);
+  // The same through the batcher, into owned_logits_ (head_rows > 0) or owned_hidden_.
+  Status RunBatched(std::span<const int32_t> chunk, int64_t head_rows);
 
   const Model& model_;
   SessionOptions options_;
@@ -165,10 +168,7 @@ class Session {
   exec::DumpFn dump_;
   std::vector<int32_t> pos_buf_;
   std::vector<int32_t> logit_rows_;
-  // With a batcher: the caches per layer, and the last hidden state it copied out.
-  std::vector<float*> batch_k_, batch_v_;
-  std::vector<size_t> batch_k_elems_, batch_v_elems_;
-  std::vector<float> owned_hidden_;
+  std::vector<float> owned_hidden_;  // the last hidden state a batcher copied out
 };
 
 }  // namespace fg::runtime

@@ -1,7 +1,6 @@
 #include "src/runtime/step_batcher.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -15,7 +14,7 @@ using Clock = std::chrono::steady_clock;
 
 // The graph a batch needs: the cache geometry, then (tokens, head rows) per sequence in order.
 std::vector<int64_t> ExecutorKey(std::span<StepBatcher::Item* const> batch) {
-  std::vector<int64_t> key = {batch[0]->global_rows, batch[0]->local_rows};
+  std::vector<int64_t> key = {batch[0]->cache->context(), batch[0]->cache->local_rows()};
   for (const StepBatcher::Item* it : batch) {
     key.push_back(static_cast<int64_t>(it->tokens.size()));
     key.push_back(it->head_rows);
@@ -24,7 +23,8 @@ std::vector<int64_t> ExecutorKey(std::span<StepBatcher::Item* const> batch) {
 }
 
 bool SameGeometry(const StepBatcher::Item& a, const StepBatcher::Item& b) {
-  return a.global_rows == b.global_rows && a.local_rows == b.local_rows;
+  return a.cache->context() == b.cache->context() &&
+         a.cache->local_rows() == b.cache->local_rows();
 }
 
 }  // namespace
@@ -56,18 +56,17 @@ StepBatcher::Stats StepBatcher::stats() const {
 }
 
 Status StepBatcher::Run(Item* item) {
-  if (item->tokens.empty() || item->pos.size() != item->tokens.size() ||
-      item->k.size() != item->v.size() || item->k_elems.size() != item->k.size() ||
-      item->v_elems.size() != item->v.size() || item->head_rows < 0 ||
+  if (item->tokens.empty() || item->cache == nullptr ||
+      item->cache->layers() != model_.config().n_layers || item->head_rows < 0 ||
       item->head_rows > static_cast<int64_t>(item->tokens.size()) ||
       (item->head_rows > 0 && item->logits == nullptr) ||
       (item->head_rows == 0 && item->hidden == nullptr)) {
     return InvalidArgumentError("batcher: malformed chunk");
   }
   item->done = false;
+  item->arrived = Clock::now();
   std::unique_lock<std::mutex> l(mu_);
   pending_.push_back(item);
-  since_.push_back(Clock::now());
   cv_.notify_all();
   while (!item->done) {
     if (running_ || pending_.empty()) {
@@ -77,7 +76,8 @@ Status StepBatcher::Run(Item* item) {
     // Wait for every participant, but not longer than `wait` from when the oldest chunk came
     // or the last batch ended (so the chunks that came while a batch ran wait for the ones it
     // answered to come back, instead of running as a half batch).
-    const Clock::time_point deadline = std::max(since_.front(), free_since_) + options_.wait;
+    const Clock::time_point deadline =
+        std::max(pending_.front()->arrived, free_since_) + options_.wait;
     const bool everyone = static_cast<int>(pending_.size()) >= participants_;
     if (!everyone && Clock::now() < deadline) {
       cv_.wait_until(l, deadline);
@@ -95,13 +95,10 @@ Status StepBatcher::Run(Item* item) {
         batch.push_back(it);
         tokens += n;
       } else {
-        pending_[kept] = it;
-        since_[kept] = since_[i];
-        ++kept;
+        pending_[kept++] = it;
       }
     }
     pending_.resize(kept);
-    since_.resize(kept);
     running_ = true;
     l.unlock();
     const Clock::time_point start = Clock::now();
@@ -143,8 +140,8 @@ StatusOr<exec::Executor*> StepBatcher::ExecutorFor(std::span<Item* const> batch)
     executors_.erase(oldest);
   }
   model::BatchForwardSpec spec;
-  spec.global_cache_rows = batch[0]->global_rows;
-  spec.local_cache_rows = batch[0]->local_rows;
+  spec.global_cache_rows = batch[0]->cache->context();
+  spec.local_cache_rows = batch[0]->cache->local_rows();
   for (const Item* b : batch) {
     spec.sequences.push_back({static_cast<int64_t>(b->tokens.size()), b->head_rows});
   }
@@ -176,21 +173,31 @@ Status StepBatcher::RunBatch(std::span<Item* const> in) {
   pos_.clear();
   logit_rows_.clear();
   full_rows_.clear();
+  const int64_t layers = model_.config().n_layers;
+  while (state_names_.size() < batch.size()) {
+    const auto i = static_cast<int64_t>(state_names_.size());
+    auto& names = state_names_.emplace_back();
+    for (int64_t l = 0; l < layers; ++l) {
+      names.emplace_back(model::BatchKCacheName(l, i), model::BatchVCacheName(l, i));
+    }
+  }
   int64_t at = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const Item& it = *batch[i];
     const int64_t n = static_cast<int64_t>(it.tokens.size());
     tokens_.insert(tokens_.end(), it.tokens.begin(), it.tokens.end());
-    pos_.insert(pos_.end(), it.pos.begin(), it.pos.end());
+    for (int64_t p = it.position; p < it.position + n; ++p) {
+      pos_.push_back(static_cast<int32_t>(p));
+    }
     for (int64_t r = n - std::max<int64_t>(1, it.head_rows); r < n; ++r) {
       if (it.head_rows > 0) full_rows_.push_back(static_cast<int32_t>(logit_rows_.size()));
       logit_rows_.push_back(static_cast<int32_t>(at + r));
     }
-    for (size_t l = 0; l < it.k.size(); ++l) {
-      const auto li = static_cast<int64_t>(l);
-      const auto si = static_cast<int64_t>(i);
-      FG_RETURN_IF_ERROR(e->BindState(model::BatchKCacheName(li, si), it.k[l], it.k_elems[l]));
-      FG_RETURN_IF_ERROR(e->BindState(model::BatchVCacheName(li, si), it.v[l], it.v_elems[l]));
+    for (int64_t l = 0; l < layers; ++l) {
+      const auto& [k_name, v_name] = state_names_[i][static_cast<size_t>(l)];
+      const std::span<float> k = it.cache->k(l), v = it.cache->v(l);
+      FG_RETURN_IF_ERROR(e->BindState(k_name, k.data(), k.size()));
+      FG_RETURN_IF_ERROR(e->BindState(v_name, v.data(), v.size()));
     }
     at += n;
   }

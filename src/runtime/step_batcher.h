@@ -26,11 +26,14 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "fgemma/status.h"
 #include "src/base/thread_pool.h"
 #include "src/exec/executor.h"
+#include "src/runtime/kv_cache.h"
 #include "src/runtime/model.h"
 
 namespace fg::runtime {
@@ -48,14 +51,13 @@ class StepBatcher {
   // One session's chunk (filled by Session; the batcher writes the outputs).
   struct Item {
     std::span<const int32_t> tokens;
-    std::span<const int32_t> pos;           // tokens.size() positions
-    std::span<float* const> k, v;           // per layer, the session's caches
-    std::span<const size_t> k_elems, v_elems;
-    int64_t global_rows = 0, local_rows = 0;
+    int64_t position = 0;                   // of the first token
+    KvCache* cache = nullptr;               // the session's caches (written at the positions)
     int64_t head_rows = 0;                  // logits of the last head_rows tokens (0: none)
     std::vector<float>* logits = nullptr;   // out: [head_rows, vocab] when head_rows > 0
     std::vector<float>* hidden = nullptr;   // out: the last token's final-norm hidden state
     // Batcher-owned.
+    std::chrono::steady_clock::time_point arrived;
     bool done = false;
     Status status;
   };
@@ -72,24 +74,11 @@ class StepBatcher {
   static StatusOr<std::unique_ptr<StepBatcher>> Create(const Model& model, Options options);
   ~StepBatcher();
 
-  // A participant: a thread that will append to a batched session soon. The batcher waits for
-  // every participant (up to Options::wait) before it runs a batch.
+  // A participant: a thread that will append to a batched session soon (Enter), until it
+  // will not (Exit). The batcher waits for every participant (up to Options::wait) before it
+  // runs a batch.
   void Enter();
   void Exit();
-  class Participant {
-   public:
-    explicit Participant(StepBatcher* b) : b_(b) {
-      if (b_ != nullptr) b_->Enter();
-    }
-    ~Participant() {
-      if (b_ != nullptr) b_->Exit();
-    }
-    Participant(const Participant&) = delete;
-    Participant& operator=(const Participant&) = delete;
-
-   private:
-    StepBatcher* b_;
-  };
 
   // Runs `item` in a batch; returns when it ran (its outputs filled) or failed.
   Status Run(Item* item);
@@ -108,8 +97,7 @@ class StepBatcher {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Item*> pending_;
-  std::vector<std::chrono::steady_clock::time_point> since_;  // pending_'s arrival times
+  std::vector<Item*> pending_;  // in arrival order
   int participants_ = 0;
   bool running_ = false;
   std::chrono::steady_clock::time_point free_since_;  // when the last batch ended
@@ -125,6 +113,8 @@ class StepBatcher {
   int64_t graphs_built_ = 0;
   exec::SharedArena arena_;
   std::vector<int32_t> tokens_, pos_, logit_rows_, full_rows_;
+  // The cache states' names, [sequence][layer]: (K name, V name), made once.
+  std::vector<std::vector<std::pair<std::string, std::string>>> state_names_;
 };
 
 }  // namespace fg::runtime

@@ -192,10 +192,13 @@ TEST(StepBatcher, AbsentParticipantCostsTheWaitOnly) {
   bo.wait = std::chrono::milliseconds(5);
   auto batcher = StepBatcher::Create(*m, bo);
   FG_ASSERT_OK(batcher.status());
-  StepBatcher::Participant absent(batcher->get());
-  StepBatcher::Participant present(batcher->get());
+  (*batcher)->Enter();  // absent: never appends
+  (*batcher)->Enter();  // present: the session below
   auto s = NewSession(*m, nullptr, batcher->get());
-  FG_ASSERT_OK(s->Append(Tokens(3, m->config().vocab, 8)));
+  const Status st = s->Append(Tokens(3, m->config().vocab, 8));
+  (*batcher)->Exit();
+  (*batcher)->Exit();
+  FG_ASSERT_OK(st);
   EXPECT_EQ((*batcher)->stats().steps, 1);
 }
 
