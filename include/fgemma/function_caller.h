@@ -89,6 +89,14 @@ struct FunctionCallerOptions {
   // until max_tokens). -1: on (24 tokens) for a base Gemma 3 vocabulary (ids 46..52 were
   // <unused..>), off for FunctionGemma; 0: off.
   int string_guard = -1;
+  // Official dialect with a grammar: the noisy-channel tool prior (src/call/tool_channel.h). The
+  // choice of a function name adds this weight times log p_base(request | the tool's
+  // description) to the model's own logits of the name tokens, so that a tool is chosen for
+  // explaining the request, not only for following the prompt. Costs one short run per tool
+  // per request (the whole LM head for each of the request's first 48 tokens). -1: 4 for a
+  // base Gemma 3 vocabulary (a base model taught to call by an adapter; docs/tuning.md has the
+  // measurements), off for FunctionGemma; 0: off.
+  double tool_channel = -1;
   // Reuse, beyond the catalog prefix, the longest common token prefix of this request's prompt
   // and what the session holds from the previous call (the same request again, or one that
   // starts the same way, prefills only the tokens after the shared part). The answer is the one
@@ -133,6 +141,7 @@ struct CallStats {
   int64_t head_rows_skipped = 0;  // vocabulary rows not computed, over all steps
   int64_t head_rows_total = 0;    // steps x vocabulary
   int64_t guarded_strings = 0;    // strings the string guard closed
+  double channel_ms = 0;          // the tool prior's scoring of the request (tool_channel)
 };
 
 // Why decoding stopped.

@@ -220,12 +220,12 @@ class FunctionCaller(_Owned):
 
     Options are fg_caller_options' fields: dialect, constrain, temperature, top_k, top_p, seed,
     max_calls, max_tokens, context, threads, cache_dir, tool_map (JSON text or dict),
-    draft_tokens, reuse_request_prefix."""
+    draft_tokens, reuse_request_prefix, tool_channel."""
 
     _free = "fg_caller_free"
     _FIELDS = {"dialect", "constrain", "temperature", "top_k", "top_p", "seed", "max_calls",
                "max_tokens", "context", "threads", "cache_dir", "tool_map", "draft_tokens",
-               "reuse_request_prefix"}
+               "reuse_request_prefix", "tool_channel"}
 
     def __init__(self, model: Model, tools: Union[str, bytes, dict, list], **options: Any):
         lib = _capi.lib()

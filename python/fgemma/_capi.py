@@ -40,6 +40,7 @@ class fg_caller_options(ctypes.Structure):
         ("tool_map_json", ctypes.c_char_p),
         ("draft_tokens", ctypes.c_int32),
         ("reuse_request_prefix", ctypes.c_int32),
+        ("tool_channel", ctypes.c_double),
     ]
 
 

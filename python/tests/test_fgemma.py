@@ -88,6 +88,9 @@ def test_bad_options_raise(model, catalog):
         model.caller(catalog, max_calls=0)
     with pytest.raises(fgemma.InvalidArgumentError):
         model.caller(catalog, top_p=2.0)
+    with pytest.raises(fgemma.InvalidArgumentError, match="tool_channel"):
+        model.caller(catalog, tool_channel=-3.0)
+    model.caller(catalog, tool_channel=0.5).close()  # the field reaches the library
     with pytest.raises(TypeError):
         model.caller(catalog, colour="blue")
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +24,8 @@
 #include "src/base/status_matchers.h"
 #include "src/call/prefix_cache.h"
 #include "src/call/prompt.h"
+#include "src/call/runtime_model.h"
+#include "src/call/tool_channel.h"
 #include "src/gguf_tools/synthetic.h"
 #include "src/runtime/model.h"
 #include "src/runtime/session.h"
@@ -655,6 +658,12 @@ TEST(FunctionCaller, BadRequestsAndOptions) {
   o.tool_map = {"no_such_tool"};
   EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("no_such_tool")));
+  o = Options("call");
+  for (double bad : {-2.0, -0.5, std::nan(""), static_cast<double>(INFINITY)}) {
+    o.tool_channel = bad;
+    EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("tool_channel")));
+  }
 }
 
 TEST(FunctionCaller, DiskCacheIsReusedAndCorruptionNeverChangesTheAnswer) {
@@ -941,6 +950,7 @@ TEST(FunctionCaller, BaseVocabularyGetsFunctionTokensAndTheStringGuard) {
   FG_ASSERT_OK(model.status());
   FunctionCallerOptions o = Options("call");
   o.max_tokens = 200;
+  o.tool_channel = 0;  // the random model's own choices are the ones with free strings to guard
   auto c = FunctionCaller::Create(*model, kCatalog, o);
   FG_ASSERT_OK(c.status());
   auto prompt = (*c)->PromptTokens("weather in Paris");
@@ -981,6 +991,186 @@ TEST(FunctionCaller, SeveralCallsGiveAnArray) {
   EXPECT_TRUE(r->ToJson(2).is_array());
   EXPECT_GE(r->calls.size(), 1u);
   EXPECT_LE(r->calls.size(), 2u);
+}
+
+// --- the noisy-channel tool prior -----------------------------------------------------------
+
+// log p(request | tool text), from a fresh session over the whole text and an independent
+// log-softmax in double.
+double ChannelOracle(const text::Tokenizer& tk, const text::Tool& tool, std::string_view request) {
+  const runtime::Model& model = call::RuntimeModel(*TinyModel());
+  std::vector<int32_t> ids = {tk.vocab().bos};
+  std::vector<int32_t> body = tk.Encode(call::ChannelToolText(tool), false, false);
+  if (static_cast<int64_t>(body.size()) > call::kChannelToolTokens) {
+    body.resize(call::kChannelToolTokens);
+  }
+  ids.insert(ids.end(), body.begin(), body.end());
+  const std::vector<int32_t> ask = tk.Encode("\nA user asks for it: \"", false, false);
+  ids.insert(ids.end(), ask.begin(), ask.end());
+  std::vector<int32_t> req = tk.Encode(request, false, false);
+  if (static_cast<int64_t>(req.size()) > call::kChannelRequestTokens) {
+    req.resize(call::kChannelRequestTokens);
+  }
+  runtime::SessionOptions so;
+  so.context = 512;
+  auto session = runtime::Session::Create(model, so);
+  EXPECT_TRUE(session.ok());
+  EXPECT_TRUE((*session)->Append(ids, runtime::LogitsRequest::Full()).ok());
+  const int64_t vocab = model.config().vocab;
+  double sum = 0;
+  for (int32_t t : req) {
+    std::span<const float> l = (*session)->logits();
+    double mx = -INFINITY;
+    for (float x : l) mx = std::max(mx, static_cast<double>(x));
+    double z = 0;
+    for (int64_t v = 0; v < vocab; ++v) z += std::exp(static_cast<double>(l[v]) - mx);
+    sum += static_cast<double>(l[t]) - mx - std::log(z);
+    const int32_t one[] = {t};
+    EXPECT_TRUE((*session)->Append(one, runtime::LogitsRequest::Full()).ok());
+  }
+  return sum;
+}
+
+TEST(ToolChannel, ScoresAreTheRequestsLogProbabilityAfterEachTool) {
+  const text::Tokenizer& tk = call::CallTokenizer(*TinyModel());
+  const text::ToolCatalog cat = Catalog();
+  auto channel = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()), tk, cat, nullptr);
+  FG_ASSERT_OK(channel.status());
+  EXPECT_GT((*channel)->memory_bytes(), 0u);
+  std::string longer;  // past kChannelRequestTokens: only the first ones count
+  for (int i = 0; i < 40; ++i) longer += "light timer ";
+  for (const std::string& req :
+       std::vector<std::string>{"turn the light on", "weather in Paris tomorrow", "a", longer}) {
+    auto scores = (*channel)->Score(req);
+    FG_ASSERT_OK(scores.status());
+    ASSERT_EQ(scores->size(), cat.tools.size());
+    for (size_t t = 0; t < cat.tools.size(); ++t) {
+      const double want = ChannelOracle(tk, cat.tools[t], req);
+      EXPECT_NEAR((*scores)[t], want, 1e-4 * std::max(1.0, std::fabs(want))) << req << " " << t;
+      EXPECT_LT((*scores)[t], 0.0);
+    }
+  }
+  EXPECT_THAT((*channel)->Score("").status(), StatusIs(StatusCode::kInvalidArgument, _));
+}
+
+TEST(ToolChannel, PriorShiftsEachNameTokenByTheToolsItCanStillBecome) {
+  auto tk = TinyTokenizer();
+  const text::ToolCatalog cat = Catalog();
+  auto g = text::CallGrammar::Create(cat, *tk, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  const std::vector<std::string> names = {"set_light", "set_timer", "get_weather"};
+  const std::vector<double> prior = {-1.5, 0.25, -4.0};
+  auto lse = [&](const std::string& text) {  // over the tools whose name fits "call:" + text
+    double z = 0;
+    const size_t brace = text.find('{');
+    for (size_t i = 0; i < names.size(); ++i) {
+      const bool fits = brace == std::string::npos ? names[i].rfind(text, 0) == 0
+                                                    : names[i] == text.substr(0, brace);
+      if (fits) z += std::exp(prior[i]);
+    }
+    return std::log(z);
+  };
+  const int32_t start_call = *tk->Find("<start_function_call>");
+  // Walk the grammar to each tool's name, checking every sampled step of the way.
+  for (const std::string& target : names) {
+    auto proc = call::MakeToolPrior(&names, &prior, tk.get(), start_call);
+    text::CallGrammar::State s = (*g)->Start();
+    std::string written;  // since <start_function_call>
+    bool in_call = false;
+    int checked = 0;
+    for (int step = 0; step < 64; ++step) {
+      std::span<const int32_t> allowed = (*g)->Allowed(s);
+      ASSERT_FALSE(allowed.empty());
+      const std::string before = written.size() >= 5 ? written.substr(5) : "";
+      const bool in_name = in_call && written.find('{') == std::string::npos;
+      std::vector<float> cand(allowed.size(), 0.0f);
+      int32_t pick = allowed[0];
+      if (allowed.size() > 1) {
+        proc->Restrict({**g, s, allowed}, cand);
+        for (size_t j = 0; j < allowed.size(); ++j) {
+          const std::string t = written + tk->TokenToPiece(allowed[j], true);
+          double want = 0;
+          if (in_name && t.size() > 5) want = lse(t.substr(5)) - lse(before);
+          EXPECT_NEAR(cand[j], want, 1e-5) << target << " step " << step << " '" << t << "'";
+          ++checked;
+        }
+      }
+      // Follow the target's name: the allowed token that keeps "call:" + target + "{" reachable.
+      const std::string goal = "call:" + target + "{";
+      for (int32_t a : allowed) {
+        const std::string t = written + tk->TokenToPiece(a, true);
+        if (!in_call && a == start_call) { pick = a; break; }
+        if (in_call && (goal.rfind(t, 0) == 0 || t.rfind(goal, 0) == 0)) { pick = a; break; }
+      }
+      if (pick == start_call) {
+        in_call = true;
+        written.clear();
+      } else if (in_call) {
+        written += tk->TokenToPiece(pick, true);
+      }
+      proc->Written(pick);
+      FG_ASSERT_OK((*g)->Advance(&s, pick));
+      if (written.find('{') != std::string::npos) break;
+    }
+    EXPECT_EQ(written.substr(0, 5 + target.size() + 1), "call:" + target + "{");
+    EXPECT_GT(checked, 0) << target;
+    // After the name: no shift, whatever follows.
+    std::span<const int32_t> allowed = (*g)->Allowed(s);
+    std::vector<float> cand(allowed.size(), 0.0f);
+    proc->Restrict({**g, s, allowed}, cand);
+    for (float c : cand) EXPECT_EQ(c, 0.0f);
+  }
+}
+
+TEST(FunctionCaller, ToolChannelChoosesTheToolThatExplainsTheRequest) {
+  FunctionCallerOptions off = Options("call");
+  off.tool_channel = 0;
+  auto plain = NewCaller(off, kBoundedCatalog);
+  ASSERT_NE(plain, nullptr);
+  auto cat = text::ParseToolCatalog(kBoundedCatalog);
+  FG_ASSERT_OK(cat.status());
+  auto channel = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()),
+                                           call::CallTokenizer(*TinyModel()), *cat, nullptr);
+  FG_ASSERT_OK(channel.status());
+  int differ = 0, checked = 0;
+  for (const char* req : {"turn the light on", "make it warmer", "stop the music", "eco mode",
+                          "kitchen lights off", "cool the house"}) {
+    auto scores = (*channel)->Score(req);
+    FG_ASSERT_OK(scores.status());
+    std::vector<double> sorted = *scores;
+    std::sort(sorted.rbegin(), sorted.rend());
+    const double gap = sorted[0] - sorted[1];  // the random model barely tells its tools apart
+    if (!(gap > 0)) continue;
+    // A weight that drowns the model's own preference: the chosen tool is the channel's.
+    FunctionCallerOptions o = Options("call");
+    o.tool_channel = 200 / gap;
+    auto c = NewCaller(o, kBoundedCatalog);
+    ASSERT_NE(c, nullptr);
+    const size_t best = std::max_element(scores->begin(), scores->end()) - scores->begin();
+    auto r = c->Call(req);
+    FG_ASSERT_OK(r.status());
+    FG_ASSERT_OK(r->validity) << r->text;
+    ASSERT_EQ(r->calls.size(), 1u);
+    EXPECT_EQ(r->calls[0].name, cat->tools[best].name) << req;
+    EXPECT_GT(r->stats.channel_ms, 0.0);
+    ++checked;
+    auto p = plain->Call(req);
+    FG_ASSERT_OK(p.status());
+    FG_ASSERT_OK(p->validity);
+    EXPECT_EQ(p->stats.channel_ms, 0.0);
+    differ += p->calls[0].name != r->calls[0].name;
+  }
+  EXPECT_GE(checked, 4);
+  EXPECT_GT(differ, 0);  // the prior did change some choices
+  // The default: off for a FunctionGemma vocabulary, on for a base Gemma 3 one.
+  auto dflt = NewCaller(Options("call"), kBoundedCatalog);
+  ASSERT_NE(dflt, nullptr);
+  EXPECT_EQ(dflt->Call("turn the light on")->stats.channel_ms, 0.0);
+  auto base = CallModel::Load(BaseVocabModelPath());
+  FG_ASSERT_OK(base.status());
+  auto on = FunctionCaller::Create(*base, kBoundedCatalog, Options("call"));
+  FG_ASSERT_OK(on.status());
+  EXPECT_GT((*on)->Call("turn the light on")->stats.channel_ms, 0.0);
 }
 
 }  // namespace

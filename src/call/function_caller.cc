@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include "src/call/decode_head.h"
 #include "src/call/logit_processors.h"
 #include "src/call/prefix_cache.h"
+#include "src/call/tool_channel.h"
 #include "src/call/prompt.h"
 #include "src/call/runtime_model.h"
 #include "src/kernels/cpu.h"
@@ -180,6 +182,11 @@ struct FunctionCaller::Impl {
   const std::vector<bool>* digits = nullptr;
   std::vector<int32_t> stops;    // end the output: <eos>, <end_of_turn>, <start_function_response>
   int32_t end_call = -1;         // <end_function_call> (official) or <end> (compact)
+  // The noisy-channel tool prior (options.tool_channel); null when off.
+  std::unique_ptr<call::ToolChannel> channel;
+  double channel_weight = 0;
+  std::vector<std::string> tool_names;  // catalog order
+  int32_t start_call = -1;              // <start_function_call>
 
   void Warn(const std::string& m) const {
     if (opt.on_warning) {
@@ -199,13 +206,16 @@ struct FunctionCaller::Impl {
   // prefix alone; sets stats->reused_tokens.
   Status PreparePrefix(std::span<const int32_t> rest, CallStats* stats);
   call::DecodeHeadOptions HeadOptions() const;
-  call::LogitProcessorChain Processors() const;
+  // `prior`: the tool prior's weighted scores (catalog order), or null.
+  call::LogitProcessorChain Processors(const std::vector<double>* prior) const;
   // The result of a decode that stopped with r->tokens: stop reason, text, calls, validity.
   void Finish(CallResult* r, int64_t max_tokens, int64_t max_new,
               std::chrono::steady_clock::time_point t_decode,
               std::chrono::steady_clock::time_point t0) const;
-  // One call on the prompt prefix + `rest`.
-  StatusOr<CallResult> Run(std::vector<int32_t> rest, const CallControl& control);
+  // One call on the prompt prefix + `rest`; `request`: the user's last words, for the tool prior
+  // ("": none).
+  StatusOr<CallResult> Run(std::vector<int32_t> rest, const CallControl& control,
+                           std::string_view request);
 };
 
 FunctionCaller::FunctionCaller(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -213,7 +223,8 @@ FunctionCaller::~FunctionCaller() = default;
 int64_t FunctionCaller::prefix_tokens() const { return static_cast<int64_t>(impl_->prefix.size()); }
 int64_t FunctionCaller::context() const { return impl_->session->context(); }
 size_t FunctionCaller::memory_bytes() const {
-  return impl_->session->cache_bytes() + impl_->session->scratch_bytes();
+  return impl_->session->cache_bytes() + impl_->session->scratch_bytes() +
+         (impl_->channel ? impl_->channel->memory_bytes() : 0);
 }
 
 namespace {
@@ -237,6 +248,9 @@ Status ValidateOptions(const FunctionCallerOptions& options) {
   }
   if (options.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
   if (options.threads < 0) return InvalidArgumentError("threads must be >= 0");
+  if (!std::isfinite(options.tool_channel) || (options.tool_channel < 0 && options.tool_channel != -1)) {
+    return InvalidArgumentError("tool_channel must be -1 (default), 0 (off) or a weight > 0");
+  }
   return runtime::ValidateSampling(SamplingOf(options));
 }
 
@@ -325,6 +339,9 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
           m.tk->Find(m.dialect == text::Dialect::kOfficial ? "<end_function_call>" : "<end>")) {
     m.end_call = *id;
   }
+  if (auto id = m.tk->Find("<start_function_call>")) m.start_call = *id;
+  m.channel_weight = options.tool_channel < 0 ? (m.cm->impl().base_model ? call::kDefaultToolChannel : 0)
+                                              : options.tool_channel;
 
   int64_t context = options.context;
   const int64_t trained = m.model->config().context_length;
@@ -340,6 +357,11 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   so.pool = m.pool.get();
   if (m.model->adapters_after_prefix()) so.lora_from = static_cast<int64_t>(m.prefix.size());
   FG_ASSIGN_OR_RETURN(m.session, runtime::Session::Create(*m.model, so));
+  if (m.channel_weight > 0 && m.dialect == text::Dialect::kOfficial &&
+      m.mode != text::ConstrainMode::kOff && m.start_call >= 0) {
+    FG_ASSIGN_OR_RETURN(m.channel, call::ToolChannel::Create(*m.model, *m.tk, m.catalog, m.pool.get()));
+    for (const text::Tool& t : m.catalog.tools) m.tool_names.push_back(t.name);
+  }
 
   if (m.mode != text::ConstrainMode::kOff) {
     text::GrammarOptions go;
@@ -467,7 +489,7 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
 StatusOr<CallResult> FunctionCaller::Call(std::string_view request, const CallControl& control) {
   FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest,
                       call::RequestTokens(*impl_->tk, request, impl_->suffix));
-  return impl_->Run(std::move(rest), control);
+  return impl_->Run(std::move(rest), control, request);
 }
 
 namespace {
@@ -585,7 +607,9 @@ StatusOr<std::vector<int32_t>> FunctionCaller::ConversationTokens(
 StatusOr<CallResult> FunctionCaller::CallConversation(const std::vector<ChatTurn>& turns,
                                                       const CallControl& control) {
   FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, impl_->ConversationRest(turns));
-  return impl_->Run(std::move(rest), control);
+  // The tool prior scores the last turn when it is the user's.
+  const bool user_last = !turns.empty() && turns.back().role == ChatTurn::Role::kUser;
+  return impl_->Run(std::move(rest), control, user_last ? turns.back().text : std::string_view());
 }
 
 namespace {
@@ -628,8 +652,9 @@ call::DecodeHeadOptions FunctionCaller::Impl::HeadOptions() const {
 }
 
 // The base-model guards (src/call/logit_processors.h) when the string guard is on.
-call::LogitProcessorChain FunctionCaller::Impl::Processors() const {
+call::LogitProcessorChain FunctionCaller::Impl::Processors(const std::vector<double>* prior) const {
   call::LogitProcessorChain chain;
+  if (prior != nullptr) chain.Add(call::MakeToolPrior(&tool_names, prior, tk, start_call));
   if (string_guard_tokens > 0) {
     chain.Add(call::MakeStringGuard(string_guard_tokens, structural, escape));
     chain.Add(call::MakeDigitGuard(digits));
@@ -665,7 +690,8 @@ void FunctionCaller::Impl::Finish(CallResult* r, int64_t max_tokens, int64_t max
 // Each step: the grammar's allowed set, the head's logits for it (call::DecodeHead: forced,
 // sparse, full or drafted), the logit processors around the sampler, then the token is written.
 StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
-                                               const CallControl& control) {
+                                               const CallControl& control,
+                                               std::string_view request) {
   const auto t0 = std::chrono::steady_clock::now();
   FG_ASSIGN_OR_RETURN(const runtime::SamplingParams sampling, SamplingFor(this->sampling, control));
   const int64_t max_tokens = control.max_tokens.value_or(opt.max_tokens);
@@ -683,6 +709,13 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
   CallStats& st = r.stats;
   st.prefix_tokens = static_cast<int64_t>(prefix.size());
   st.prompt_tokens = prompt_len;
+  std::vector<double> prior;
+  if (channel != nullptr && request.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+    const auto t_channel = std::chrono::steady_clock::now();
+    FG_ASSIGN_OR_RETURN(prior, channel->Score(request));
+    for (double& p : prior) p *= channel_weight;
+    st.channel_ms = MsSince(t_channel);
+  }
   FG_RETURN_IF_ERROR(PreparePrefix(rest, &st));
 
   const int64_t max_new = std::min<int64_t>(max_tokens, context - prompt_len);
@@ -692,7 +725,7 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
   call::DecodeHead head(session.get(), &held,
                         std::vector<int32_t>(rest.begin() + st.reused_tokens, rest.end()),
                         HeadOptions(), &st);
-  call::LogitProcessorChain processors = Processors();
+  call::LogitProcessorChain processors = Processors(prior.empty() ? nullptr : &prior);
   int calls_done = 0;
   r.stop_reason = StopReason::kMaxTokens;
   while (static_cast<int64_t>(r.tokens.size()) < max_new) {

@@ -319,6 +319,7 @@ void fg_caller_options_init(fg_caller_options* o) {
   o->tool_map_json = nullptr;
   o->draft_tokens = d.draft_tokens;
   o->reuse_request_prefix = d.reuse_request_prefix ? 1 : 0;
+  o->tool_channel = d.tool_channel;
 }
 
 fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
@@ -355,6 +356,7 @@ fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
     co.threads = o.threads;
     co.draft_tokens = o.draft_tokens;
     co.reuse_request_prefix = o.reuse_request_prefix != 0;
+    co.tool_channel = o.tool_channel;
     if (o.context < 0) return fg::InvalidArgumentError("context must be >= 0");
     const int64_t trained = model->state->call_model->trained_context();
     if (o.context > 0 && trained > 0 && o.context > trained) {

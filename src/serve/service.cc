@@ -449,6 +449,7 @@ HttpResponse Service::Chat(const HttpRequest& request) {
     o.developer_message = cr.developer_message;
     if (cr.tool_choice == ToolChoice::kNamed) o.grammar_tools = {cr.named_tool};
     o.draft_tokens = options_.draft_tokens;
+    o.tool_channel = options_.tool_channel;
     o.on_warning = [](const std::string& m) {
       std::fprintf(stderr, "fgemma serve: warning: %s\n", m.c_str());
     };

@@ -55,6 +55,7 @@ struct ServiceOptions {
   bool prepack = true;
   int64_t context = 0;                // FunctionCallerOptions::context
   int draft_tokens = 2;
+  double tool_channel = -1;           // FunctionCallerOptions::tool_channel
   double timeout_s = 120;             // a request's whole time (queue + work) at most
   Limits limits;
 };

@@ -191,6 +191,8 @@ TEST_F(CliCall, BadInput) {
       {Args("--max-calls 0 hi"), 2, "--max-calls"},
       {Args("--draft 17 hi"), 2, "--draft"},
       {Args("--draft -1 hi"), 2, "--draft"},
+      {Args("--tool-channel -1 hi"), 2, "--tool-channel"},
+      {Args("--tool-channel nan hi"), 2, "--tool-channel"},
       {Args("--repl hi"), 2, "--repl"},
       {Args("--bogus hi"), 2, "bogus"},
       {"call -m " + *model_ + " --tools " + bad_json + " hi", 1, "cli_call_bad.json"},

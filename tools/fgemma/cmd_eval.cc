@@ -85,7 +85,7 @@ int CmdEval(int argc, char** argv) {
   p.AddStringList("--tools", &tools, "FILE", "Tool catalog (repeatable, paired with --data in order)");
   p.AddStringList("--data", &data, "FILE",
                   "JSONL of {\"request\": ..., \"calls\": [{\"name\", \"arguments\"}]} (repeatable)");
-  common.Register(p, CommonFlags::kLora | CommonFlags::kCallLora);
+  common.Register(p, CommonFlags::kLora | CommonFlags::kCallLora | CommonFlags::kToolChannel);
   p.AddInt("-n,--max-tokens", &max_tokens, "N", "Generated tokens per request at most (default 256)");
   common.Register(p, CommonFlags::kThreads);
   p.AddInt("--limit", &limit, "N", "Score only the first N examples of each file (0: all)");
@@ -104,6 +104,7 @@ int CmdEval(int argc, char** argv) {
   FunctionCallerOptions o;
   o.max_tokens = max_tokens;
   o.threads = common.ThreadsOrZero();
+  o.tool_channel = common.ToolChannel();
   if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());
 
   std::vector<std::vector<Example>> sets;

@@ -75,7 +75,7 @@ int CmdServeMain(int argc, char** argv) {
            "How long a batched step waits for the busy slots' next tokens at most, in "
            "microseconds (default 2000)");
   p.AddString("--alias", &alias, "NAME", "The model name /v1/models lists (default fgemma)");
-  common.Register(p, CommonFlags::kLora | CommonFlags::kCallLora);
+  common.Register(p, CommonFlags::kLora | CommonFlags::kCallLora | CommonFlags::kToolChannel);
   p.AddNote(
       "Continuous batching (the default): the forward passes of all busy slots run as one, on -t "
       "threads (default: the cores this process may use); with --no-batching -t is per slot "
@@ -132,6 +132,7 @@ int CmdServeMain(int argc, char** argv) {
                    : std::max(1, ThreadPool::DefaultThreads() / static_cast<int>(parallel));
   so.context = common.ContextOrZero();
   so.draft_tokens = static_cast<int>(draft);
+  so.tool_channel = common.ToolChannel();
   so.timeout_s = static_cast<double>(timeout);
   so.limits.max_body_bytes = static_cast<size_t>(max_body);
   so.limits.max_messages = static_cast<size_t>(max_messages);

@@ -1,6 +1,7 @@
 #include "tools/fgemma/common_flags.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -49,6 +50,13 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
               "Without -m and --lora, the shipped call adapter (models/fgemma-call-lora.gguf) "
               "is applied to the default model; --no-lora runs the base model alone");
   }
+  if (which & kToolChannel) {
+    p.AddDouble("--tool-channel", &tool_channel_, "W",
+                "Weight of the noisy-channel tool prior: choosing a function adds W x log "
+                "p(request | the tool's description) under the base model to the model's own "
+                "choice (default 4 for a base Gemma 3 model taught by an adapter, 0 for "
+                "FunctionGemma; 0: off; costs one short run per tool per request)");
+  }
 }
 
 Status CommonFlags::Check() const {
@@ -66,6 +74,10 @@ Status CommonFlags::Check() const {
     }
   }
   if (which_ & kLora) FG_RETURN_IF_ERROR(lora_.Specs().status());
+  if ((which_ & kToolChannel) && parser_->WasSet("--tool-channel") &&
+      !(std::isfinite(tool_channel_) && tool_channel_ >= 0)) {
+    return InvalidArgumentError("--tool-channel must be a weight >= 0 (0: off)");
+  }
   return OkStatus();
 }
 

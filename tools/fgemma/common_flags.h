@@ -36,6 +36,8 @@ class CommonFlags {
     // With kLora: --no-lora, and without -m or any --lora the shipped call adapter
     // (DefaultCallAdapterPath) is applied to the default model (call, eval).
     kCallLora = 32,
+    // --tool-channel W: FunctionCallerOptions::tool_channel (call, eval, serve).
+    kToolChannel = 64,
   };
 
   // Adds the flags of `which` (may be called more than once, to place them in --help);
@@ -64,6 +66,8 @@ class CommonFlags {
   // Adapters() for kCallLora commands: the shipped call adapter when none is named, -m is not
   // given and --no-lora is not.
   std::vector<LoraAdapterFile> CallAdapters() const;
+  // --tool-channel as given, -1 (the caller's default) when not.
+  double ToolChannel() const { return tool_channel_; }
 
  private:
   const FlagParser* parser_ = nullptr;
@@ -72,6 +76,7 @@ class CommonFlags {
   int64_t threads_ = 0, context_ = 0;
   LoraFlags lora_;
   bool no_lora_ = false;
+  double tool_channel_ = -1;
 };
 
 // The shipped call adapter (models/fgemma-call-lora.gguf, trained by `make adapter`):

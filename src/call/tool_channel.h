@@ -1,0 +1,85 @@
+// The noisy-channel tool prior (Min et al., 2022, "Noisy Channel Language Model Prompting for
+// Few-Shot Text Classification"): besides the adapted model's own choice of a function, how
+// likely the *base* model finds the request after each tool's description,
+//
+//   channel(t) = log p_base(request | "Function NAME(params): DESCRIPTION\nA user asks for it: \"")
+//
+// summed over the request's tokens. It asks "which tool explains this request" instead of
+// "which name follows this prompt", so it does not share the direct model's attractor tools
+// (docs/tuning.md: on the held-out catalogs the two choose differently, and each is right where
+// the other is wrong). FunctionCaller adds weight * channel(t) to the direct model's logits of
+// the name tokens (MakeToolPrior): a token that can still lead to several tools gets the
+// log-sum-exp of their priors.
+//
+// Each tool's text is prefilled once per caller (its K/V rows kept, ~36 KiB a token for the 270M);
+// a request then costs one run per tool over its tokens with the whole LM head for each token
+// (the log-softmax needs the whole row).
+#ifndef FGEMMA_CALL_TOOL_CHANNEL_H_
+#define FGEMMA_CALL_TOOL_CHANNEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fgemma/status.h"
+#include "src/base/thread_pool.h"
+#include "src/call/logit_processors.h"
+#include "src/runtime/model.h"
+#include "src/runtime/session.h"
+#include "src/text/tokenizer.h"
+#include "src/text/tool_catalog.h"
+
+namespace fg::call {
+
+// Request tokens scored at most (the first ones), and tool-text tokens kept at most (the
+// description is cut; the name, parameters and the closing line are always there).
+inline constexpr int64_t kChannelRequestTokens = 48;
+inline constexpr int64_t kChannelToolTokens = 160;
+// Request tokens per run (each needs a row of full logits in the session's scratch).
+inline constexpr int64_t kChannelChunk = 8;
+// FunctionCallerOptions::tool_channel's default weight for a base Gemma 3 vocabulary.
+inline constexpr double kDefaultToolChannel = 4.0;
+
+// "Function NAME(p1, p2): DESCRIPTION\nA user asks for it: \"" (parameter names in key order).
+std::string ChannelToolText(const text::Tool& tool);
+
+class ToolChannel {
+ public:
+  // Runs the model with no adapter (SessionOptions::lora_from past the context); `pool` is the
+  // caller's (not owned, may be null).
+  static StatusOr<std::unique_ptr<ToolChannel>> Create(const runtime::Model& model,
+                                                       const text::Tokenizer& tk,
+                                                       const text::ToolCatalog& catalog,
+                                                       ThreadPool* pool);
+  // channel(t) per tool, catalog order. The request must not be empty.
+  StatusOr<std::vector<double>> Score(std::string_view request);
+  // Bytes held: the session's caches and scratch, the tools' K/V rows.
+  size_t memory_bytes() const;
+
+ private:
+  ToolChannel() = default;
+  const text::Tokenizer* tk_ = nullptr;
+  int64_t vocab_ = 0;
+  std::unique_ptr<runtime::Session> session_;
+  // Per tool: its text's K/V up to its last token, and that last token (appended with the
+  // request, so that its row gives the first request token's log-probability).
+  std::vector<runtime::Session::Snapshot> tools_;
+  std::vector<int32_t> last_;
+};
+
+// The prior as a logit processor: where the written text since <start_function_call> is
+// "call:" and part of a name, each allowed token gets
+//   log sum_{t: t.name fits the text with the token} exp(prior[t])
+//     - log sum_{t: t.name fits the text before it} exp(prior[t])
+// added to its logit (0 for tokens that do not reach into the name). `names` and `prior` are in
+// catalog order and must outlive the processor; `pieces` gives a token's text.
+std::unique_ptr<LogitProcessor> MakeToolPrior(const std::vector<std::string>* names,
+                                              const std::vector<double>* prior,
+                                              const text::Tokenizer* pieces,
+                                              int32_t start_call);
+
+}  // namespace fg::call
+
+#endif  // FGEMMA_CALL_TOOL_CHANNEL_H_
