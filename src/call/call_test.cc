@@ -1171,6 +1171,23 @@ TEST(FunctionCaller, ToolChannelChoosesTheToolThatExplainsTheRequest) {
   auto on = FunctionCaller::Create(*base, kBoundedCatalog, Options("call"));
   FG_ASSERT_OK(on.status());
   EXPECT_GT((*on)->Call("turn the light on")->stats.channel_ms, 0.0);
+  // Only the tools the grammar admits are scored; one tool leaves nothing to choose.
+  FunctionCallerOptions one = Options("call");
+  one.tool_channel = 1;
+  one.grammar_tools = {"set_mode"};
+  auto single = NewCaller(one, kBoundedCatalog);
+  ASSERT_NE(single, nullptr);
+  auto r = single->Call("turn the light on");
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(r->stats.channel_ms, 0.0);
+  EXPECT_EQ(r->calls.at(0).name, "set_mode");
+  one.grammar_tools = {"set_mode", "stop_music"};
+  auto two = NewCaller(one, kBoundedCatalog);
+  ASSERT_NE(two, nullptr);
+  r = two->Call("turn the light on");
+  FG_ASSERT_OK(r.status());
+  EXPECT_GT(r->stats.channel_ms, 0.0);
+  EXPECT_NE(r->calls.at(0).name, "set_light");
 }
 
 }  // namespace

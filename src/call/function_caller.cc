@@ -357,10 +357,13 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   so.pool = m.pool.get();
   if (m.model->adapters_after_prefix()) so.lora_from = static_cast<int64_t>(m.prefix.size());
   FG_ASSIGN_OR_RETURN(m.session, runtime::Session::Create(*m.model, so));
+  // The prior over the tools the grammar admits; none to choose between (one tool, or
+  // tool_choice naming one): no prior.
+  const text::ToolCatalog choices = GrammarCatalog(m.catalog, options);
   if (m.channel_weight > 0 && m.dialect == text::Dialect::kOfficial &&
-      m.mode != text::ConstrainMode::kOff && m.start_call >= 0) {
-    FG_ASSIGN_OR_RETURN(m.channel, call::ToolChannel::Create(*m.model, *m.tk, m.catalog, m.pool.get()));
-    for (const text::Tool& t : m.catalog.tools) m.tool_names.push_back(t.name);
+      m.mode != text::ConstrainMode::kOff && m.start_call >= 0 && choices.tools.size() > 1) {
+    FG_ASSIGN_OR_RETURN(m.channel, call::ToolChannel::Create(*m.model, *m.tk, choices, m.pool.get()));
+    for (const text::Tool& t : choices.tools) m.tool_names.push_back(t.name);
   }
 
   if (m.mode != text::ConstrainMode::kOff) {

@@ -7,6 +7,8 @@
 
 #include "src/kernels/grad.h"
 #include "src/kernels/kernel_set.h"
+#include "src/kernels/matmul.h"
+#include "src/tensor/dtype.h"
 
 namespace fg::call {
 
@@ -42,13 +44,25 @@ StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model&
                                                            ThreadPool* pool) {
   auto c = std::unique_ptr<ToolChannel>(new ToolChannel());
   c->tk_ = &tk;
-  c->vocab_ = model.config().vocab;
+  c->pool_ = pool;
+  c->hidden_size_ = model.config().hidden;
+  const gguf::TensorInfo* head = model.weights().output;
+  const auto row_bytes = head != nullptr && head->shape.size() == 2
+                             ? tensor::RowBytes(head->type, head->shape[1])
+                             : std::nullopt;
+  if (!row_bytes || head->shape[1] != c->hidden_size_) {
+    return InternalError("tool channel: the LM head does not fit the hidden state");
+  }
+  c->head_.type = head->type;
+  c->head_.data = head->data;
+  c->head_.rows = head->shape[0];
+  c->head_.cols = head->shape[1];
+  c->head_.row_bytes = static_cast<size_t>(*row_bytes);
   const std::vector<int32_t> ask = tk.Encode(kAsk, /*add_special=*/false, /*parse_special=*/false);
-  runtime::SessionOptions so;
-  so.context = 1 + kChannelToolTokens + static_cast<int64_t>(ask.size()) + kChannelRequestTokens;
-  so.pool = pool;
-  so.lora_from = so.context;  // the base model everywhere
-  FG_ASSIGN_OR_RETURN(c->session_, runtime::Session::Create(model, so));
+  // Each tool's prompt: <bos>, its text (cut), the ask; the session holds the longest and a
+  // request after it.
+  std::vector<std::vector<int32_t>> prompts;
+  int64_t longest = 0;
   for (const text::Tool& tool : catalog.tools) {
     std::vector<int32_t> ids = {tk.vocab().bos};
     std::vector<int32_t> body =
@@ -56,6 +70,15 @@ StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model&
     if (static_cast<int64_t>(body.size()) > kChannelToolTokens) body.resize(kChannelToolTokens);
     ids.insert(ids.end(), body.begin(), body.end());
     ids.insert(ids.end(), ask.begin(), ask.end());
+    longest = std::max(longest, static_cast<int64_t>(ids.size()));
+    prompts.push_back(std::move(ids));
+  }
+  runtime::SessionOptions so;
+  so.context = longest + kChannelRequestTokens;
+  so.pool = pool;
+  so.lora_from = so.context;  // the base model everywhere
+  FG_ASSIGN_OR_RETURN(c->session_, runtime::Session::Create(model, so));
+  for (std::vector<int32_t>& ids : prompts) {
     c->last_.push_back(ids.back());
     ids.pop_back();
     c->session_->Reset();
@@ -71,33 +94,67 @@ StatusOr<std::vector<double>> ToolChannel::Score(std::string_view request) {
   if (req.empty()) return InvalidArgumentError("tool channel: the request is empty");
   if (static_cast<int64_t>(req.size()) > kChannelRequestTokens) req.resize(kChannelRequestTokens);
   const auto n = static_cast<int64_t>(req.size());
-  std::vector<double> out(tools_.size());
+  const auto tools = static_cast<int64_t>(tools_.size());
+  // Each tool's run gives the final-norm hidden states of the rows that predict the request's
+  // tokens (its text's last token's and every request token's but the last); the LM head then
+  // runs once over all tools' rows (ApplyHead), so its weights are packed once per request.
+  hidden_.resize(static_cast<size_t>(tools * n * hidden_size_));
   std::vector<int32_t> seq(static_cast<size_t>(n));
-  const kernels::ElementOps& ops = kernels::ActiveKernelSet().element;
-  for (size_t t = 0; t < tools_.size(); ++t) {
-    FG_RETURN_IF_ERROR(session_->Restore(tools_[t]));
-    // The rows of the tool text's last token and of every request token but the last predict
-    // the request's tokens; kChannelChunk rows of logits at a time.
-    seq[0] = last_[t];
+  for (int64_t t = 0; t < tools; ++t) {
+    FG_RETURN_IF_ERROR(session_->Restore(tools_[static_cast<size_t>(t)]));
+    seq[0] = last_[static_cast<size_t>(t)];
     std::copy(req.begin(), req.end() - 1, seq.begin() + 1);
-    double sum = 0;
-    for (int64_t i0 = 0; i0 < n; i0 += kChannelChunk) {
-      const int64_t m = std::min(kChannelChunk, n - i0);
-      FG_RETURN_IF_ERROR(session_->Append(std::span<const int32_t>(seq).subspan(i0, m),
-                                          runtime::LogitsRequest::Full(m)));
-      const std::span<const float> logits = session_->logits();
-      for (int64_t i = 0; i < m; ++i) {
-        sum -= kernels::CrossEntropyRow(ops, logits.data() + i * vocab_, vocab_,
-                                        req[static_cast<size_t>(i0 + i)]);
-      }
-    }
-    out[t] = sum;
+    FG_RETURN_IF_ERROR(session_->Append(seq, runtime::LogitsRequest::Hidden(n)));
+    const std::span<const float> h = session_->last_hidden();
+    std::copy(h.begin(), h.end(), hidden_.begin() + t * n * hidden_size_);
+  }
+  std::vector<int32_t> targets(static_cast<size_t>(tools * n));
+  for (int64_t t = 0; t < tools; ++t) std::copy(req.begin(), req.end(), targets.begin() + t * n);
+  std::vector<double> logp(targets.size());
+  FG_RETURN_IF_ERROR(ApplyHead(targets, logp));
+  std::vector<double> out(static_cast<size_t>(tools), 0.0);
+  for (int64_t t = 0; t < tools; ++t) {
+    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(t)] += logp[static_cast<size_t>(t * n + i)];
   }
   return out;
 }
 
+// log softmax(hidden_[r] . head^T)[targets[r]] for every row r: the head in slices of
+// kHeadSlice vocabulary rows (a multiple of the panels' 16 rows) over groups of at most
+// kHeadRows hidden rows, a running log-sum-exp per row, so no row of full logits is kept.
+Status ToolChannel::ApplyHead(std::span<const int32_t> targets, std::span<double> logp) {
+  constexpr int64_t kHeadSlice = 8192, kHeadRows = 64;
+  const auto rows = static_cast<int64_t>(targets.size());
+  const kernels::ElementOps& ops = kernels::ActiveKernelSet().element;
+  std::vector<double> lse(static_cast<size_t>(rows), -std::numeric_limits<double>::infinity());
+  std::vector<double> hit(static_cast<size_t>(rows), 0.0);
+  for (int64_t r0 = 0; r0 < rows; r0 += kHeadRows) {
+    const int64_t m = std::min(kHeadRows, rows - r0);
+    for (int64_t v0 = 0; v0 < head_.rows; v0 += kHeadSlice) {
+      kernels::WeightMatrix w = head_;
+      w.data = head_.row(v0);
+      w.rows = std::min(kHeadSlice, head_.rows - v0);
+      logits_.resize(static_cast<size_t>(m * w.rows));
+      kernels::MatMul(w, hidden_.data() + r0 * hidden_size_, m, logits_.data(), w.rows, pool_);
+      for (int64_t i = 0; i < m; ++i) {
+        const float* y = logits_.data() + i * w.rows;
+        // log sum exp of the slice = its cross entropy at entry 0 + y[0] (the kernel's own
+        // max-shifted sum).
+        const double part = static_cast<double>(kernels::CrossEntropyRow(ops, y, w.rows, 0)) + y[0];
+        double& l = lse[static_cast<size_t>(r0 + i)];
+        l = std::isinf(l) ? part : std::max(l, part) + std::log1p(std::exp(-std::fabs(l - part)));
+        const int32_t t = targets[static_cast<size_t>(r0 + i)];
+        if (t >= v0 && t < v0 + w.rows) hit[static_cast<size_t>(r0 + i)] = y[t - v0];
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) logp[static_cast<size_t>(r)] = hit[static_cast<size_t>(r)] - lse[static_cast<size_t>(r)];
+  return OkStatus();
+}
+
 size_t ToolChannel::memory_bytes() const {
-  size_t n = session_->cache_bytes() + session_->scratch_bytes();
+  size_t n = session_->cache_bytes() + session_->scratch_bytes() +
+             (hidden_.capacity() + logits_.capacity()) * sizeof(float);
   for (const auto& s : tools_) {
     for (const auto& k : s.k) n += k.size() * sizeof(float);
     for (const auto& v : s.v) n += v.size() * sizeof(float);

@@ -12,8 +12,9 @@
 // log-sum-exp of their priors.
 //
 // Each tool's text is prefilled once per caller (its K/V rows kept, ~36 KiB a token for the 270M);
-// a request then costs one run per tool over its tokens with the whole LM head for each token
-// (the log-softmax needs the whole row).
+// a request then costs one run per tool over its tokens (final-norm hidden states only), and one
+// LM head over all tools' rows together (the log-softmax needs whole rows; in vocabulary slices,
+// so the head's weights are packed once per request and no row of full logits is kept).
 #ifndef FGEMMA_CALL_TOOL_CHANNEL_H_
 #define FGEMMA_CALL_TOOL_CHANNEL_H_
 
@@ -26,6 +27,7 @@
 #include "fgemma/status.h"
 #include "src/base/thread_pool.h"
 #include "src/call/logit_processors.h"
+#include "src/kernels/matmul.h"
 #include "src/runtime/model.h"
 #include "src/runtime/session.h"
 #include "src/text/tokenizer.h"
@@ -37,8 +39,6 @@ namespace fg::call {
 // description is cut; the name, parameters and the closing line are always there).
 inline constexpr int64_t kChannelRequestTokens = 48;
 inline constexpr int64_t kChannelToolTokens = 160;
-// Request tokens per run (each needs a row of full logits in the session's scratch).
-inline constexpr int64_t kChannelChunk = 8;
 // FunctionCallerOptions::tool_channel's default weight for a base Gemma 3 vocabulary.
 inline constexpr double kDefaultToolChannel = 4.0;
 
@@ -60,8 +60,12 @@ class ToolChannel {
 
  private:
   ToolChannel() = default;
+  Status ApplyHead(std::span<const int32_t> targets, std::span<double> logp);
   const text::Tokenizer* tk_ = nullptr;
-  int64_t vocab_ = 0;
+  ThreadPool* pool_ = nullptr;
+  int64_t hidden_size_ = 0;
+  kernels::WeightMatrix head_;  // the LM head (token_embd when tied)
+  std::vector<float> hidden_, logits_;  // scratch of Score
   std::unique_ptr<runtime::Session> session_;
   // Per tool: its text's K/V up to its last token, and that last token (appended with the
   // request, so that its row gives the first request token's log-probability).

@@ -53,7 +53,7 @@ StatusOr<exec::Executor*> Session::ExecutorFor(int64_t n_tokens, int64_t head_ro
   }
   model::ForwardSpec spec;
   spec.n_tokens = n_tokens;
-  spec.n_logit_rows = std::max<int64_t>(1, head_rows);
+  spec.n_logit_rows = head_rows > 0 ? head_rows : std::max<int64_t>(1, -head_rows);
   spec.lm_head = head_rows > 0;
   spec.global_cache_rows = options_.context;
   spec.local_cache_rows = cache_.local_rows();
@@ -100,7 +100,7 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
                              " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
   }
-  if (request.kind == LogitsRequest::Kind::kFull) {
+  if (request.kind == LogitsRequest::Kind::kFull || request.kind == LogitsRequest::Kind::kHidden) {
     int64_t last_chunk = 0;
     for (int64_t p = position_, left = static_cast<int64_t>(tokens.size()); left > 0;) {
       last_chunk = ChunkAt(p, left);
@@ -108,7 +108,10 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
       left -= last_chunk;
     }
     if (request.count < 1 || request.count > last_chunk) {
-      return InvalidArgumentError("session: logits of the last " + std::to_string(request.count) +
+      return InvalidArgumentError(std::string("session: ") +
+                                  (request.kind == LogitsRequest::Kind::kFull ? "logits"
+                                                                              : "hidden states") +
+                                  " of the last " + std::to_string(request.count) +
                                   " tokens asked, but the last chunk of this Append has " +
                                   std::to_string(last_chunk));
     }
@@ -131,14 +134,20 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
     const bool last = done + n == tokens.size();
     // Only the last chunk's last token can need logits; nobody reads the others'.
     const bool lm_head = last && request.kind == LogitsRequest::Kind::kFull;
-    const int64_t head_rows = lm_head ? request.count : 0;
+    // > 0: logits of the last head_rows tokens; <= 0: the final-norm hidden states of the last
+    // max(1, -head_rows) (ExecutorFor, RunAlone).
+    const int64_t head_rows = lm_head ? request.count
+                              : last && request.kind == LogitsRequest::Kind::kHidden
+                                  ? -request.count
+                                  : 0;
     const bool base = position_ < options_.lora_from && !model_.weights().loras.empty();
     const std::span<const int32_t> chunk = tokens.subspan(done, n);
     cache_.BeforeWrite(position_, n);
-    // The chunk's result: the logits of its last head_rows tokens, else its last hidden state.
+    // The chunk's result: the logits of its last head_rows tokens, else its last hidden
+    // state(s). (The batcher gives only the last token's: several run alone.)
     std::span<const float> out;
-    if (options_.batcher != nullptr && !base && !options_.reference && !dump_) {
-      FG_RETURN_IF_ERROR(RunBatched(chunk, head_rows));
+    if (options_.batcher != nullptr && !base && !options_.reference && !dump_ && head_rows >= -1) {
+      FG_RETURN_IF_ERROR(RunBatched(chunk, std::max<int64_t>(0, head_rows)));
       out = head_rows > 0 ? std::span<const float>(owned_logits_) : owned_hidden_;
     } else {
       FG_ASSIGN_OR_RETURN(out, RunAlone(chunk, head_rows, base));
@@ -176,7 +185,8 @@ StatusOr<std::span<const float>> Session::RunAlone(std::span<const int32_t> chun
   for (int64_t i = 0; i < n; ++i) pos_buf_[i] = static_cast<int32_t>(position_ + i);
   // The rows whose final hidden state goes on: the last one, or the last `count`.
   logit_rows_.clear();
-  for (int64_t i = n - std::max<int64_t>(1, head_rows); i < n; ++i) {
+  const int64_t rows = head_rows > 0 ? head_rows : std::max<int64_t>(1, -head_rows);
+  for (int64_t i = n - rows; i < n; ++i) {
     logit_rows_.push_back(static_cast<int32_t>(i));
   }
   FG_RETURN_IF_ERROR(e->SetInput("tokens", chunk));

@@ -45,18 +45,21 @@ struct SessionOptions {
 
 // What the last token of an Append gets.
 struct LogitsRequest {
-  enum class Kind { kFull, kNone, kRows };
+  enum class Kind { kFull, kNone, kRows, kHidden };
   Kind kind = Kind::kFull;
   // kRows: vocabulary ids in [0, vocab); any order, duplicates allowed (ascending runs are
   // fastest). Only read during Append.
   std::span<const int32_t> rows;
   // kFull: the full logits of the last `count` tokens (1 <= count <= the tokens appended, all
-  // in the Append's last chunk): checking several drafted tokens in one run.
+  // in the Append's last chunk): checking several drafted tokens in one run. kHidden: no
+  // logits, the final-norm hidden states of the last `count` tokens (the same limits), for a
+  // caller that applies the LM head itself to many runs' rows at once.
   int64_t count = 1;
 
   static LogitsRequest Full(int64_t count = 1) { return {Kind::kFull, {}, count}; }
   static LogitsRequest None() { return {Kind::kNone, {}, 1}; }
   static LogitsRequest Rows(std::span<const int32_t> ids) { return {Kind::kRows, ids, 1}; }
+  static LogitsRequest Hidden(int64_t count) { return {Kind::kHidden, {}, count}; }
 };
 
 // LM-head work of a session's Appends so far (stats).
@@ -84,7 +87,8 @@ class Session {
   std::span<const float> logits() const { return logits_; }
   // After a kRows Append: row_logits()[j] is the logit of request.rows[j]; empty otherwise.
   std::span<const float> row_logits() const { return row_logits_; }
-  // The final-norm hidden state of the last token ([hidden]) after a kNone/kRows Append.
+  // The final-norm hidden state of the last token ([hidden]) after a kNone/kRows Append; of the
+  // last `count` tokens ([count, hidden]) after a kHidden one.
   std::span<const float> last_hidden() const { return hidden_; }
   const HeadStats& head_stats() const { return head_stats_; }
   int64_t position() const { return position_; }
@@ -143,7 +147,8 @@ class Session {
   // After a headless last chunk: the rows a kRows request asks for, and the head stats.
   Status CountHead(const LogitsRequest& request);
   // One chunk at position_ on the session's own graph: the logits of its last head_rows tokens
-  // (head_rows > 0), else its last token's final-norm hidden state; a view into the executor.
+  // (head_rows > 0), else the final-norm hidden states of its last max(1, -head_rows) tokens;
+  // a view into the executor.
   StatusOr<std::span<const float>> RunAlone(std::span<const int32_t> chunk, int64_t head_rows,
                                             bool base);
   // The same through the batcher, into owned_logits_ (head_rows > 0) or owned_hidden_.

@@ -156,6 +156,39 @@ TEST_P(SessionLogits, LastRowsMatchAppendsEndingThere) {
   FG_ASSERT_OK(bad->Append(head, LogitsRequest::Full(8)));
 }
 
+// Hidden(count): the final-norm hidden states of the last count tokens, row j the one a kNone
+// Append ending at that token gives; the same limits as Full(count).
+TEST_P(SessionLogits, HiddenRowsMatchAppendsEndingThere) {
+  const Case& c = GetParam();
+  auto m = MakeModel(c.preset, c.type);
+  ASSERT_NE(m, nullptr);
+  const int64_t vocab = m->config().vocab, hidden = m->config().hidden;
+  ThreadPool pool(2);
+  std::vector<int32_t> toks = Tokens(21, vocab, 17);
+  const std::span<const int32_t> head(toks.data(), 16), tail(toks.data() + 16, 5);
+  auto multi = NewSession(*m, &pool, 8, c.reference);
+  FG_ASSERT_OK(multi->Append(head, LogitsRequest::None()));
+  FG_ASSERT_OK(multi->Append(tail, LogitsRequest::Hidden(4)));
+  ASSERT_EQ(multi->last_hidden().size(), static_cast<size_t>(4 * hidden));
+  EXPECT_TRUE(multi->logits().empty());
+  EXPECT_EQ(multi->position(), 21);
+  for (int64_t j = 0; j < 4; ++j) {
+    auto one = NewSession(*m, &pool, 8, c.reference);
+    FG_ASSERT_OK(one->Append(head, LogitsRequest::None()));
+    FG_ASSERT_OK(one->Append(tail.subspan(0, static_cast<size_t>(2 + j)), LogitsRequest::None()));
+    const std::span<const float> got = multi->last_hidden().subspan(j * hidden, hidden);
+    const std::span<const float> want = one->last_hidden();
+    ASSERT_EQ(want.size(), got.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << "row " << j;
+  }
+  auto bad = NewSession(*m, &pool, 8, c.reference);
+  EXPECT_THAT(bad->Append(tail, LogitsRequest::Hidden(6)),
+              StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("hidden states")));
+  EXPECT_THAT(bad->Append(tail, LogitsRequest::Hidden(0)),
+              StatusIs(StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_EQ(bad->position(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, SessionLogits,
                          ::testing::Values(Case{"tiny", DType::kF32, false},
                                            Case{"tiny", DType::kQ8_0, false},
