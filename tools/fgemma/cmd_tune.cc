@@ -48,14 +48,22 @@ StatusOr<double> Validate(const std::string& model_path, const std::string& adap
                           const std::string& tools_json, int threads, bool quiet) {
   FG_ASSIGN_OR_RETURN(auto model, CallModel::Load(model_path, {{adapter, 1.0f}}));
   int exact = 0, fn = 0;
+  // One caller per run of examples with the same catalog prompt (its prefix and tool prior are
+  // made once, as an app's caller would).
+  std::unique_ptr<FunctionCaller> caller;
+  std::string caller_key;
   for (size_t i = 0; i < val.size(); ++i) {
     const call::TrainingExample& e = val[i];
     // The catalog key starts with the tools' JSON (TRL lines) or "--tools".
     const std::string key = e.catalog_key.substr(0, e.catalog_key.find('\n'));
-    FunctionCallerOptions o;
-    o.threads = threads;
-    o.developer_message = e.prompt.developer_message;
-    FG_ASSIGN_OR_RETURN(auto caller, FunctionCaller::Create(model, key == "--tools" ? tools_json : key, o));
+    if (caller == nullptr || caller_key != e.catalog_key) {
+      FunctionCallerOptions o;
+      o.threads = threads;
+      o.developer_message = e.prompt.developer_message;
+      caller.reset();
+      FG_ASSIGN_OR_RETURN(caller, FunctionCaller::Create(model, key == "--tools" ? tools_json : key, o));
+      caller_key = e.catalog_key;
+    }
     FG_ASSIGN_OR_RETURN(auto r, caller->Call(e.request));
     const bool f = r.validity.ok() && !r.calls.empty() && r.calls[0].name == e.calls[0].first;
     fn += f;
