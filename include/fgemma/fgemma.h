@@ -139,8 +139,8 @@ typedef struct fg_caller_options {
   const char* tool_map_json; /* compact dialect: {"0": "set_lights", ...}; NULL: none */
   int32_t draft_tokens;      /* 2 (0 = off, at most 16) */
   int32_t reuse_request_prefix; /* 1 */
-  double tool_channel;       /* -1: the noisy-channel tool prior at weight 4 for a base Gemma 3
-                              * vocabulary, off for FunctionGemma; 0: off; > 0: that weight */
+  double tool_channel;          /* -1: the noisy-channel tool prior at weight 4 for a base Gemma 3
+                                 * vocabulary, off for FunctionGemma; 0: off; > 0: that weight */
 } fg_caller_options;
 
 /* Sets struct_size and the defaults. Any thread. */

@@ -1065,7 +1065,7 @@ TEST(ToolChannel, PriorShiftsEachNameTokenByTheToolsItCanStillBecome) {
     const size_t brace = text.find('{');
     for (size_t i = 0; i < names.size(); ++i) {
       const bool fits = brace == std::string::npos ? names[i].rfind(text, 0) == 0
-                                                    : names[i] == text.substr(0, brace);
+                                                   : names[i] == text.substr(0, brace);
       if (fits) z += std::exp(prior[i]);
     }
     return std::log(z);
@@ -1099,8 +1099,14 @@ TEST(ToolChannel, PriorShiftsEachNameTokenByTheToolsItCanStillBecome) {
       const std::string goal = "call:" + target + "{";
       for (int32_t a : allowed) {
         const std::string t = written + tk->TokenToPiece(a, true);
-        if (!in_call && a == start_call) { pick = a; break; }
-        if (in_call && (goal.rfind(t, 0) == 0 || t.rfind(goal, 0) == 0)) { pick = a; break; }
+        if (!in_call && a == start_call) {
+          pick = a;
+          break;
+        }
+        if (in_call && (goal.rfind(t, 0) == 0 || t.rfind(goal, 0) == 0)) {
+          pick = a;
+          break;
+        }
       }
       if (pick == start_call) {
         in_call = true;

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 
@@ -17,9 +17,9 @@
 #include "src/call/decode_head.h"
 #include "src/call/logit_processors.h"
 #include "src/call/prefix_cache.h"
-#include "src/call/tool_channel.h"
 #include "src/call/prompt.h"
 #include "src/call/runtime_model.h"
+#include "src/call/tool_channel.h"
 #include "src/kernels/cpu.h"
 #include "src/model/gemma3/forward.h"
 #include "src/runtime/model.h"
@@ -248,7 +248,8 @@ Status ValidateOptions(const FunctionCallerOptions& options) {
   }
   if (options.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
   if (options.threads < 0) return InvalidArgumentError("threads must be >= 0");
-  if (!std::isfinite(options.tool_channel) || (options.tool_channel < 0 && options.tool_channel != -1)) {
+  if (!std::isfinite(options.tool_channel) ||
+      (options.tool_channel < 0 && options.tool_channel != -1)) {
     return InvalidArgumentError("tool_channel must be -1 (default), 0 (off) or a weight > 0");
   }
   return runtime::ValidateSampling(SamplingOf(options));
@@ -340,8 +341,9 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     m.end_call = *id;
   }
   if (auto id = m.tk->Find("<start_function_call>")) m.start_call = *id;
-  m.channel_weight = options.tool_channel < 0 ? (m.cm->impl().base_model ? call::kDefaultToolChannel : 0)
-                                              : options.tool_channel;
+  m.channel_weight = options.tool_channel < 0
+                         ? (m.cm->impl().base_model ? call::kDefaultToolChannel : 0)
+                         : options.tool_channel;
 
   int64_t context = options.context;
   const int64_t trained = m.model->config().context_length;
@@ -362,7 +364,8 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   const text::ToolCatalog choices = GrammarCatalog(m.catalog, options);
   if (m.channel_weight > 0 && m.dialect == text::Dialect::kOfficial &&
       m.mode != text::ConstrainMode::kOff && m.start_call >= 0 && choices.tools.size() > 1) {
-    FG_ASSIGN_OR_RETURN(m.channel, call::ToolChannel::Create(*m.model, *m.tk, choices, m.pool.get()));
+    FG_ASSIGN_OR_RETURN(m.channel,
+                        call::ToolChannel::Create(*m.model, *m.tk, choices, m.pool.get()));
     for (const text::Tool& t : choices.tools) m.tool_names.push_back(t.name);
   }
 

@@ -114,7 +114,8 @@ StatusOr<std::vector<double>> ToolChannel::Score(std::string_view request) {
   FG_RETURN_IF_ERROR(ApplyHead(targets, logp));
   std::vector<double> out(static_cast<size_t>(tools), 0.0);
   for (int64_t t = 0; t < tools; ++t) {
-    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(t)] += logp[static_cast<size_t>(t * n + i)];
+    for (int64_t i = 0; i < n; ++i)
+      out[static_cast<size_t>(t)] += logp[static_cast<size_t>(t * n + i)];
   }
   return out;
 }
@@ -148,7 +149,8 @@ Status ToolChannel::ApplyHead(std::span<const int32_t> targets, std::span<double
       }
     }
   }
-  for (int64_t r = 0; r < rows; ++r) logp[static_cast<size_t>(r)] = hit[static_cast<size_t>(r)] - lse[static_cast<size_t>(r)];
+  for (int64_t r = 0; r < rows; ++r)
+    logp[static_cast<size_t>(r)] = hit[static_cast<size_t>(r)] - lse[static_cast<size_t>(r)];
   return OkStatus();
 }
 

@@ -64,7 +64,7 @@ class ToolChannel {
   const text::Tokenizer* tk_ = nullptr;
   ThreadPool* pool_ = nullptr;
   int64_t hidden_size_ = 0;
-  kernels::WeightMatrix head_;  // the LM head (token_embd when tied)
+  kernels::WeightMatrix head_;          // the LM head (token_embd when tied)
   std::vector<float> hidden_, logits_;  // scratch of Score
   std::unique_ptr<runtime::Session> session_;
   // Per tool: its text's K/V up to its last token, and that last token (appended with the
@@ -81,8 +81,7 @@ class ToolChannel {
 // catalog order and must outlive the processor; `pieces` gives a token's text.
 std::unique_ptr<LogitProcessor> MakeToolPrior(const std::vector<std::string>* names,
                                               const std::vector<double>* prior,
-                                              const text::Tokenizer* pieces,
-                                              int32_t start_call);
+                                              const text::Tokenizer* pieces, int32_t start_call);
 
 }  // namespace fg::call
 

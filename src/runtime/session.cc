@@ -108,12 +108,11 @@ Status Session::Append(std::span<const int32_t> tokens, const LogitsRequest& req
       left -= last_chunk;
     }
     if (request.count < 1 || request.count > last_chunk) {
-      return InvalidArgumentError(std::string("session: ") +
-                                  (request.kind == LogitsRequest::Kind::kFull ? "logits"
-                                                                              : "hidden states") +
-                                  " of the last " + std::to_string(request.count) +
-                                  " tokens asked, but the last chunk of this Append has " +
-                                  std::to_string(last_chunk));
+      return InvalidArgumentError(
+          std::string("session: ") +
+          (request.kind == LogitsRequest::Kind::kFull ? "logits" : "hidden states") +
+          " of the last " + std::to_string(request.count) +
+          " tokens asked, but the last chunk of this Append has " + std::to_string(last_chunk));
     }
   }
   if (request.kind == LogitsRequest::Kind::kRows) {

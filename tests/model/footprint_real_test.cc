@@ -87,8 +87,8 @@ TEST(Footprint, CallPeakRssNearTheModelFile) {
   };
   for (const Run& run : runs) {
     SCOPED_TRACE(std::to_string(run.request.size()) + " " + run.flags);
-    const double limit_mib =
-        file_mib + kAllowanceMiB + (run.prior ? kPriorFixedMiB + kPriorPerToolMiB * kCatalogTools : 0);
+    const double limit_mib = file_mib + kAllowanceMiB +
+                             (run.prior ? kPriorFixedMiB + kPriorPerToolMiB * kCatalogTools : 0);
     testing::CliResult r =
         testing::RunFgemma("call -m '" + model + "' --tools '" + catalog + "' -c 2048 -t 2 " +
                            run.flags + " --stats '" + run.request + "'");
@@ -100,10 +100,11 @@ TEST(Footprint, CallPeakRssNearTheModelFile) {
     // so far: it bounds every run up to this one.
     const double child_mib = static_cast<double>(after.ru_maxrss) / 1024.0;
     const double stats_mib = StatsPeakMiB(r.out);
-    std::printf("model file %.1f MiB, limit %.1f MiB; fgemma call (%zu-byte request, %s, prefix "
-                "from %s): peak RSS %.1f MiB (--stats), %.1f MiB (getrusage of children)\n",
-                file_mib, limit_mib, run.request.size(), run.flags.c_str(),
-                run.want_source.c_str(), stats_mib, child_mib);
+    std::printf(
+        "model file %.1f MiB, limit %.1f MiB; fgemma call (%zu-byte request, %s, prefix "
+        "from %s): peak RSS %.1f MiB (--stats), %.1f MiB (getrusage of children)\n",
+        file_mib, limit_mib, run.request.size(), run.flags.c_str(), run.want_source.c_str(),
+        stats_mib, child_mib);
     ASSERT_GT(stats_mib, 0) << "no 'peak RSS' in --stats output:\n" << r.out;
     EXPECT_LE(stats_mib, limit_mib) << r.out;
     EXPECT_LE(child_mib, limit_mib) << r.out;

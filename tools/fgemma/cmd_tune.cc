@@ -61,7 +61,8 @@ StatusOr<double> Validate(const std::string& model_path, const std::string& adap
       o.threads = threads;
       o.developer_message = e.prompt.developer_message;
       caller.reset();
-      FG_ASSIGN_OR_RETURN(caller, FunctionCaller::Create(model, key == "--tools" ? tools_json : key, o));
+      FG_ASSIGN_OR_RETURN(caller,
+                          FunctionCaller::Create(model, key == "--tools" ? tools_json : key, o));
       caller_key = e.catalog_key;
     }
     FG_ASSIGN_OR_RETURN(auto r, caller->Call(e.request));
