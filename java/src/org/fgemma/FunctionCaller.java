@@ -22,6 +22,8 @@ public final class FunctionCaller implements AutoCloseable {
     public String toolMapJson = null;
     public int draftTokens = 2;
     public boolean reuseRequestPrefix = true;
+    /** The noisy-channel tool prior's weight: -1 the library's default, 0 off. */
+    public double toolChannel = -1;
   }
 
   private long handle;
@@ -38,7 +40,7 @@ public final class FunctionCaller implements AutoCloseable {
           Native.callerCreate(
               model.handle(), catalog, dialect, constrain, o.temperature, o.topK, o.topP, o.seed,
               o.maxCalls, o.maxTokens, o.context, o.threads, cacheDir, toolMap, o.draftTokens,
-              o.reuseRequestPrefix);
+              o.reuseRequestPrefix, o.toolChannel);
     }
   }
 
@@ -53,7 +55,7 @@ public final class FunctionCaller implements AutoCloseable {
           Native.callerCreate(
               model.handle(), Fgemma.cBytes(catalog, "catalog"), null, null, o.temperature,
               o.topK, o.topP, o.seed, o.maxCalls, o.maxTokens, o.context, o.threads, null, null,
-              o.draftTokens, o.reuseRequestPrefix);
+              o.draftTokens, o.reuseRequestPrefix, o.toolChannel);
     }
   }
 

@@ -23,7 +23,8 @@ final class Native {
   static native long callerCreate(
       long model, byte[] catalog, byte[] dialect, byte[] constrain, double temperature,
       long topK, double topP, long seed, int maxCalls, long maxTokens, long context, int threads,
-      byte[] cacheDir, byte[] toolMapJson, int draftTokens, boolean reuseRequestPrefix);
+      byte[] cacheDir, byte[] toolMapJson, int draftTokens, boolean reuseRequestPrefix,
+      double toolChannel);
 
   static native void callerFree(long caller);
 

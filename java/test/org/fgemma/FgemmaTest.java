@@ -83,6 +83,12 @@ public final class FgemmaTest {
             FgemmaException.INVALID_ARGUMENT, "null request", () -> caller.call((String) null));
       }
       expectError(FgemmaException.INVALID_ARGUMENT, "invalid catalog", () -> model.caller("{x"));
+      FunctionCaller.Options badPrior = new FunctionCaller.Options();
+      badPrior.toolChannel = -3;
+      expectError(
+          FgemmaException.INVALID_ARGUMENT,
+          "tool channel weight",
+          () -> model.caller(catalog, badPrior));
       expectError(
           FgemmaException.INVALID_ARGUMENT, "empty catalog", () -> model.caller("{\"tools\": []}"));
       expectError(
