@@ -8,7 +8,6 @@
 #include "src/kernels/grad.h"
 #include "src/kernels/kernel_set.h"
 #include "src/kernels/matmul.h"
-#include "src/tensor/dtype.h"
 
 namespace fg::call {
 
@@ -46,18 +45,11 @@ StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model&
   c->tk_ = &tk;
   c->pool_ = pool;
   c->hidden_size_ = model.config().hidden;
-  const gguf::TensorInfo* head = model.weights().output;
-  const auto row_bytes = head != nullptr && head->shape.size() == 2
-                             ? tensor::RowBytes(head->type, head->shape[1])
-                             : std::nullopt;
-  if (!row_bytes || head->shape[1] != c->hidden_size_) {
+  const StatusOr<kernels::WeightMatrix> head = runtime::WeightMatrixOf(*model.weights().output);
+  if (!head.ok() || head->cols != c->hidden_size_) {
     return InternalError("tool channel: the LM head does not fit the hidden state");
   }
-  c->head_.type = head->type;
-  c->head_.data = head->data;
-  c->head_.rows = head->shape[0];
-  c->head_.cols = head->shape[1];
-  c->head_.row_bytes = static_cast<size_t>(*row_bytes);
+  c->head_ = *head;
   const std::vector<int32_t> ask = tk.Encode(kAsk, /*add_special=*/false, /*parse_special=*/false);
   // Each tool's prompt: <bos>, its text (cut), the ask; the session holds the longest and a
   // request after it.

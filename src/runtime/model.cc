@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <new>
+#include <optional>
 
 #include "src/kernels/kernel_set.h"
 #include "src/kernels/matmul.h"
@@ -54,6 +55,20 @@ StatusOr<std::unique_ptr<Model>> Model::FromFile(std::unique_ptr<gguf::File> fil
   return m;
 }
 
+StatusOr<kernels::WeightMatrix> WeightMatrixOf(const gguf::TensorInfo& t) {
+  const auto row_bytes = t.shape.size() == 2 ? tensor::RowBytes(t.type, t.shape[1]) : std::nullopt;
+  if (!row_bytes) {
+    return InvalidArgumentError("'" + std::string(t.name) + "' is not a matrix of rows");
+  }
+  kernels::WeightMatrix w;
+  w.type = t.type;
+  w.data = t.data;
+  w.rows = t.shape[0];
+  w.cols = t.shape[1];
+  w.row_bytes = static_cast<size_t>(*row_bytes);
+  return w;
+}
+
 Status Model::PrepackPanels(ThreadPool* pool) const {
   std::vector<const gguf::TensorInfo*> tensors = {weights_.output};
   for (const model::LayerWeights& l : weights_.layers) {
@@ -64,15 +79,10 @@ Status Model::PrepackPanels(ThreadPool* pool) const {
   }
   const kernels::KernelSet& ks = kernels::ActiveKernelSet();
   for (const gguf::TensorInfo* t : tensors) {
-    if (t == nullptr || t->shape.size() != 2 || panels_.count(std::string(t->name)) > 0) continue;
-    kernels::WeightMatrix w;
-    w.type = t->type;
-    w.data = t->data;
-    w.rows = t->shape[0];
-    w.cols = t->shape[1];
-    const auto row_bytes = tensor::RowBytes(t->type, w.cols);
-    if (!row_bytes) continue;
-    w.row_bytes = static_cast<size_t>(*row_bytes);
+    if (t == nullptr || panels_.count(std::string(t->name)) > 0) continue;
+    const StatusOr<kernels::WeightMatrix> matrix = WeightMatrixOf(*t);
+    if (!matrix.ok()) continue;
+    const kernels::WeightMatrix& w = *matrix;
     const size_t bytes = kernels::PanelBytes(ks, w);
     if (bytes == 0) continue;
     Panels p;

@@ -13,6 +13,7 @@
 #include "src/base/thread_pool.h"
 #include "src/exec/executor.h"
 #include "src/gguf/reader.h"
+#include "src/kernels/matmul.h"
 #include "src/model/gemma3/config.h"
 #include "src/model/gemma3/lora.h"
 #include "src/model/gemma3/weights.h"
@@ -24,6 +25,10 @@ struct LoraSpec {
   std::string path;
   float scale = 1.0f;
 };
+
+// A stored 2-D tensor as a matmul weight (rows = shape[0]); InvalidArgument when it is not 2-D
+// or its type has no row layout.
+StatusOr<kernels::WeightMatrix> WeightMatrixOf(const gguf::TensorInfo& t);
 
 class Model {
  public:

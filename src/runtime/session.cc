@@ -209,17 +209,11 @@ Status Session::RunBatched(std::span<const int32_t> chunk, int64_t head_rows) {
 }
 
 Status Session::RowLogits(std::span<const int32_t> rows) {
-  const gguf::TensorInfo* head = model_.weights().output;
-  kernels::WeightMatrix w;
-  w.type = head->type;
-  w.data = head->data;
-  w.rows = head->shape[0];
-  w.cols = head->shape[1];
-  auto row_bytes = tensor::RowBytes(head->type, w.cols);
-  if (!row_bytes || static_cast<int64_t>(hidden_.size()) != w.cols) {
+  const StatusOr<kernels::WeightMatrix> head = WeightMatrixOf(*model_.weights().output);
+  if (!head.ok() || static_cast<int64_t>(hidden_.size()) != head->cols) {
     return InternalError("session: the LM head does not fit the hidden state");
   }
-  w.row_bytes = static_cast<size_t>(*row_bytes);
+  const kernels::WeightMatrix& w = *head;
   row_logits_.resize(rows.size());
   if (options_.reference) {
     // The reference matmul, one row at a time: the same numbers the reference head gives.
