@@ -185,7 +185,6 @@ struct FunctionCaller::Impl {
   // The noisy-channel tool prior (options.tool_channel); null when off.
   std::unique_ptr<call::ToolChannel> channel;
   double channel_weight = 0;
-  std::vector<std::string> tool_names;  // catalog order
   int32_t start_call = -1;              // <start_function_call>
 
   void Warn(const std::string& m) const {
@@ -366,7 +365,6 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
       m.mode != text::ConstrainMode::kOff && m.start_call >= 0 && choices.tools.size() > 1) {
     FG_ASSIGN_OR_RETURN(m.channel,
                         call::ToolChannel::Create(*m.model, *m.tk, choices, m.pool.get()));
-    for (const text::Tool& t : choices.tools) m.tool_names.push_back(t.name);
   }
 
   if (m.mode != text::ConstrainMode::kOff) {
@@ -375,8 +373,7 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     go.mode = m.mode;
     go.max_calls = options.max_calls;
     go.tool_map = options.tool_map;
-    FG_ASSIGN_OR_RETURN(m.grammar,
-                        text::CallGrammar::Create(GrammarCatalog(m.catalog, options), *m.tk, go));
+    FG_ASSIGN_OR_RETURN(m.grammar, text::CallGrammar::Create(choices, *m.tk, go));
 #if defined(__GLIBC__)
     // Building the grammar frees tens of MB of temporaries in small blocks that glibc keeps
     // for reuse; hand them back so they do not count in the resident set for the whole run.
@@ -660,7 +657,7 @@ call::DecodeHeadOptions FunctionCaller::Impl::HeadOptions() const {
 // The base-model guards (src/call/logit_processors.h) when the string guard is on.
 call::LogitProcessorChain FunctionCaller::Impl::Processors(const std::vector<double>* prior) const {
   call::LogitProcessorChain chain;
-  if (prior != nullptr) chain.Add(call::MakeToolPrior(&tool_names, prior, tk, start_call));
+  if (prior != nullptr) chain.Add(call::MakeToolPrior(&channel->names(), prior, tk, start_call));
   if (string_guard_tokens > 0) {
     chain.Add(call::MakeStringGuard(string_guard_tokens, structural, escape));
     chain.Add(call::MakeDigitGuard(digits));

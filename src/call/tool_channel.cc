@@ -56,6 +56,7 @@ StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model&
   std::vector<std::vector<int32_t>> prompts;
   int64_t longest = 0;
   for (const text::Tool& tool : catalog.tools) {
+    c->names_.push_back(tool.name);
     std::vector<int32_t> ids = {tk.vocab().bos};
     std::vector<int32_t> body =
         tk.Encode(ChannelToolText(tool), /*add_special=*/false, /*parse_special=*/false);
@@ -75,8 +76,7 @@ StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model&
     ids.pop_back();
     c->session_->Reset();
     FG_RETURN_IF_ERROR(c->session_->Append(ids, runtime::LogitsRequest::None()));
-    c->tools_.push_back(c->session_->Save());
-    c->tools_.back().logits.clear();
+    c->tools_.push_back(c->session_->Save());  // no logits: a kNone Append leaves none
   }
   return c;
 }

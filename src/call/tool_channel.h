@@ -53,6 +53,8 @@ class ToolChannel {
                                                        const text::Tokenizer& tk,
                                                        const text::ToolCatalog& catalog,
                                                        ThreadPool* pool);
+  // The scored tools' names, catalog order (Score's order).
+  const std::vector<std::string>& names() const { return names_; }
   // channel(t) per tool, catalog order. The request must not be empty.
   StatusOr<std::vector<double>> Score(std::string_view request);
   // Bytes held: the session's caches and scratch, the tools' K/V rows.
@@ -62,6 +64,7 @@ class ToolChannel {
   ToolChannel() = default;
   Status ApplyHead(std::span<const int32_t> targets, std::span<double> logp);
   const text::Tokenizer* tk_ = nullptr;
+  std::vector<std::string> names_;
   ThreadPool* pool_ = nullptr;
   int64_t hidden_size_ = 0;
   kernels::WeightMatrix head_;          // the LM head (token_embd when tied)
