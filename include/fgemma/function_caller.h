@@ -97,6 +97,19 @@ struct FunctionCallerOptions {
   // base Gemma 3 vocabulary (a base model taught to call by an adapter; docs/tuning.md has the
   // measurements), off for FunctionGemma; 0: off.
   double tool_channel = -1;
+  // With the tool channel on (above), the same base model checks each optional argument of a
+  // call: an argument is dropped when the request is more likely without it, log p_base(request
+  // | the call without it) > log p_base(request | the call) (src/call/tool_channel.h; the
+  // adapter tends to fill optional arguments the request never mentions). `calls` then differ
+  // from the raw `text`; a call that streams its pieces (CallControl::on_piece) is not checked,
+  // so that what was streamed stays the answer. Costs a run of each call's text, with and
+  // without each optional argument, over the request. false: off.
+  bool argument_check = true;
+  // Official dialect with a grammar: the copy prior (src/call/logit_processors.h). In a free
+  // string, the tokens that continue a span of the request's text get this bias added to their
+  // logits, so that values the request spells are copied rather than paraphrased. -1: 8 for a
+  // base Gemma 3 vocabulary (docs/tuning.md), off for FunctionGemma; 0: off.
+  double copy_bias = -1;
   // Reuse, beyond the catalog prefix, the longest common token prefix of this request's prompt
   // and what the session holds from the previous call (the same request again, or one that
   // starts the same way, prefills only the tokens after the shared part). The answer is the one
@@ -142,6 +155,8 @@ struct CallStats {
   int64_t head_rows_total = 0;    // steps x vocabulary
   int64_t guarded_strings = 0;    // strings the string guard closed
   double channel_ms = 0;          // the tool prior's scoring of the request (tool_channel)
+  double argument_check_ms = 0;   // the argument check (argument_check)
+  int64_t dropped_arguments = 0;  // optional arguments the argument check dropped
 };
 
 // Why decoding stopped.

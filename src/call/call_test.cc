@@ -664,6 +664,12 @@ TEST(FunctionCaller, BadRequestsAndOptions) {
     EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("tool_channel")));
   }
+  o = Options("call");
+  for (double bad : {-2.0, -0.5, std::nan(""), static_cast<double>(INFINITY)}) {
+    o.copy_bias = bad;
+    EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("copy_bias")));
+  }
 }
 
 TEST(FunctionCaller, DiskCacheIsReusedAndCorruptionNeverChangesTheAnswer) {
@@ -997,13 +1003,12 @@ TEST(FunctionCaller, SeveralCallsGiveAnArray) {
 
 // log p(request | tool text), from a fresh session over the whole text and an independent
 // log-softmax in double.
-double ChannelOracle(const text::Tokenizer& tk, const text::Tool& tool, std::string_view request) {
+double ChannelOracle(const text::Tokenizer& tk, const std::string& text, int64_t cut,
+                     std::string_view request) {
   const runtime::Model& model = call::RuntimeModel(*TinyModel());
   std::vector<int32_t> ids = {tk.vocab().bos};
-  std::vector<int32_t> body = tk.Encode(call::ChannelToolText(tool), false, false);
-  if (static_cast<int64_t>(body.size()) > call::kChannelToolTokens) {
-    body.resize(call::kChannelToolTokens);
-  }
+  std::vector<int32_t> body = tk.Encode(text, false, false);
+  if (static_cast<int64_t>(body.size()) > cut) body.resize(static_cast<size_t>(cut));
   ids.insert(ids.end(), body.begin(), body.end());
   const std::vector<int32_t> ask = tk.Encode("\nA user asks for it: \"", false, false);
   ids.insert(ids.end(), ask.begin(), ask.end());
@@ -1045,12 +1050,167 @@ TEST(ToolChannel, ScoresAreTheRequestsLogProbabilityAfterEachTool) {
     FG_ASSERT_OK(scores.status());
     ASSERT_EQ(scores->size(), cat.tools.size());
     for (size_t t = 0; t < cat.tools.size(); ++t) {
-      const double want = ChannelOracle(tk, cat.tools[t], req);
+      const double want =
+          ChannelOracle(tk, call::ChannelToolText(cat.tools[t]), call::kChannelToolTokens, req);
       EXPECT_NEAR((*scores)[t], want, 1e-4 * std::max(1.0, std::fabs(want))) << req << " " << t;
       EXPECT_LT((*scores)[t], 0.0);
     }
   }
   EXPECT_THAT((*channel)->Score("").status(), StatusIs(StatusCode::kInvalidArgument, _));
+}
+
+// A catalog whose tools have optional arguments (enums, so the tiny model's calls stay short).
+constexpr const char* kOptionalCatalog = R"([
+  {"name": "set_light", "description": "Turns a light on or off.",
+   "parameters": {"type": "object",
+     "properties": {"on": {"type": "boolean"},
+                    "room": {"type": "string", "enum": ["kitchen", "hall"]},
+                    "level": {"type": "integer", "enum": [10, 50, 100]},
+                    "color": {"type": "string", "enum": ["red", "blue"]}},
+     "required": ["room"]}},
+  {"name": "stop_music", "description": "Stops the music.",
+   "parameters": {"type": "object",
+     "properties": {"zone": {"type": "string", "enum": ["all", "den"]}}}}
+])";
+
+TEST(ToolChannel, CallTextNamesTheCallWithItsArgumentsInKeyOrder) {
+  auto cat = text::ParseToolCatalog(kOptionalCatalog);
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& light = cat->tools[0];
+  const nlohmann::json args = {{"room", "kitchen"}, {"on", true}, {"level", 50}};
+  EXPECT_EQ(call::ChannelCallText(light, args),
+            "Function set_light(): Turns a light on or off. Called as set_light(level=50, "
+            "on=true, room=\"kitchen\").");
+  EXPECT_EQ(call::ChannelCallText(light, nlohmann::json::object(), /*with_description=*/false),
+            "Function set_light(): Called as set_light().");
+}
+
+TEST(ToolChannel, CallScoresAreTheRequestsLogProbabilityAfterEachCall) {
+  const text::Tokenizer& tk = call::CallTokenizer(*TinyModel());
+  auto cat = text::ParseToolCatalog(kOptionalCatalog);
+  FG_ASSERT_OK(cat.status());
+  auto channel = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()), tk, *cat, nullptr);
+  FG_ASSERT_OK(channel.status());
+  text::Tool wordy = cat->tools[1];  // a description too long to keep: the call alone
+  for (int i = 0; i < 60; ++i) wordy.description += " It stops every speaker in the house.";
+  const std::vector<std::pair<const text::Tool*, nlohmann::json>> calls = {
+      {&cat->tools[0], {{"on", true}, {"room", "kitchen"}}},
+      {&cat->tools[0], {{"on", true}}},
+      {&cat->tools[1], nlohmann::json::object()},
+      {&wordy, {{"zone", "den"}}}};
+  for (const std::string req : {"kitchen light on", "stop the music in the den"}) {
+    auto scores = (*channel)->ScoreCalls(calls, req);
+    FG_ASSERT_OK(scores.status());
+    ASSERT_EQ(scores->size(), calls.size());
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const bool fits = i + 1 < calls.size();
+      const std::string text = call::ChannelCallText(*calls[i].first, calls[i].second, fits);
+      const double want = ChannelOracle(tk, text, call::kChannelCallTokens, req);
+      EXPECT_NEAR((*scores)[i], want, 1e-4 * std::max(1.0, std::fabs(want))) << req << " " << i;
+    }
+    // Score's scores are unchanged by the runs ScoreCalls made on the same session.
+    auto tools = (*channel)->Score(req);
+    FG_ASSERT_OK(tools.status());
+    EXPECT_NEAR((*tools)[1],
+                ChannelOracle(tk, call::ChannelToolText(cat->tools[1]), call::kChannelToolTokens,
+                              req),
+                1e-3);
+  }
+  EXPECT_THAT((*channel)->ScoreCalls(calls, "").status(),
+              StatusIs(StatusCode::kInvalidArgument, _));
+}
+
+// The argument check keeps a call's required arguments and drops exactly the optional ones the
+// channel scores higher without (the decision recomputed here from ScoreCalls); a streamed call
+// and --no-arg-check keep the arguments as decoded.
+TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierWithout) {
+  auto cat = text::ParseToolCatalog(kOptionalCatalog);
+  FG_ASSERT_OK(cat.status());
+  FunctionCallerOptions o = Options("call");
+  o.tool_channel = 1;
+  o.grammar_tools = {"set_light"};  // the tool with optional arguments (no tool prior then)
+  FunctionCallerOptions off = o;
+  off.argument_check = false;
+  auto checked = NewCaller(o, kOptionalCatalog);
+  auto plain = NewCaller(off, kOptionalCatalog);
+  ASSERT_NE(checked, nullptr);
+  ASSERT_NE(plain, nullptr);
+  auto channel = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()),
+                                           call::CallTokenizer(*TinyModel()), *cat, nullptr);
+  FG_ASSERT_OK(channel.status());
+  int optional_seen = 0, dropped = 0;
+  for (const char* req : {"kitchen light on", "turn the hall light on red", "lights off",
+                          "stop the music", "music off in the den", "dim the kitchen to 10",
+                          "blue light please", "all music off", "light on full", "quiet"}) {
+    auto raw = plain->Call(req);
+    FG_ASSERT_OK(raw.status());
+    FG_ASSERT_OK(raw->validity) << raw->text;
+    EXPECT_EQ(raw->stats.dropped_arguments, 0);
+    EXPECT_EQ(raw->stats.argument_check_ms, 0.0);
+    auto r = checked->Call(req);
+    FG_ASSERT_OK(r.status());
+    FG_ASSERT_OK(r->validity) << r->text;
+    EXPECT_EQ(r->text, raw->text);  // the decoding is the same; only `calls` are checked
+    ASSERT_EQ(r->calls.size(), raw->calls.size());
+    int64_t dropped_here = 0;
+    for (size_t i = 0; i < raw->calls.size(); ++i) {
+      const FunctionCall& c = raw->calls[i];
+      const text::Tool* tool = cat->Find(c.name);
+      ASSERT_NE(tool, nullptr);
+      std::vector<std::pair<const text::Tool*, nlohmann::json>> calls = {{tool, c.arguments}};
+      std::vector<std::string> optional;
+      for (const auto& [key, value] : c.arguments.items()) {
+        if (key == "room") continue;  // required
+        optional.push_back(key);
+        nlohmann::json without = c.arguments;
+        without.erase(key);
+        calls.emplace_back(tool, without);
+      }
+      nlohmann::json want = c.arguments;
+      if (!optional.empty()) {
+        auto s = (*channel)->ScoreCalls(calls, req);
+        FG_ASSERT_OK(s.status());
+        for (size_t k = 0; k < optional.size(); ++k) {
+          if ((*s)[k + 1] > (*s)[0]) {
+            want.erase(optional[k]);
+            ++dropped_here;
+          }
+        }
+        EXPECT_GT(r->stats.argument_check_ms, 0.0);
+      }
+      optional_seen += static_cast<int>(optional.size());
+      EXPECT_EQ(r->calls[i].name, c.name);
+      EXPECT_EQ(r->calls[i].arguments, want) << req;
+      EXPECT_TRUE(r->calls[i].arguments.contains("room"));
+    }
+    EXPECT_EQ(r->stats.dropped_arguments, dropped_here) << req;
+    dropped += static_cast<int>(dropped_here);
+    // Streamed pieces are the answer: no check.
+    CallControl streamed;
+    std::string pieces;
+    streamed.on_piece = [&](std::string_view p) { pieces += p; };
+    auto st = checked->Call(req, streamed);
+    FG_ASSERT_OK(st.status());
+    EXPECT_EQ(pieces, raw->text);
+    EXPECT_EQ(st->calls.size(), raw->calls.size());
+    for (size_t i = 0; i < st->calls.size(); ++i) {
+      EXPECT_EQ(st->calls[i].arguments, raw->calls[i].arguments);
+    }
+    EXPECT_EQ(st->stats.dropped_arguments, 0);
+  }
+  EXPECT_GT(dropped, 0);  // the requests did exercise both outcomes
+  EXPECT_LT(dropped, optional_seen);
+  std::printf("argument check: %d optional arguments decoded, %d dropped\n", optional_seen,
+              dropped);
+  // One tool admitted: no tool prior, but the arguments are still checked.
+  FunctionCallerOptions one = o;
+  one.grammar_tools = {"set_light"};
+  auto single = NewCaller(one, kOptionalCatalog);
+  ASSERT_NE(single, nullptr);
+  auto r = single->Call("kitchen light on");
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(r->stats.channel_ms, 0.0);
+  EXPECT_EQ(r->calls.at(0).name, "set_light");
 }
 
 TEST(ToolChannel, PriorShiftsEachNameTokenByTheToolsItCanStillBecome) {

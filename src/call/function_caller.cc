@@ -185,6 +185,9 @@ struct FunctionCaller::Impl {
   // The noisy-channel tool prior (options.tool_channel); null when off.
   std::unique_ptr<call::ToolChannel> channel;
   double channel_weight = 0;
+  bool tool_prior = false;      // the channel chooses between the grammar's tools (> 1)
+  bool argument_check = false;  // the channel checks optional arguments
+  double copy_bias = 0;         // the copy prior's (options.copy_bias); 0: off
   int32_t start_call = -1;              // <start_function_call>
 
   void Warn(const std::string& m) const {
@@ -199,14 +202,17 @@ struct FunctionCaller::Impl {
   Status EnsurePrefix(CallStats* stats);
   int64_t ReuseRequest(std::span<const int32_t> rest);
   Status Parse(CallResult* r) const;
+  Status CheckArguments(CallResult* r, std::string_view request) const;
   // The tokens after `prefix` of a conversation (CallConversation's rules).
   StatusOr<std::vector<int32_t>> ConversationRest(const std::vector<ChatTurn>& turns) const;
   // The session at the prefix and the start of `rest` the last call left there, else at the
   // prefix alone; sets stats->reused_tokens.
   Status PreparePrefix(std::span<const int32_t> rest, CallStats* stats);
   call::DecodeHeadOptions HeadOptions() const;
-  // `prior`: the tool prior's weighted scores (catalog order), or null.
-  call::LogitProcessorChain Processors(const std::vector<double>* prior) const;
+  // `prior`: the tool prior's weighted scores (catalog order), or null; `request`: the copy
+  // prior's text ("": none).
+  call::LogitProcessorChain Processors(const std::vector<double>* prior,
+                                       std::string_view request) const;
   // The result of a decode that stopped with r->tokens: stop reason, text, calls, validity.
   void Finish(CallResult* r, int64_t max_tokens, int64_t max_new,
               std::chrono::steady_clock::time_point t_decode,
@@ -247,6 +253,10 @@ Status ValidateOptions(const FunctionCallerOptions& options) {
   }
   if (options.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
   if (options.threads < 0) return InvalidArgumentError("threads must be >= 0");
+  if (!std::isfinite(options.copy_bias) ||
+      (options.copy_bias < 0 && options.copy_bias != -1)) {
+    return InvalidArgumentError("copy_bias must be -1 (default), 0 (off) or a bias > 0");
+  }
   if (!std::isfinite(options.tool_channel) ||
       (options.tool_channel < 0 && options.tool_channel != -1)) {
     return InvalidArgumentError("tool_channel must be -1 (default), 0 (off) or a weight > 0");
@@ -340,6 +350,8 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     m.end_call = *id;
   }
   if (auto id = m.tk->Find("<start_function_call>")) m.start_call = *id;
+  m.copy_bias = options.copy_bias < 0 ? (m.cm->impl().base_model ? call::kDefaultCopyBias : 0)
+                                      : options.copy_bias;
   m.channel_weight = options.tool_channel < 0
                          ? (m.cm->impl().base_model ? call::kDefaultToolChannel : 0)
                          : options.tool_channel;
@@ -359,10 +371,13 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   if (m.model->adapters_after_prefix()) so.lora_from = static_cast<int64_t>(m.prefix.size());
   FG_ASSIGN_OR_RETURN(m.session, runtime::Session::Create(*m.model, so));
   // The prior over the tools the grammar admits; none to choose between (one tool, or
-  // tool_choice naming one): no prior.
+  // tool_choice naming one): no prior, the argument check only.
   const text::ToolCatalog choices = GrammarCatalog(m.catalog, options);
+  m.tool_prior = choices.tools.size() > 1;
+  m.argument_check = options.argument_check;
   if (m.channel_weight > 0 && m.dialect == text::Dialect::kOfficial &&
-      m.mode != text::ConstrainMode::kOff && m.start_call >= 0 && choices.tools.size() > 1) {
+      m.mode != text::ConstrainMode::kOff && m.start_call >= 0 &&
+      (m.tool_prior || m.argument_check)) {
     FG_ASSIGN_OR_RETURN(m.channel,
                         call::ToolChannel::Create(*m.model, *m.tk, choices, m.pool.get()));
   }
@@ -654,10 +669,15 @@ call::DecodeHeadOptions FunctionCaller::Impl::HeadOptions() const {
   return o;
 }
 
-// The base-model guards (src/call/logit_processors.h) when the string guard is on.
-call::LogitProcessorChain FunctionCaller::Impl::Processors(const std::vector<double>* prior) const {
+// The tool prior, the copy prior, and the base-model guards when the string guard is on
+// (src/call/logit_processors.h).
+call::LogitProcessorChain FunctionCaller::Impl::Processors(const std::vector<double>* prior,
+                                                          std::string_view request) const {
   call::LogitProcessorChain chain;
   if (prior != nullptr) chain.Add(call::MakeToolPrior(&channel->names(), prior, tk, start_call));
+  if (copy_bias > 0 && !request.empty() && dialect == text::Dialect::kOfficial) {
+    chain.Add(call::MakeCopyPrior(std::string(request), copy_bias, tk));
+  }
   if (string_guard_tokens > 0) {
     chain.Add(call::MakeStringGuard(string_guard_tokens, structural, escape));
     chain.Add(call::MakeDigitGuard(digits));
@@ -713,7 +733,8 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
   st.prefix_tokens = static_cast<int64_t>(prefix.size());
   st.prompt_tokens = prompt_len;
   std::vector<double> prior;
-  if (channel != nullptr && request.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+  const bool said = request.find_first_not_of(" \t\r\n") != std::string_view::npos;
+  if (channel != nullptr && tool_prior && said) {
     const auto t_channel = std::chrono::steady_clock::now();
     FG_ASSIGN_OR_RETURN(prior, channel->Score(request));
     for (double& p : prior) p *= channel_weight;
@@ -728,7 +749,7 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
   call::DecodeHead head(session.get(), &held,
                         std::vector<int32_t>(rest.begin() + st.reused_tokens, rest.end()),
                         HeadOptions(), &st);
-  call::LogitProcessorChain processors = Processors(prior.empty() ? nullptr : &prior);
+  call::LogitProcessorChain processors = Processors(prior.empty() ? nullptr : &prior, request);
   int calls_done = 0;
   r.stop_reason = StopReason::kMaxTokens;
   while (static_cast<int64_t>(r.tokens.size()) < max_new) {
@@ -774,7 +795,46 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
     r.stop_reason = StopReason::kGrammarDone;  // the last token allowed was also the last one finishing it
   }
   Finish(&r, max_tokens, max_new, head.decode_start(), t0);
+  if (channel != nullptr && argument_check && said && !control.on_piece && r.validity.ok()) {
+    const auto t_check = std::chrono::steady_clock::now();
+    FG_RETURN_IF_ERROR(CheckArguments(&r, request));
+    st.argument_check_ms = MsSince(t_check);
+    st.total_ms = MsSince(t0);
+  }
   return r;
+}
+
+// Each call's optional arguments, each scored by the channel with and without it
+// (FunctionCallerOptions::argument_check); the ones the request is likelier without are dropped
+// together. Required arguments stay, so the call stays valid.
+Status FunctionCaller::Impl::CheckArguments(CallResult* r, std::string_view request) const {
+  for (FunctionCall& c : r->calls) {
+    const text::Tool* tool = catalog.Find(c.name);
+    if (tool == nullptr || !c.arguments.is_object()) continue;
+    const std::vector<std::string>& required = tool->parameters.required;
+    std::vector<std::string> optional;
+    for (const auto& [key, value] : c.arguments.items()) {
+      (void)value;
+      if (std::find(required.begin(), required.end(), key) == required.end()) {
+        optional.push_back(key);
+      }
+    }
+    if (optional.empty()) continue;
+    std::vector<std::pair<const text::Tool*, nlohmann::json>> calls = {{tool, c.arguments}};
+    for (const std::string& key : optional) {
+      nlohmann::json without = c.arguments;
+      without.erase(key);
+      calls.emplace_back(tool, std::move(without));
+    }
+    FG_ASSIGN_OR_RETURN(const std::vector<double> score, channel->ScoreCalls(calls, request));
+    for (size_t i = 0; i < optional.size(); ++i) {
+      if (score[i + 1] > score[0]) {
+        c.arguments.erase(optional[i]);
+        ++r->stats.dropped_arguments;
+      }
+    }
+  }
+  return OkStatus();
 }
 
 StatusOr<std::vector<std::string>> ParseToolMap(std::string_view json_text) {

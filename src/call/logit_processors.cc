@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <string_view>
 #include <utility>
 
 namespace fg::call {
@@ -71,6 +73,51 @@ class DigitGuard : public LogitProcessor {
   int digit_run_ = 0;  // digit tokens written in a row
 };
 
+class CopyPrior : public LogitProcessor {
+ public:
+  CopyPrior(std::string request, double bias, const text::Tokenizer* tk)
+      : request_(std::move(request)), bias_(static_cast<float>(bias)), tk_(tk) {}
+
+  void Restrict(const SampleStep& step, std::span<float> cand) override {
+    in_string_ = step.grammar.InFreeString(step.state);
+    if (!in_string_) {
+      text_.clear();
+      return;
+    }
+    // The tokens whose text is request[at, at + len) where request[i, at) is the string so far.
+    std::vector<int32_t> copy;
+    for (size_t i = 0; i + text_.size() <= request_.size(); ++i) {
+      if (text_.empty() && i > 0 && request_[i - 1] != ' ') continue;  // a word's start
+      if (request_.compare(i, text_.size(), text_) != 0) continue;
+      const size_t at = i + text_.size();
+      for (size_t len = 1; len <= kMaxPiece && at + len <= request_.size(); ++len) {
+        std::string key;  // the vocabulary spells a space as U+2581
+        for (char c : std::string_view(request_).substr(at, len)) {
+          key += c == ' ' ? std::string_view("\xe2\x96\x81") : std::string_view(&c, 1);
+        }
+        if (auto id = tk_->Find(key)) copy.push_back(*id);
+      }
+    }
+    std::sort(copy.begin(), copy.end());
+    copy.erase(std::unique(copy.begin(), copy.end()), copy.end());
+    for (int32_t id : copy) {  // `allowed` is sorted
+      const auto it = std::lower_bound(step.allowed.begin(), step.allowed.end(), id);
+      if (it != step.allowed.end() && *it == id) cand[static_cast<size_t>(it - step.allowed.begin())] += bias_;
+    }
+  }
+  void Written(int32_t tok) override {
+    if (in_string_) text_ += tk_->TokenToPiece(tok, /*special=*/true);
+  }
+
+ private:
+  static constexpr size_t kMaxPiece = 32;  // bytes of a token's text looked up at most
+  const std::string request_;
+  const float bias_;
+  const text::Tokenizer* tk_;
+  bool in_string_ = false;  // the last Restrict was in a free string
+  std::string text_;        // the free string's text so far
+};
+
 }  // namespace
 
 int32_t LogitProcessorChain::Sample(const SampleStep& step, std::span<float> cand,
@@ -96,6 +143,11 @@ std::unique_ptr<LogitProcessor> MakeStringGuard(int budget, const std::vector<bo
 
 std::unique_ptr<LogitProcessor> MakeDigitGuard(const std::vector<bool>* digits) {
   return std::make_unique<DigitGuard>(digits);
+}
+
+std::unique_ptr<LogitProcessor> MakeCopyPrior(std::string request, double bias,
+                                              const text::Tokenizer* pieces) {
+  return std::make_unique<CopyPrior>(std::move(request), bias, pieces);
 }
 
 }  // namespace fg::call

@@ -11,19 +11,29 @@
 //                 the value and goes on with ",key:..." inside the string until max_tokens)
 //   digit guard   the same model repeats digits without end ("400400400..."), so past 12 digits
 //                 in a row any allowed token that is not a digit (the number's end) is preferred
+//
+// and the copy prior (FunctionCallerOptions::copy_bias): in a free string, the tokens that
+// continue a span of the request's text (the string so far followed by the token's text, the
+// first token at the start of a word) get `bias` added to their logits, so that a value the
+// request spells ("wanderlust", "grazie mille") is copied, not paraphrased.
 #ifndef FGEMMA_CALL_LOGIT_PROCESSORS_H_
 #define FGEMMA_CALL_LOGIT_PROCESSORS_H_
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "fgemma/function_caller.h"
 #include "src/runtime/sampler.h"
 #include "src/text/call_grammar.h"
+#include "src/text/tokenizer.h"
 
 namespace fg::call {
+
+// FunctionCallerOptions::copy_bias's default for a base Gemma 3 vocabulary.
+inline constexpr double kDefaultCopyBias = 8.0;
 
 // One sampled grammar step as the processors see it.
 struct SampleStep {
@@ -73,6 +83,10 @@ std::unique_ptr<LogitProcessor> MakeStringGuard(int budget, const std::vector<bo
                                                 int32_t escape);
 // The digit guard; `digits[t]`: token t's text is digits only.
 std::unique_ptr<LogitProcessor> MakeDigitGuard(const std::vector<bool>* digits);
+// The copy prior over `request` (case-sensitive); `pieces` gives a token's text and finds a
+// text's token, and must outlive the processor.
+std::unique_ptr<LogitProcessor> MakeCopyPrior(std::string request, double bias,
+                                              const text::Tokenizer* pieces);
 
 }  // namespace fg::call
 

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -154,6 +155,51 @@ TEST_F(LogitProcessorsTest, DigitGuardEndsLongNumbers) {
   s = After({"<start_function_call>", "call:f{", "n:"});
   EXPECT_EQ(Pick(guard, s, {{"1", 9}, {",", 1}}, &stats), one);
   EXPECT_EQ(stats.guarded_strings, 0);
+}
+
+// The copy prior adds its bias to exactly the tokens that continue a span of the request: at a
+// string's start, a word's start; after that, what follows the string so far; nothing outside
+// a string.
+TEST(CopyPrior, BiasesTheTokensThatContinueTheRequestsText) {
+  auto tok = SmallTokenizer({"call:f{", "s:", "n:", "abc", "ab", "c", "xyz", "the",
+                             SpaceToPiece(" xy")},
+                            0);
+  auto cat = text::ParseToolCatalog(kCatalog);
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  auto prior = MakeCopyPrior("say abc xyz", 5.0, tok.get());
+  // The bias each named token gets in state `s`.
+  auto biases = [&](const text::CallGrammar::State& s, const std::vector<std::string>& names) {
+    std::span<const int32_t> allowed = (*g)->Allowed(s);
+    std::vector<float> cand(allowed.size(), 1.0f);
+    prior->Restrict({**g, s, allowed}, cand);
+    std::vector<float> out;
+    for (const std::string& n : names) {
+      const int32_t id = Id(*tok, n);
+      const auto it = std::lower_bound(allowed.begin(), allowed.end(), id);
+      out.push_back(it != allowed.end() && *it == id ? cand[it - allowed.begin()] - 1.0f : -1.0f);
+    }
+    return out;
+  };
+  text::CallGrammar::State s = (*g)->Start();
+  for (const char* t : {"<start_function_call>", "call:f{", "s:"}) {
+    const int32_t id = Id(*tok, t);
+    EXPECT_THAT(biases(s, {t}), ElementsAre(0.0f)) << t;  // not in a string: no bias
+    prior->Written(id);
+    FG_ASSERT_OK((*g)->Advance(&s, id));
+  }
+  prior->Written(Id(*tok, "<escape>"));
+  FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, "<escape>")));
+  ASSERT_TRUE((*g)->InFreeString(s));
+  const std::vector<std::string> names = {"abc", "ab", "c", "xyz", " xy", "the"};
+  EXPECT_THAT(biases(s, names), ElementsAre(5, 5, 0, 5, 0, 0));
+  prior->Written(Id(*tok, "ab"));
+  FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, "ab")));
+  EXPECT_THAT(biases(s, names), ElementsAre(0, 0, 5, 0, 0, 0));
+  prior->Written(Id(*tok, "c"));
+  FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, "c")));
+  EXPECT_THAT(biases(s, names), ElementsAre(0, 0, 0, 0, 5, 0));
 }
 
 }  // namespace

@@ -21,6 +21,21 @@ std::string ChannelToolText(const text::Tool& tool) {
   return "Function " + tool.name + "(" + params + "): " + tool.description;
 }
 
+std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& arguments,
+                            bool with_description) {
+  std::string call = tool.name + "(";
+  bool first = true;
+  for (const auto& [key, value] : arguments.items()) {  // nlohmann::json keeps keys sorted
+    if (!first) call += ", ";
+    first = false;
+    call += key + "=" + value.dump();
+  }
+  call += ")";
+  std::string out = "Function " + tool.name + "(): ";
+  if (with_description && !tool.description.empty()) out += tool.description + " ";
+  return out + "Called as " + call + ".";
+}
+
 namespace {
 
 constexpr std::string_view kAsk = "\nA user asks for it: \"";
@@ -50,11 +65,13 @@ StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model&
     return InternalError("tool channel: the LM head does not fit the hidden state");
   }
   c->head_ = *head;
-  const std::vector<int32_t> ask = tk.Encode(kAsk, /*add_special=*/false, /*parse_special=*/false);
+  c->ask_ = tk.Encode(kAsk, /*add_special=*/false, /*parse_special=*/false);
+  const std::vector<int32_t>& ask = c->ask_;
   // Each tool's prompt: <bos>, its text (cut), the ask; the session holds the longest and a
   // request after it.
   std::vector<std::vector<int32_t>> prompts;
-  int64_t longest = 0;
+  // (A call's text for the argument check fits too.)
+  int64_t longest = 1 + kChannelCallTokens + static_cast<int64_t>(ask.size());
   for (const text::Tool& tool : catalog.tools) {
     c->names_.push_back(tool.name);
     std::vector<int32_t> ids = {tk.vocab().bos};
@@ -81,10 +98,29 @@ StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model&
   return c;
 }
 
-StatusOr<std::vector<double>> ToolChannel::Score(std::string_view request) {
+StatusOr<std::vector<int32_t>> ToolChannel::RequestTokens(std::string_view request) const {
   std::vector<int32_t> req = tk_->Encode(request, /*add_special=*/false, /*parse_special=*/false);
   if (req.empty()) return InvalidArgumentError("tool channel: the request is empty");
   if (static_cast<int64_t>(req.size()) > kChannelRequestTokens) req.resize(kChannelRequestTokens);
+  return req;
+}
+
+StatusOr<std::vector<double>> ToolChannel::SumRuns(std::span<const int32_t> req, int64_t runs) {
+  const auto n = static_cast<int64_t>(req.size());
+  std::vector<int32_t> targets(static_cast<size_t>(runs * n));
+  for (int64_t t = 0; t < runs; ++t) std::copy(req.begin(), req.end(), targets.begin() + t * n);
+  std::vector<double> logp(targets.size());
+  FG_RETURN_IF_ERROR(ApplyHead(targets, logp));
+  std::vector<double> out(static_cast<size_t>(runs), 0.0);
+  for (int64_t t = 0; t < runs; ++t) {
+    for (int64_t i = 0; i < n; ++i)
+      out[static_cast<size_t>(t)] += logp[static_cast<size_t>(t * n + i)];
+  }
+  return out;
+}
+
+StatusOr<std::vector<double>> ToolChannel::Score(std::string_view request) {
+  FG_ASSIGN_OR_RETURN(const std::vector<int32_t> req, RequestTokens(request));
   const auto n = static_cast<int64_t>(req.size());
   const auto tools = static_cast<int64_t>(tools_.size());
   // Each tool's run gives the final-norm hidden states of the rows that predict the request's
@@ -100,16 +136,36 @@ StatusOr<std::vector<double>> ToolChannel::Score(std::string_view request) {
     const std::span<const float> h = session_->last_hidden();
     std::copy(h.begin(), h.end(), hidden_.begin() + t * n * hidden_size_);
   }
-  std::vector<int32_t> targets(static_cast<size_t>(tools * n));
-  for (int64_t t = 0; t < tools; ++t) std::copy(req.begin(), req.end(), targets.begin() + t * n);
-  std::vector<double> logp(targets.size());
-  FG_RETURN_IF_ERROR(ApplyHead(targets, logp));
-  std::vector<double> out(static_cast<size_t>(tools), 0.0);
-  for (int64_t t = 0; t < tools; ++t) {
-    for (int64_t i = 0; i < n; ++i)
-      out[static_cast<size_t>(t)] += logp[static_cast<size_t>(t * n + i)];
+  return SumRuns(req, tools);
+}
+
+StatusOr<std::vector<double>> ToolChannel::ScoreCalls(
+    std::span<const std::pair<const text::Tool*, nlohmann::json>> calls, std::string_view request) {
+  FG_ASSIGN_OR_RETURN(const std::vector<int32_t> req, RequestTokens(request));
+  const auto n = static_cast<int64_t>(req.size());
+  const auto runs = static_cast<int64_t>(calls.size());
+  hidden_.resize(static_cast<size_t>(runs * n * hidden_size_));
+  // <bos>, the call's text (the context fits kChannelCallTokens of it with the ask and the
+  // request), the ask, the request but its last token: the last n rows predict the request.
+  constexpr int64_t room = kChannelCallTokens;
+  for (int64_t t = 0; t < runs; ++t) {
+    const auto& [tool, arguments] = calls[static_cast<size_t>(t)];
+    std::vector<int32_t> body = tk_->Encode(ChannelCallText(*tool, arguments), false, false);
+    if (static_cast<int64_t>(body.size()) > room) {  // a long description goes first
+      body = tk_->Encode(ChannelCallText(*tool, arguments, /*with_description=*/false), false,
+                         false);
+      if (static_cast<int64_t>(body.size()) > room) body.resize(static_cast<size_t>(room));
+    }
+    std::vector<int32_t> seq = {tk_->vocab().bos};
+    seq.insert(seq.end(), body.begin(), body.end());
+    seq.insert(seq.end(), ask_.begin(), ask_.end());
+    seq.insert(seq.end(), req.begin(), req.end() - 1);
+    session_->Reset();
+    FG_RETURN_IF_ERROR(session_->Append(seq, runtime::LogitsRequest::Hidden(n)));
+    const std::span<const float> h = session_->last_hidden();
+    std::copy(h.begin(), h.end(), hidden_.begin() + t * n * hidden_size_);
   }
-  return out;
+  return SumRuns(req, runs);
 }
 
 // log softmax(hidden_[r] . head^T)[targets[r]] for every row r: the head in slices of

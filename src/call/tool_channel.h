@@ -22,7 +22,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "fgemma/status.h"
 #include "src/base/thread_pool.h"
@@ -42,8 +45,16 @@ inline constexpr int64_t kChannelToolTokens = 160;
 // FunctionCallerOptions::tool_channel's default weight for a base Gemma 3 vocabulary.
 inline constexpr double kDefaultToolChannel = 4.0;
 
+// Tokens of a call's text kept at most (ChannelCallText; its description is left out first).
+inline constexpr int64_t kChannelCallTokens = 96;
+
 // "Function NAME(p1, p2): DESCRIPTION\nA user asks for it: \"" (parameter names in key order).
 std::string ChannelToolText(const text::Tool& tool);
+// The argument check's text of one call: "Function NAME(): DESCRIPTION Called as
+// NAME(k1=V1, k2=V2)." (keys in order, values as JSON); `with_description` false leaves the
+// description out.
+std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& arguments,
+                            bool with_description = true);
 
 class ToolChannel {
  public:
@@ -57,12 +68,22 @@ class ToolChannel {
   const std::vector<std::string>& names() const { return names_; }
   // channel(t) per tool, catalog order. The request must not be empty.
   StatusOr<std::vector<double>> Score(std::string_view request);
+  // The argument check (FunctionCallerOptions::argument_check): channel(c) = log p_base(request |
+  // ChannelCallText(c)) for each call c of `calls` (tool, arguments), the same sum over the
+  // request's first tokens as Score. Each text is run in full (nothing is kept between requests).
+  StatusOr<std::vector<double>> ScoreCalls(
+      std::span<const std::pair<const text::Tool*, nlohmann::json>> calls, std::string_view request);
   // Bytes held: the session's caches and scratch, the tools' K/V rows.
   size_t memory_bytes() const;
 
  private:
   ToolChannel() = default;
   Status ApplyHead(std::span<const int32_t> targets, std::span<double> logp);
+  // The request's tokens Score and ScoreCalls sum over (cut to kChannelRequestTokens).
+  StatusOr<std::vector<int32_t>> RequestTokens(std::string_view request) const;
+  // Per run of `runs`, the sum of log p(req[i]) over hidden_'s rows of that run (runs x
+  // req.size() rows, in order).
+  StatusOr<std::vector<double>> SumRuns(std::span<const int32_t> req, int64_t runs);
   const text::Tokenizer* tk_ = nullptr;
   std::vector<std::string> names_;
   ThreadPool* pool_ = nullptr;
@@ -74,6 +95,7 @@ class ToolChannel {
   // request, so that its row gives the first request token's log-probability).
   std::vector<runtime::Session::Snapshot> tools_;
   std::vector<int32_t> last_;
+  std::vector<int32_t> ask_;  // the ask's tokens
 };
 
 // The prior as a logit processor: where the written text since <start_function_call> is

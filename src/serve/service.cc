@@ -450,6 +450,8 @@ HttpResponse Service::Chat(const HttpRequest& request) {
     if (cr.tool_choice == ToolChoice::kNamed) o.grammar_tools = {cr.named_tool};
     o.draft_tokens = options_.draft_tokens;
     o.tool_channel = options_.tool_channel;
+    o.argument_check = options_.argument_check;
+    o.copy_bias = options_.copy_bias;
     o.on_warning = [](const std::string& m) {
       std::fprintf(stderr, "fgemma serve: warning: %s\n", m.c_str());
     };

@@ -56,6 +56,8 @@ struct ServiceOptions {
   int64_t context = 0;                // FunctionCallerOptions::context
   int draft_tokens = 2;
   double tool_channel = -1;           // FunctionCallerOptions::tool_channel
+  bool argument_check = true;         // FunctionCallerOptions::argument_check
+  double copy_bias = -1;              // FunctionCallerOptions::copy_bias
   double timeout_s = 120;             // a request's whole time (queue + work) at most
   Limits limits;
 };

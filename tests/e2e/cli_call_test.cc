@@ -193,6 +193,8 @@ TEST_F(CliCall, BadInput) {
       {Args("--draft -1 hi"), 2, "--draft"},
       {Args("--tool-channel -1 hi"), 2, "--tool-channel"},
       {Args("--tool-channel nan hi"), 2, "--tool-channel"},
+      {Args("--copy-bias -1 hi"), 2, "--copy-bias"},
+      {Args("--copy-bias inf hi"), 2, "--copy-bias"},
       {Args("--repl hi"), 2, "--repl"},
       {Args("--bogus hi"), 2, "bogus"},
       {"call -m " + *model_ + " --tools " + bad_json + " hi", 1, "cli_call_bad.json"},

@@ -105,6 +105,8 @@ int CmdEval(int argc, char** argv) {
   o.max_tokens = max_tokens;
   o.threads = common.ThreadsOrZero();
   o.tool_channel = common.ToolChannel();
+  o.argument_check = common.ArgumentCheck();
+  o.copy_bias = common.CopyBias();
   if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());
 
   std::vector<std::vector<Example>> sets;

@@ -133,6 +133,8 @@ int CmdServeMain(int argc, char** argv) {
   so.context = common.ContextOrZero();
   so.draft_tokens = static_cast<int>(draft);
   so.tool_channel = common.ToolChannel();
+  so.argument_check = common.ArgumentCheck();
+  so.copy_bias = common.CopyBias();
   so.timeout_s = static_cast<double>(timeout);
   so.limits.max_body_bytes = static_cast<size_t>(max_body);
   so.limits.max_messages = static_cast<size_t>(max_messages);

@@ -56,6 +56,14 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
                 "p(request | the tool's description) under the base model to the model's own "
                 "choice (default 4 for a base Gemma 3 model taught by an adapter, 0 for "
                 "FunctionGemma; 0: off; costs one short run per tool per request)");
+    p.AddBool("--no-arg-check", &no_argument_check_,
+              "With the tool channel on, each optional argument of the call is checked by the "
+              "same base model and dropped when the request is more likely without it; "
+              "--no-arg-check keeps the arguments as decoded");
+    p.AddDouble("--copy-bias", &copy_bias_, "B",
+                "Bias added to the tokens that copy the request's text into a string value "
+                "(default 8 for a base Gemma 3 model taught by an adapter, 0 for FunctionGemma; "
+                "0: off)");
   }
 }
 
@@ -77,6 +85,10 @@ Status CommonFlags::Check() const {
   if ((which_ & kToolChannel) && parser_->WasSet("--tool-channel") &&
       !(std::isfinite(tool_channel_) && tool_channel_ >= 0)) {
     return InvalidArgumentError("--tool-channel must be a weight >= 0 (0: off)");
+  }
+  if ((which_ & kToolChannel) && parser_->WasSet("--copy-bias") &&
+      !(std::isfinite(copy_bias_) && copy_bias_ >= 0)) {
+    return InvalidArgumentError("--copy-bias must be a bias >= 0 (0: off)");
   }
   return OkStatus();
 }

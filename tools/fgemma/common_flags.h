@@ -36,7 +36,8 @@ class CommonFlags {
     // With kLora: --no-lora, and without -m or any --lora the shipped call adapter
     // (DefaultCallAdapterPath) is applied to the default model (call, eval).
     kCallLora = 32,
-    // --tool-channel W: FunctionCallerOptions::tool_channel (call, eval, serve).
+    // --tool-channel W, --no-arg-check, --copy-bias B: FunctionCallerOptions::tool_channel,
+    // argument_check and copy_bias (call, eval, serve).
     kToolChannel = 64,
   };
 
@@ -68,6 +69,10 @@ class CommonFlags {
   std::vector<LoraAdapterFile> CallAdapters() const;
   // --tool-channel as given, -1 (the caller's default) when not.
   double ToolChannel() const { return tool_channel_; }
+  // FunctionCallerOptions::argument_check: false with --no-arg-check.
+  bool ArgumentCheck() const { return !no_argument_check_; }
+  // --copy-bias as given, -1 (the caller's default) when not.
+  double CopyBias() const { return copy_bias_; }
 
  private:
   const FlagParser* parser_ = nullptr;
@@ -77,6 +82,8 @@ class CommonFlags {
   LoraFlags lora_;
   bool no_lora_ = false;
   double tool_channel_ = -1;
+  bool no_argument_check_ = false;
+  double copy_bias_ = -1;
 };
 
 // The shipped call adapter (models/fgemma-call-lora.gguf, trained by `make adapter`):
