@@ -1111,10 +1111,10 @@ TEST(ToolChannel, CallScoresAreTheRequestsLogProbabilityAfterEachCall) {
     // Score's scores are unchanged by the runs ScoreCalls made on the same session.
     auto tools = (*channel)->Score(req);
     FG_ASSERT_OK(tools.status());
-    EXPECT_NEAR((*tools)[1],
-                ChannelOracle(tk, call::ChannelToolText(cat->tools[1]), call::kChannelToolTokens,
-                              req),
-                1e-3);
+    EXPECT_NEAR(
+        (*tools)[1],
+        ChannelOracle(tk, call::ChannelToolText(cat->tools[1]), call::kChannelToolTokens, req),
+        1e-3);
   }
   EXPECT_THAT((*channel)->ScoreCalls(calls, "").status(),
               StatusIs(StatusCode::kInvalidArgument, _));

@@ -185,9 +185,9 @@ struct FunctionCaller::Impl {
   // The noisy-channel tool prior (options.tool_channel); null when off.
   std::unique_ptr<call::ToolChannel> channel;
   double channel_weight = 0;
-  bool tool_prior = false;      // the channel chooses between the grammar's tools (> 1)
-  bool argument_check = false;  // the channel checks optional arguments
-  double copy_bias = 0;         // the copy prior's (options.copy_bias); 0: off
+  bool tool_prior = false;              // the channel chooses between the grammar's tools (> 1)
+  bool argument_check = false;          // the channel checks optional arguments
+  double copy_bias = 0;                 // the copy prior's (options.copy_bias); 0: off
   int32_t start_call = -1;              // <start_function_call>
 
   void Warn(const std::string& m) const {
@@ -253,8 +253,7 @@ Status ValidateOptions(const FunctionCallerOptions& options) {
   }
   if (options.max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
   if (options.threads < 0) return InvalidArgumentError("threads must be >= 0");
-  if (!std::isfinite(options.copy_bias) ||
-      (options.copy_bias < 0 && options.copy_bias != -1)) {
+  if (!std::isfinite(options.copy_bias) || (options.copy_bias < 0 && options.copy_bias != -1)) {
     return InvalidArgumentError("copy_bias must be -1 (default), 0 (off) or a bias > 0");
   }
   if (!std::isfinite(options.tool_channel) ||
@@ -672,7 +671,7 @@ call::DecodeHeadOptions FunctionCaller::Impl::HeadOptions() const {
 // The tool prior, the copy prior, and the base-model guards when the string guard is on
 // (src/call/logit_processors.h).
 call::LogitProcessorChain FunctionCaller::Impl::Processors(const std::vector<double>* prior,
-                                                          std::string_view request) const {
+                                                           std::string_view request) const {
   call::LogitProcessorChain chain;
   if (prior != nullptr) chain.Add(call::MakeToolPrior(&channel->names(), prior, tk, start_call));
   if (copy_bias > 0 && !request.empty() && dialect == text::Dialect::kOfficial) {

@@ -102,7 +102,8 @@ class CopyPrior : public LogitProcessor {
     copy.erase(std::unique(copy.begin(), copy.end()), copy.end());
     for (int32_t id : copy) {  // `allowed` is sorted
       const auto it = std::lower_bound(step.allowed.begin(), step.allowed.end(), id);
-      if (it != step.allowed.end() && *it == id) cand[static_cast<size_t>(it - step.allowed.begin())] += bias_;
+      if (it != step.allowed.end() && *it == id)
+        cand[static_cast<size_t>(it - step.allowed.begin())] += bias_;
     }
   }
   void Written(int32_t tok) override {

@@ -161,9 +161,8 @@ TEST_F(LogitProcessorsTest, DigitGuardEndsLongNumbers) {
 // string's start, a word's start; after that, what follows the string so far; nothing outside
 // a string.
 TEST(CopyPrior, BiasesTheTokensThatContinueTheRequestsText) {
-  auto tok = SmallTokenizer({"call:f{", "s:", "n:", "abc", "ab", "c", "xyz", "the",
-                             SpaceToPiece(" xy")},
-                            0);
+  auto tok = SmallTokenizer(
+      {"call:f{", "s:", "n:", "abc", "ab", "c", "xyz", "the", SpaceToPiece(" xy")}, 0);
   auto cat = text::ParseToolCatalog(kCatalog);
   FG_ASSERT_OK(cat.status());
   auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});

@@ -152,8 +152,8 @@ StatusOr<std::vector<double>> ToolChannel::ScoreCalls(
     const auto& [tool, arguments] = calls[static_cast<size_t>(t)];
     std::vector<int32_t> body = tk_->Encode(ChannelCallText(*tool, arguments), false, false);
     if (static_cast<int64_t>(body.size()) > room) {  // a long description goes first
-      body = tk_->Encode(ChannelCallText(*tool, arguments, /*with_description=*/false), false,
-                         false);
+      body =
+          tk_->Encode(ChannelCallText(*tool, arguments, /*with_description=*/false), false, false);
       if (static_cast<int64_t>(body.size()) > room) body.resize(static_cast<size_t>(room));
     }
     std::vector<int32_t> seq = {tk_->vocab().bos};

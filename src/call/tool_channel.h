@@ -20,12 +20,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fgemma/status.h"
 #include "src/base/thread_pool.h"
@@ -72,7 +71,8 @@ class ToolChannel {
   // ChannelCallText(c)) for each call c of `calls` (tool, arguments), the same sum over the
   // request's first tokens as Score. Each text is run in full (nothing is kept between requests).
   StatusOr<std::vector<double>> ScoreCalls(
-      std::span<const std::pair<const text::Tool*, nlohmann::json>> calls, std::string_view request);
+      std::span<const std::pair<const text::Tool*, nlohmann::json>> calls,
+      std::string_view request);
   // Bytes held: the session's caches and scratch, the tools' K/V rows.
   size_t memory_bytes() const;
 
