@@ -177,7 +177,8 @@ JNIEXPORT jlong JNICALL Java_org_fgemma_Native_callerCreate(
     JNIEnv* env, jclass cls, jlong model, jbyteArray catalog, jbyteArray dialect,
     jbyteArray constrain, jdouble temperature, jlong top_k, jdouble top_p, jlong seed,
     jint max_calls, jlong max_tokens, jlong context, jint threads, jbyteArray cache_dir,
-    jbyteArray tool_map, jint draft_tokens, jboolean reuse, jdouble tool_channel) {
+    jbyteArray tool_map, jint draft_tokens, jboolean reuse, jdouble tool_channel,
+    jboolean argument_check, jdouble copy_bias) {
   (void)cls;
   fg_caller_options o;
   fg_caller_options_init(&o);
@@ -203,6 +204,8 @@ JNIEXPORT jlong JNICALL Java_org_fgemma_Native_callerCreate(
     o.draft_tokens = draft_tokens;
     o.reuse_request_prefix = reuse ? 1 : 0;
     o.tool_channel = tool_channel;
+    o.argument_check = argument_check ? 1 : 0;
+    o.copy_bias = copy_bias;
     Check(env, fg_caller_create(H(fg_model, model), cat, &o, &caller));
   }
   free(cat);

@@ -41,6 +41,8 @@ class fg_caller_options(ctypes.Structure):
         ("draft_tokens", ctypes.c_int32),
         ("reuse_request_prefix", ctypes.c_int32),
         ("tool_channel", ctypes.c_double),
+        ("argument_check", ctypes.c_int32),
+        ("copy_bias", ctypes.c_double),
     ]
 
 

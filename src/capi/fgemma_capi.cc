@@ -320,6 +320,8 @@ void fg_caller_options_init(fg_caller_options* o) {
   o->draft_tokens = d.draft_tokens;
   o->reuse_request_prefix = d.reuse_request_prefix ? 1 : 0;
   o->tool_channel = d.tool_channel;
+  o->argument_check = d.argument_check ? 1 : 0;
+  o->copy_bias = d.copy_bias;
 }
 
 fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
@@ -357,6 +359,8 @@ fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
     co.draft_tokens = o.draft_tokens;
     co.reuse_request_prefix = o.reuse_request_prefix != 0;
     co.tool_channel = o.tool_channel;
+    co.argument_check = o.argument_check != 0;
+    co.copy_bias = o.copy_bias;
     if (o.context < 0) return fg::InvalidArgumentError("context must be >= 0");
     const int64_t trained = model->state->call_model->trained_context();
     if (o.context > 0 && trained > 0 && o.context > trained) {

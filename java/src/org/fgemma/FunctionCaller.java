@@ -24,6 +24,10 @@ public final class FunctionCaller implements AutoCloseable {
     public boolean reuseRequestPrefix = true;
     /** The noisy-channel tool prior's weight: -1 the library's default, 0 off. */
     public double toolChannel = -1;
+    /** With the tool channel on, drop the optional arguments the request is likelier without. */
+    public boolean argumentCheck = true;
+    /** The copy prior's bias: -1 the library's default, 0 off. */
+    public double copyBias = -1;
   }
 
   private long handle;
@@ -40,7 +44,7 @@ public final class FunctionCaller implements AutoCloseable {
           Native.callerCreate(
               model.handle(), catalog, dialect, constrain, o.temperature, o.topK, o.topP, o.seed,
               o.maxCalls, o.maxTokens, o.context, o.threads, cacheDir, toolMap, o.draftTokens,
-              o.reuseRequestPrefix, o.toolChannel);
+              o.reuseRequestPrefix, o.toolChannel, o.argumentCheck, o.copyBias);
     }
   }
 
@@ -55,7 +59,7 @@ public final class FunctionCaller implements AutoCloseable {
           Native.callerCreate(
               model.handle(), Fgemma.cBytes(catalog, "catalog"), null, null, o.temperature,
               o.topK, o.topP, o.seed, o.maxCalls, o.maxTokens, o.context, o.threads, null, null,
-              o.draftTokens, o.reuseRequestPrefix, o.toolChannel);
+              o.draftTokens, o.reuseRequestPrefix, o.toolChannel, o.argumentCheck, o.copyBias);
     }
   }
 

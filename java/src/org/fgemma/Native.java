@@ -24,7 +24,7 @@ final class Native {
       long model, byte[] catalog, byte[] dialect, byte[] constrain, double temperature,
       long topK, double topP, long seed, int maxCalls, long maxTokens, long context, int threads,
       byte[] cacheDir, byte[] toolMapJson, int draftTokens, boolean reuseRequestPrefix,
-      double toolChannel);
+      double toolChannel, boolean argumentCheck, double copyBias);
 
   static native void callerFree(long caller);
 

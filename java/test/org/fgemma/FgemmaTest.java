@@ -89,6 +89,10 @@ public final class FgemmaTest {
           FgemmaException.INVALID_ARGUMENT,
           "tool channel weight",
           () -> model.caller(catalog, badPrior));
+      FunctionCaller.Options badCopy = new FunctionCaller.Options();
+      badCopy.copyBias = -3;
+      expectError(
+          FgemmaException.INVALID_ARGUMENT, "copy bias", () -> model.caller(catalog, badCopy));
       expectError(
           FgemmaException.INVALID_ARGUMENT, "empty catalog", () -> model.caller("{\"tools\": []}"));
       expectError(
