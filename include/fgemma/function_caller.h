@@ -102,7 +102,8 @@ struct FunctionCallerOptions {
   // | the call without it) > log p_base(request | the call) (src/call/tool_channel.h; the
   // adapter tends to fill optional arguments the request never mentions). `calls` then differ
   // from the raw `text`; a call that streams its pieces (CallControl::on_piece) is not checked,
-  // so that what was streamed stays the answer. Costs a run of each call's text, with and
+  // so that what was streamed stays the answer (fgemma serve streams such a caller's answer at
+  // the end instead: checks_arguments()). Costs a run of each call's text, with and
   // without each optional argument, over the request. false: off.
   bool argument_check = true;
   // Official dialect with a grammar: the copy prior (src/call/logit_processors.h). In a free
@@ -253,6 +254,9 @@ class FunctionCaller {
   int64_t prefix_tokens() const;
   // The context actually used.
   int64_t context() const;
+  // Whether calls without CallControl::on_piece get the argument check
+  // (FunctionCallerOptions::argument_check with the tool channel on).
+  bool checks_arguments() const;
   // Bytes this caller's session holds reserved (KV caches, activation scratch): what keeping it
   // (and its prefilled catalog prefix) costs at most.
   size_t memory_bytes() const;

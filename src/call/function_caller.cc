@@ -227,6 +227,9 @@ FunctionCaller::FunctionCaller(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 FunctionCaller::~FunctionCaller() = default;
 int64_t FunctionCaller::prefix_tokens() const { return static_cast<int64_t>(impl_->prefix.size()); }
 int64_t FunctionCaller::context() const { return impl_->session->context(); }
+bool FunctionCaller::checks_arguments() const {
+  return impl_->channel != nullptr && impl_->argument_check;
+}
 size_t FunctionCaller::memory_bytes() const {
   return impl_->session->cache_bytes() + impl_->session->scratch_bytes() +
          (impl_->channel ? impl_->channel->memory_bytes() : 0);

@@ -502,10 +502,15 @@ HttpResponse Service::RunChat(ChatRun& run, const HttpRequest& request, const Ev
       }
     }
     stream.emplace(cr, "chatcmpl-" + id, created, model, budget);
-    control.on_piece = [&](std::string_view piece) {
-      output += piece;
-      emit(stream->Update(output));
-    };
+    // A caller that checks the arguments after decoding (FunctionCallerOptions::argument_check)
+    // answers with the checked calls, so the stream sends its answer at the end (Finish), the
+    // same answer a request without `stream` gets; other callers stream while decoding.
+    if (!run.caller->checks_arguments()) {
+      control.on_piece = [&](std::string_view piece) {
+        output += piece;
+        emit(stream->Update(output));
+      };
+    }
   }
   auto result = cr.single_request() ? run.caller->Call(cr.turns[0].text, control)
                                     : run.caller->CallConversation(cr.turns, control);
