@@ -22,9 +22,10 @@ namespace {
 
 // The shipped adapter (`make adapter`: 3 epochs of the 68-catalog corpus) measured 65.0 % right
 // function and 39.4 % exact calls alone when it was trained, and 77.1 % / 54.0 % with the tool
-// prior (weight 4), the argument check and the copy prior (bias 8; 2026-12-02). The eval is deterministic on one machine; the margin of
-// ~2.5 points covers another ISA's kernels (rounding can flip a near-tie); a larger drop is a
-// change in the model, the runtime, the prompt or the adapter.
+// prior (weight 4), the argument check and the copy prior (bias 8; 2026-12-02). The eval is
+// deterministic on one machine; the margin of ~2.5 points covers another ISA's kernels (rounding
+// can flip a near-tie); a larger drop is a change in the model, the runtime, the prompt or the
+// adapter.
 constexpr double kMinFunction = 0.625, kMinExact = 0.370;
 constexpr double kMinFunctionWithPrior = 0.745, kMinExactWithPrior = 0.515;
 
