@@ -142,7 +142,8 @@ typedef struct fg_caller_options {
   double tool_channel;          /* -1: the noisy-channel tool prior at weight 4 for a base Gemma 3
                                  * vocabulary, off for FunctionGemma; 0: off; > 0: that weight */
   int32_t argument_check;       /* 1: with the tool channel on, optional arguments the request is
-                                 * likelier without are dropped from the calls; 0: off */
+                                 * likelier without are dropped from the calls and enum values it
+                                 * is much likelier with another member of replaced; 0: off */
   double copy_bias;             /* -1: the copy prior at bias 8 for a base Gemma 3 vocabulary,
                                  * off for FunctionGemma; 0: off; > 0: that bias */
 } fg_caller_options;

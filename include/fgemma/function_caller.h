@@ -100,11 +100,13 @@ struct FunctionCallerOptions {
   // With the tool channel on (above), the same base model checks each optional argument of a
   // call: an argument is dropped when the request is more likely without it, log p_base(request
   // | the call without it) > log p_base(request | the call) (src/call/tool_channel.h; the
-  // adapter tends to fill optional arguments the request never mentions). `calls` then differ
-  // from the raw `text`; a call that streams its pieces (CallControl::on_piece) is not checked,
-  // so that what was streamed stays the answer (fgemma serve streams such a caller's answer at
-  // the end instead: checks_arguments()). Costs a run of each call's text, with and
-  // without each optional argument, over the request. false: off.
+  // adapter tends to fill optional arguments the request never mentions); and an enum value is
+  // replaced by the member the request is likelier with by more than 2 nats
+  // (call::kEnumCheckMargin). `calls` then differ from the raw `text`; a call that streams its
+  // pieces (CallControl::on_piece) is not checked, so that what was streamed stays the answer
+  // (fgemma serve streams such a caller's answer at the end instead: checks_arguments()). Costs
+  // a run of each call's text (with and without each optional argument, with each other enum
+  // member) over the request, their shared start run once. false: off.
   bool argument_check = true;
   // Official dialect with a grammar: the copy prior (src/call/logit_processors.h). In a free
   // string, the tokens that continue a span of the request's text get this bias added to their
@@ -158,6 +160,7 @@ struct CallStats {
   double channel_ms = 0;          // the tool prior's scoring of the request (tool_channel)
   double argument_check_ms = 0;   // the argument check (argument_check)
   int64_t dropped_arguments = 0;  // optional arguments the argument check dropped
+  int64_t replaced_values = 0;    // enum values the argument check replaced
 };
 
 // Why decoding stopped.

@@ -1108,6 +1108,11 @@ TEST(ToolChannel, CallScoresAreTheRequestsLogProbabilityAfterEachCall) {
       const double want = ChannelOracle(tk, text, call::kChannelCallTokens, req);
       EXPECT_NEAR((*scores)[i], want, 1e-4 * std::max(1.0, std::fabs(want))) << req << " " << i;
     }
+    // Calls of one tool share their text up to the arguments, run once: the same scores.
+    auto same_tool = (*channel)->ScoreCalls(std::span(calls).first(2), req);
+    FG_ASSERT_OK(same_tool.status());
+    ASSERT_EQ(same_tool->size(), 2u);
+    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR((*same_tool)[i], (*scores)[i], 1e-6) << req << i;
     // Score's scores are unchanged by the runs ScoreCalls made on the same session.
     auto tools = (*channel)->Score(req);
     FG_ASSERT_OK(tools.status());
@@ -1120,9 +1125,76 @@ TEST(ToolChannel, CallScoresAreTheRequestsLogProbabilityAfterEachCall) {
               StatusIs(StatusCode::kInvalidArgument, _));
 }
 
-// The argument check keeps a call's required arguments and drops exactly the optional ones the
-// channel scores higher without (the decision recomputed here from ScoreCalls); a streamed call
-// and --no-arg-check keep the arguments as decoded.
+// The check's decision from the scores: asked once, for the call, each optional argument left
+// out, each other enum member; drops what the request is likelier without, takes the best member
+// that beats the call by the margin, weighs no member of a dropped argument.
+TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
+  auto cat = text::ParseToolCatalog(kOptionalCatalog);
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& light = cat->tools[0];  // room required; on, level, color optional
+  const nlohmann::json decoded = {{"color", "red"}, {"level", 50}, {"on", true}, {"room", "kitchen"}};
+  const double m = call::kEnumCheckMargin;
+  // Per argument value, its part of the score; a value left out scores 0.
+  std::map<std::string, std::map<std::string, double>> part = {
+      {"on", {{"true", 1.0}}},                                        // kept
+      {"color", {{"\"red\"", -0.5}, {"\"blue\"", m + 5}}},          // dropped: blue not weighed
+      {"room", {{"\"kitchen\"", 0}, {"\"hall\"", m + 0.25}}},      // replaced
+      {"level", {{"50", 0}, {"10", m - 0.5}, {"100", m - 0.1}}}};    // within the margin: kept
+  int asked = 0;
+  std::vector<nlohmann::json> seen;
+  const call::CallScorer score = [&](std::span<const nlohmann::json> cands) {
+    ++asked;
+    seen.assign(cands.begin(), cands.end());
+    std::vector<double> s;
+    for (const nlohmann::json& c : cands) {
+      double v = 0;
+      for (const auto& [k, x] : c.items()) v += part[k][x.dump()];
+      s.push_back(v);
+    }
+    return StatusOr<std::vector<double>>(s);
+  };
+  auto r = call::CheckArguments(light, decoded, score);
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(asked, 1);
+  ASSERT_EQ(seen.size(), 1u + 3u + (1 + 2 + 1));  // the call, 3 without, 4 other members
+  EXPECT_EQ(seen[0], decoded);
+  EXPECT_EQ(seen[1], nlohmann::json({{"level", 50}, {"on", true}, {"room", "kitchen"}}));
+  EXPECT_EQ(r->arguments, nlohmann::json({{"level", 50}, {"on", true}, {"room", "hall"}}));
+  EXPECT_EQ(r->dropped, 1);
+  EXPECT_EQ(r->replaced, 1);
+  // Of several members past the margin, the best.
+  part["level"] = {{"50", 0}, {"10", m + 3}, {"100", m + 1}};
+  r = call::CheckArguments(light, decoded, score);
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(r->arguments, nlohmann::json({{"level", 10}, {"on", true}, {"room", "hall"}}));
+  EXPECT_EQ(r->replaced, 2);
+  // No candidate besides the call (no arguments: an optional argument left out is not added),
+  // or arguments that are not an object: not asked.
+  asked = 0;
+  const text::Tool& music = cat->tools[1];  // zone optional, enum all/den
+  r = call::CheckArguments(music, nlohmann::json::object(), score);
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(asked, 0);
+  EXPECT_EQ(r->arguments, nlohmann::json::object());
+  r = call::CheckArguments(music, nlohmann::json::array(), score);
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(asked, 0);
+  // The scorer's errors, and a wrong count of scores, are errors.
+  const call::CallScorer failing = [](std::span<const nlohmann::json>) {
+    return StatusOr<std::vector<double>>(InvalidArgumentError("no"));
+  };
+  EXPECT_THAT(call::CheckArguments(light, decoded, failing).status(),
+              StatusIs(StatusCode::kInvalidArgument, _));
+  const call::CallScorer short_list = [](std::span<const nlohmann::json>) {
+    return StatusOr<std::vector<double>>(std::vector<double>{0.0});
+  };
+  EXPECT_THAT(call::CheckArguments(light, decoded, short_list).status(),
+              StatusIs(StatusCode::kInternal, _));
+}
+
+// The argument check keeps a call's required arguments and drops or replaces exactly what
+// call::CheckArguments decides from the channel's ScoreCalls (its rule pinned by the test
+// above); a streamed call and --no-arg-check keep the arguments as decoded.
 TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierWithout) {
   auto cat = text::ParseToolCatalog(kOptionalCatalog);
   FG_ASSERT_OK(cat.status());
@@ -1138,7 +1210,7 @@ TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierW
   auto channel = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()),
                                            call::CallTokenizer(*TinyModel()), *cat, nullptr);
   FG_ASSERT_OK(channel.status());
-  int optional_seen = 0, dropped = 0;
+  int optional_seen = 0, dropped = 0, replaced = 0;
   for (const char* req : {"kitchen light on", "turn the hall light on red", "lights off",
                           "stop the music", "music off in the den", "dim the kitchen to 10",
                           "blue light please", "all music off", "light on full", "quiet"}) {
@@ -1153,39 +1225,32 @@ TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierW
     EXPECT_EQ(r->text, raw->text);  // the decoding is the same; only `calls` are checked
     EXPECT_EQ(r->stats.channel_ms, 0.0);  // one tool admitted: no tool prior, yet a check
     ASSERT_EQ(r->calls.size(), raw->calls.size());
-    int64_t dropped_here = 0;
+    int64_t dropped_here = 0, replaced_here = 0;
     for (size_t i = 0; i < raw->calls.size(); ++i) {
       const FunctionCall& c = raw->calls[i];
       const text::Tool* tool = cat->Find(c.name);
       ASSERT_NE(tool, nullptr);
-      std::vector<std::pair<const text::Tool*, nlohmann::json>> calls = {{tool, c.arguments}};
-      std::vector<std::string> optional;
-      for (const auto& [key, value] : c.arguments.items()) {
-        if (key == "room") continue;  // required
-        optional.push_back(key);
-        nlohmann::json without = c.arguments;
-        without.erase(key);
-        calls.emplace_back(tool, without);
-      }
-      nlohmann::json want = c.arguments;
-      if (!optional.empty()) {
-        auto s = (*channel)->ScoreCalls(calls, req);
-        FG_ASSERT_OK(s.status());
-        for (size_t k = 0; k < optional.size(); ++k) {
-          if ((*s)[k + 1] > (*s)[0]) {
-            want.erase(optional[k]);
-            ++dropped_here;
-          }
-        }
-        EXPECT_GT(r->stats.argument_check_ms, 0.0);
-      }
-      optional_seen += static_cast<int>(optional.size());
+      int optional = 0;
+      for (const auto& [key, value] : c.arguments.items()) optional += key != "room";
+      const call::CallScorer score = [&](std::span<const nlohmann::json> cands) {
+        std::vector<std::pair<const text::Tool*, nlohmann::json>> calls;
+        for (const nlohmann::json& a : cands) calls.emplace_back(tool, a);
+        return (*channel)->ScoreCalls(calls, req);
+      };
+      auto want = call::CheckArguments(*tool, c.arguments, score);
+      FG_ASSERT_OK(want.status());
+      dropped_here += want->dropped;
+      replaced_here += want->replaced;
+      EXPECT_GT(r->stats.argument_check_ms, 0.0);  // every call here has an enum argument
+      optional_seen += optional;
       EXPECT_EQ(r->calls[i].name, c.name);
-      EXPECT_EQ(r->calls[i].arguments, want) << req;
+      EXPECT_EQ(r->calls[i].arguments, want->arguments) << req;
       EXPECT_TRUE(r->calls[i].arguments.contains("room"));
     }
     EXPECT_EQ(r->stats.dropped_arguments, dropped_here) << req;
+    EXPECT_EQ(r->stats.replaced_values, replaced_here) << req;
     dropped += static_cast<int>(dropped_here);
+    replaced += static_cast<int>(replaced_here);
     // Streamed pieces are the answer: no check.
     CallControl streamed;
     std::string pieces;
@@ -1201,8 +1266,8 @@ TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierW
   }
   EXPECT_GT(dropped, 0);  // the requests did exercise both outcomes
   EXPECT_LT(dropped, optional_seen);
-  std::printf("argument check: %d optional arguments decoded, %d dropped\n", optional_seen,
-              dropped);
+  std::printf("argument check: %d optional arguments decoded, %d dropped, %d enum values replaced\n",
+              optional_seen, dropped, replaced);
 }
 
 TEST(ToolChannel, PriorShiftsEachNameTokenByTheToolsItCanStillBecome) {

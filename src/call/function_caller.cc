@@ -806,35 +806,24 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
   return r;
 }
 
-// Each call's optional arguments, each scored by the channel with and without it
-// (FunctionCallerOptions::argument_check); the ones the request is likelier without are dropped
-// together. Required arguments stay, so the call stays valid.
+// Each call's arguments checked by the channel (call::CheckArguments: optional arguments the
+// request is likelier without are dropped, enum values it is much likelier with another member
+// of are replaced). Required arguments stay and members are the schema's, so the call stays
+// valid.
 Status FunctionCaller::Impl::CheckArguments(CallResult* r, std::string_view request) const {
   for (FunctionCall& c : r->calls) {
     const text::Tool* tool = catalog.Find(c.name);
-    if (tool == nullptr || !c.arguments.is_object()) continue;
-    const std::vector<std::string>& required = tool->parameters.required;
-    std::vector<std::string> optional;
-    for (const auto& [key, value] : c.arguments.items()) {
-      (void)value;
-      if (std::find(required.begin(), required.end(), key) == required.end()) {
-        optional.push_back(key);
-      }
-    }
-    if (optional.empty()) continue;
-    std::vector<std::pair<const text::Tool*, nlohmann::json>> calls = {{tool, c.arguments}};
-    for (const std::string& key : optional) {
-      nlohmann::json without = c.arguments;
-      without.erase(key);
-      calls.emplace_back(tool, std::move(without));
-    }
-    FG_ASSIGN_OR_RETURN(const std::vector<double> score, channel->ScoreCalls(calls, request));
-    for (size_t i = 0; i < optional.size(); ++i) {
-      if (score[i + 1] > score[0]) {
-        c.arguments.erase(optional[i]);
-        ++r->stats.dropped_arguments;
-      }
-    }
+    if (tool == nullptr) continue;
+    const call::CallScorer score = [&](std::span<const nlohmann::json> cands) {
+      std::vector<std::pair<const text::Tool*, nlohmann::json>> calls;
+      for (const nlohmann::json& a : cands) calls.emplace_back(tool, a);
+      return channel->ScoreCalls(calls, request);
+    };
+    FG_ASSIGN_OR_RETURN(call::CheckedArguments checked,
+                        call::CheckArguments(*tool, c.arguments, score));
+    c.arguments = std::move(checked.arguments);
+    r->stats.dropped_arguments += checked.dropped;
+    r->stats.replaced_values += checked.replaced;
   }
   return OkStatus();
 }

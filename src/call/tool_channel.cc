@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "src/kernels/grad.h"
@@ -34,6 +35,68 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
   std::string out = "Function " + tool.name + "(): ";
   if (with_description && !tool.description.empty()) out += tool.description + " ";
   return out + "Called as " + call + ".";
+}
+
+StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
+                                          const CallScorer& score) {
+  CheckedArguments out{arguments};
+  if (!arguments.is_object()) return out;
+  const text::Schema& params = tool.parameters;
+  // The candidates: the call as decoded, then one per optional argument left out, then one per
+  // other enum member of each argument.
+  std::vector<nlohmann::json> cands = {arguments};
+  std::vector<std::string> optional;
+  for (const auto& [key, value] : arguments.items()) {
+    (void)value;
+    if (std::find(params.required.begin(), params.required.end(), key) == params.required.end()) {
+      optional.push_back(key);
+      nlohmann::json without = arguments;
+      without.erase(key);
+      cands.push_back(std::move(without));
+    }
+  }
+  struct Member {
+    std::string key;
+    size_t cand;
+  };
+  std::vector<Member> members;
+  for (const auto& [key, value] : arguments.items()) {
+    const auto prop = params.properties.find(key);
+    if (prop == params.properties.end()) continue;
+    for (const nlohmann::json& m : prop->second.enum_values) {
+      if (m == value) continue;
+      nlohmann::json with = arguments;
+      with[key] = m;
+      members.push_back({key, cands.size()});
+      cands.push_back(std::move(with));
+    }
+  }
+  if (cands.size() == 1) return out;
+  FG_ASSIGN_OR_RETURN(const std::vector<double> s, score(cands));
+  if (s.size() != cands.size()) return InternalError("argument check: a score per candidate");
+  for (size_t i = 0; i < optional.size(); ++i) {
+    if (s[i + 1] > s[0]) {
+      out.arguments.erase(optional[i]);
+      ++out.dropped;
+    }
+  }
+  // Per argument that stays, its best other member when it beats the call by the margin.
+  for (size_t i = 0; i < members.size();) {
+    const std::string& key = members[i].key;
+    size_t best = 0;
+    double best_score = s[0] + kEnumCheckMargin;
+    for (; i < members.size() && members[i].key == key; ++i) {
+      if (s[members[i].cand] > best_score) {
+        best = members[i].cand;
+        best_score = s[best];
+      }
+    }
+    if (best != 0 && out.arguments.contains(key)) {
+      out.arguments[key] = cands[best][key];
+      ++out.replaced;
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -148,6 +211,8 @@ StatusOr<std::vector<double>> ToolChannel::ScoreCalls(
   // <bos>, the call's text (the context fits kChannelCallTokens of it with the ask and the
   // request), the ask, the request but its last token: the last n rows predict the request.
   constexpr int64_t room = kChannelCallTokens;
+  std::vector<std::vector<int32_t>> seqs;
+  size_t shared = std::numeric_limits<size_t>::max();  // the runs' common first tokens
   for (int64_t t = 0; t < runs; ++t) {
     const auto& [tool, arguments] = calls[static_cast<size_t>(t)];
     std::vector<int32_t> body = tk_->Encode(ChannelCallText(*tool, arguments), false, false);
@@ -158,10 +223,35 @@ StatusOr<std::vector<double>> ToolChannel::ScoreCalls(
     }
     std::vector<int32_t> seq = {tk_->vocab().bos};
     seq.insert(seq.end(), body.begin(), body.end());
+    // At most the text but its last token, so that each run appends the ask and the request.
+    shared = std::min(shared, body.size());
+    if (!seqs.empty()) {
+      const auto [a, b] = std::mismatch(seq.begin(), seq.end(), seqs[0].begin(), seqs[0].end());
+      shared = std::min(shared, static_cast<size_t>(a - seq.begin()));
+    }
     seq.insert(seq.end(), ask_.begin(), ask_.end());
     seq.insert(seq.end(), req.begin(), req.end() - 1);
-    session_->Reset();
-    FG_RETURN_IF_ERROR(session_->Append(seq, runtime::LogitsRequest::Hidden(n)));
+    seqs.push_back(std::move(seq));
+  }
+  // The shared tokens ("Function NAME(): DESCRIPTION Called as NAME(" for the argument check's
+  // candidates) are run once; the chunk split changes no bit of the rows after them.
+  session_->Reset();
+  std::optional<runtime::Session::Snapshot> start;
+  if (runs > 1 && shared > 0) {
+    FG_RETURN_IF_ERROR(session_->Append(std::span(seqs[0]).first(shared), runtime::LogitsRequest::None()));
+    start = session_->Save();
+  } else {
+    shared = 0;
+  }
+  for (int64_t t = 0; t < runs; ++t) {
+    const std::vector<int32_t>& seq = seqs[static_cast<size_t>(t)];
+    if (start) {
+      FG_RETURN_IF_ERROR(session_->Restore(*start));
+    } else {
+      session_->Reset();
+    }
+    FG_RETURN_IF_ERROR(
+        session_->Append(std::span(seq).subspan(shared), runtime::LogitsRequest::Hidden(n)));
     const std::span<const float> h = session_->last_hidden();
     std::copy(h.begin(), h.end(), hidden_.begin() + t * n * hidden_size_);
   }

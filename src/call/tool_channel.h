@@ -19,8 +19,10 @@
 #define FGEMMA_CALL_TOOL_CHANNEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -54,6 +56,26 @@ std::string ChannelToolText(const text::Tool& tool);
 // description out.
 std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& arguments,
                             bool with_description = true);
+
+// The argument check's decision for one call of `tool` (FunctionCallerOptions::argument_check).
+// `score` gives channel(c) (ToolChannel::ScoreCalls) for each of a list of argument objects; it
+// is asked once, for the decoded `arguments` and, beside them,
+//   - each optional argument left out: dropped when the request is likelier without it;
+//   - each other member of an argument's enum: taken when the request is likelier with it by
+//     more than kEnumCheckMargin (nats), the best such member. Members are only weighed for
+//     arguments that stay. docs/tuning.md has what each part fixes and breaks.
+// Required arguments stay, and every member is one the schema allows, so a valid call stays
+// valid. Arguments that are not an object, or a tool with no properties, ask nothing.
+inline constexpr double kEnumCheckMargin = 2.0;
+struct CheckedArguments {
+  nlohmann::json arguments;
+  int64_t dropped = 0;   // optional arguments left out
+  int64_t replaced = 0;  // enum values changed
+};
+using CallScorer =
+    std::function<StatusOr<std::vector<double>>(std::span<const nlohmann::json> arguments)>;
+StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
+                                          const CallScorer& score);
 
 class ToolChannel {
  public:

@@ -22,12 +22,13 @@ namespace {
 
 // The shipped adapter (`make adapter`: 3 epochs of the 68-catalog corpus) measured 65.0 % right
 // function and 39.4 % exact calls alone when it was trained, and 77.1 % / 54.0 % with the tool
-// prior (weight 4), the argument check and the copy prior (bias 8; 2026-12-02). The eval is
+// prior (weight 4), the argument check and the copy prior (bias 8; 2026-12-02); 55.3 % exact
+// once the argument check also weighed enum members (2026-12-03). The eval is
 // deterministic on one machine; the margin of ~2.5 points covers another ISA's kernels (rounding
 // can flip a near-tie); a larger drop is a change in the model, the runtime, the prompt or the
 // adapter.
 constexpr double kMinFunction = 0.625, kMinExact = 0.370;
-constexpr double kMinFunctionWithPrior = 0.745, kMinExactWithPrior = 0.515;
+constexpr double kMinFunctionWithPrior = 0.745, kMinExactWithPrior = 0.530;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
@@ -79,6 +80,25 @@ TEST(CallAdapterRealTest, HeldOutCatalogsWithTheToolPrior) {
   const double n = all["requests"].get<double>();
   EXPECT_GE(all["function"].get<double>() / n, kMinFunctionWithPrior);
   EXPECT_GE(all["exact"].get<double>() / n, kMinExactWithPrior);
+}
+
+// The argument check's enum part on a held-out request: the adapter writes `card: "credit"` for
+// "freeze my debit card"; the base model finds the request far likelier after `card="debit"`,
+// so the default replaces it (`--stats` counts it), and --no-arg-check keeps the decoded value.
+TEST(CallAdapterRealTest, ArgumentCheckReplacesAnEnumValueTheRequestNames) {
+  if (ModelPath().empty()) GTEST_SKIP() << "FGEMMA_MODEL is not set (make test sets it)";
+  const std::string call = "call -m " + ModelPath() + " --lora " + Adapter() + " --tools " +
+                           std::string(FG_SOURCE_DIR) +
+                           "/data/calls/catalogs/banking.json -t 2 \"freeze my debit card\"";
+  auto checked = testing::RunFgemma(call + " --stats", /*with_stderr=*/true);
+  auto raw = testing::RunFgemma(call + " --no-arg-check", false);
+  ASSERT_EQ(checked.rc, 0) << checked.out;
+  ASSERT_EQ(raw.rc, 0) << raw.out;
+  EXPECT_THAT(checked.out, ::testing::HasSubstr("(0 dropped, 1 replaced)"));
+  EXPECT_THAT(checked.out, ::testing::HasSubstr(
+                               R"({"arguments":{"card":"debit","frozen":true},"name":"freeze_card"})"));
+  EXPECT_EQ(raw.out, R"({"arguments":{"card":"credit","frozen":true},"name":"freeze_card"})"
+                     "\n");
 }
 
 TEST(CallAdapterRealTest, CallAppliesItByDefault) {

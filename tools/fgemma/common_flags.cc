@@ -57,9 +57,10 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
                 "choice (default 4 for a base Gemma 3 model taught by an adapter, 0 for "
                 "FunctionGemma; 0: off; costs one short run per tool per request)");
     p.AddBool("--no-arg-check", &no_argument_check_,
-              "With the tool channel on, each optional argument of the call is checked by the "
-              "same base model and dropped when the request is more likely without it; "
-              "--no-arg-check keeps the arguments as decoded");
+              "With the tool channel on, the same base model checks the call's arguments: an "
+              "optional one is dropped when the request is more likely without it, an enum "
+              "value replaced by a member the request is much likelier with; --no-arg-check "
+              "keeps the arguments as decoded");
     p.AddDouble("--copy-bias", &copy_bias_, "B",
                 "Bias added to the tokens that copy the request's text into a string value "
                 "(default 8 for a base Gemma 3 model taught by an adapter, 0 for FunctionGemma; "

@@ -24,7 +24,10 @@ public final class FunctionCaller implements AutoCloseable {
     public boolean reuseRequestPrefix = true;
     /** The noisy-channel tool prior's weight: -1 the library's default, 0 off. */
     public double toolChannel = -1;
-    /** With the tool channel on, drop the optional arguments the request is likelier without. */
+    /**
+     * With the tool channel on, drop the optional arguments the request is likelier without and
+     * replace an enum value the request is much likelier with another member of.
+     */
     public boolean argumentCheck = true;
     /** The copy prior's bias: -1 the library's default, 0 off. */
     public double copyBias = -1;
