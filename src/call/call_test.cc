@@ -1132,14 +1132,15 @@ TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
   auto cat = text::ParseToolCatalog(kOptionalCatalog);
   FG_ASSERT_OK(cat.status());
   const text::Tool& light = cat->tools[0];  // room required; on, level, color optional
-  const nlohmann::json decoded = {{"color", "red"}, {"level", 50}, {"on", true}, {"room", "kitchen"}};
+  const nlohmann::json decoded = {
+      {"color", "red"}, {"level", 50}, {"on", true}, {"room", "kitchen"}};
   const double m = call::kEnumCheckMargin;
   // Per argument value, its part of the score; a value left out scores 0.
   std::map<std::string, std::map<std::string, double>> part = {
-      {"on", {{"true", 1.0}}},                                        // kept
-      {"color", {{"\"red\"", -0.5}, {"\"blue\"", m + 5}}},          // dropped: blue not weighed
+      {"on", {{"true", 1.0}}},                                     // kept
+      {"color", {{"\"red\"", -0.5}, {"\"blue\"", m + 5}}},         // dropped: blue not weighed
       {"room", {{"\"kitchen\"", 0}, {"\"hall\"", m + 0.25}}},      // replaced
-      {"level", {{"50", 0}, {"10", m - 0.5}, {"100", m - 0.1}}}};    // within the margin: kept
+      {"level", {{"50", 0}, {"10", m - 0.5}, {"100", m - 0.1}}}};  // within the margin: kept
   int asked = 0;
   std::vector<nlohmann::json> seen;
   const call::CallScorer score = [&](std::span<const nlohmann::json> cands) {
@@ -1266,8 +1267,9 @@ TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierW
   }
   EXPECT_GT(dropped, 0);  // the requests did exercise both outcomes
   EXPECT_LT(dropped, optional_seen);
-  std::printf("argument check: %d optional arguments decoded, %d dropped, %d enum values replaced\n",
-              optional_seen, dropped, replaced);
+  std::printf(
+      "argument check: %d optional arguments decoded, %d dropped, %d enum values replaced\n",
+      optional_seen, dropped, replaced);
 }
 
 TEST(ToolChannel, PriorShiftsEachNameTokenByTheToolsItCanStillBecome) {

@@ -238,7 +238,8 @@ StatusOr<std::vector<double>> ToolChannel::ScoreCalls(
   session_->Reset();
   std::optional<runtime::Session::Snapshot> start;
   if (runs > 1 && shared > 0) {
-    FG_RETURN_IF_ERROR(session_->Append(std::span(seqs[0]).first(shared), runtime::LogitsRequest::None()));
+    FG_RETURN_IF_ERROR(
+        session_->Append(std::span(seqs[0]).first(shared), runtime::LogitsRequest::None()));
     start = session_->Save();
   } else {
     shared = 0;

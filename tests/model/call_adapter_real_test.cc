@@ -95,8 +95,9 @@ TEST(CallAdapterRealTest, ArgumentCheckReplacesAnEnumValueTheRequestNames) {
   ASSERT_EQ(checked.rc, 0) << checked.out;
   ASSERT_EQ(raw.rc, 0) << raw.out;
   EXPECT_THAT(checked.out, ::testing::HasSubstr("(0 dropped, 1 replaced)"));
-  EXPECT_THAT(checked.out, ::testing::HasSubstr(
-                               R"({"arguments":{"card":"debit","frozen":true},"name":"freeze_card"})"));
+  EXPECT_THAT(
+      checked.out,
+      ::testing::HasSubstr(R"({"arguments":{"card":"debit","frozen":true},"name":"freeze_card"})"));
   EXPECT_EQ(raw.out, R"({"arguments":{"card":"credit","frozen":true},"name":"freeze_card"})"
                      "\n");
 }
