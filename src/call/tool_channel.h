@@ -62,8 +62,8 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 // is asked once, for the decoded `arguments` and, beside them,
 //   - each optional argument left out: dropped when the request is likelier without it;
 //   - each other member of an argument's enum: taken when the request is likelier with it by
-//     more than kEnumCheckMargin (nats), the best such member. Members are only weighed for
-//     arguments that stay. docs/tuning.md has what each part fixes and breaks.
+//     more than kEnumCheckMargin (nats), the best such member; only for an argument that
+//     stays. docs/tuning.md has what each part fixes and breaks.
 // Required arguments stay, and every member is one the schema allows, so a valid call stays
 // valid. Arguments that are not an object, or a tool with no properties, ask nothing.
 inline constexpr double kEnumCheckMargin = 2.0;
@@ -91,7 +91,8 @@ class ToolChannel {
   StatusOr<std::vector<double>> Score(std::string_view request);
   // The argument check (FunctionCallerOptions::argument_check): channel(c) = log p_base(request |
   // ChannelCallText(c)) for each call c of `calls` (tool, arguments), the same sum over the
-  // request's first tokens as Score. Each text is run in full (nothing is kept between requests).
+  // request's first tokens as Score. The texts' common first tokens are run once and restored
+  // for each; nothing is kept between requests.
   StatusOr<std::vector<double>> ScoreCalls(
       std::span<const std::pair<const text::Tool*, nlohmann::json>> calls,
       std::string_view request);
