@@ -1127,7 +1127,7 @@ TEST(ToolChannel, CallScoresAreTheRequestsLogProbabilityAfterEachCall) {
 
 // The check's decision from the scores: asked once, for the call, each optional argument left
 // out, each other enum member; drops what the request is likelier without, takes the best member
-// that beats the call by the margin, weighs no member of a dropped argument.
+// that beats the call by the margin, takes no member of a dropped argument.
 TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
   auto cat = text::ParseToolCatalog(kOptionalCatalog);
   FG_ASSERT_OK(cat.status());
@@ -1138,7 +1138,7 @@ TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
   // Per argument value, its part of the score; a value left out scores 0.
   std::map<std::string, std::map<std::string, double>> part = {
       {"on", {{"true", 1.0}}},                                     // kept
-      {"color", {{"\"red\"", -0.5}, {"\"blue\"", m + 5}}},         // dropped: blue not weighed
+      {"color", {{"\"red\"", -0.5}, {"\"blue\"", m + 5}}},         // dropped: blue not taken
       {"room", {{"\"kitchen\"", 0}, {"\"hall\"", m + 0.25}}},      // replaced
       {"level", {{"50", 0}, {"10", m - 0.5}, {"100", m - 0.1}}}};  // within the margin: kept
   int asked = 0;

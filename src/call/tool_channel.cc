@@ -226,8 +226,8 @@ StatusOr<std::vector<double>> ToolChannel::ScoreCalls(
     // At most the text but its last token, so that each run appends the ask and the request.
     shared = std::min(shared, body.size());
     if (!seqs.empty()) {
-      const auto [a, b] = std::mismatch(seq.begin(), seq.end(), seqs[0].begin(), seqs[0].end());
-      shared = std::min(shared, static_cast<size_t>(a - seq.begin()));
+      const auto diff = std::mismatch(seq.begin(), seq.end(), seqs[0].begin(), seqs[0].end()).first;
+      shared = std::min(shared, static_cast<size_t>(diff - seq.begin()));
     }
     seq.insert(seq.end(), ask_.begin(), ask_.end());
     seq.insert(seq.end(), req.begin(), req.end() - 1);
