@@ -59,7 +59,11 @@ class CallModel {
 
 struct FunctionCallerOptions {
   Dialect dialect = Dialect::kOfficial;
-  ConstrainMode constrain = ConstrainMode::kCall;  // kCall: the output must be calls
+  // kCall: the output must be calls. kAuto on a base Gemma 3 vocabulary (a base model taught to
+  // call by an adapter) runs as kCall: such a model never learned <start_function_call> (an
+  // <unused> row of its embedding: log p about -24 to -41 on every held-out request, docs/tuning.md),
+  // so it cannot choose to open a call, and its free text is not an answer (constrain()).
+  ConstrainMode constrain = ConstrainMode::kCall;
   // Sampling: temperature 0 is greedy (the default; ties go to the lowest token id).
   double temperature = 0.0;
   int64_t top_k = 64;
@@ -257,6 +261,9 @@ class FunctionCaller {
   int64_t prefix_tokens() const;
   // The context actually used.
   int64_t context() const;
+  // The output constraint as run: options.constrain, except kAuto on a base Gemma 3 vocabulary,
+  // which runs as kCall (FunctionCallerOptions::constrain).
+  ConstrainMode constrain() const;
   // Whether calls without CallControl::on_piece get the argument check
   // (FunctionCallerOptions::argument_check with the tool channel on).
   bool checks_arguments() const;

@@ -985,6 +985,33 @@ TEST(FunctionCaller, BaseVocabularyGetsFunctionTokensAndTheStringGuard) {
   EXPECT_EQ(r->stats.guarded_strings, 0);
 }
 
+// A base vocabulary never learned <start_function_call> (an <unused> row): constrain kAuto
+// runs as kCall there, so the output opens a call at once; a FunctionGemma vocabulary keeps
+// kAuto (text before a call allowed).
+TEST(FunctionCaller, AutoRunsAsCallOnABaseVocabulary) {
+  auto base = CallModel::Load(BaseVocabModelPath());
+  FG_ASSERT_OK(base.status());
+  FunctionCallerOptions o = Options("auto");
+  o.max_tokens = 200;
+  o.tool_channel = 0;
+  auto c = FunctionCaller::Create(*base, kCatalog, o);
+  FG_ASSERT_OK(c.status());
+  EXPECT_EQ((*c)->constrain(), ConstrainMode::kCall);
+  for (const char* req : {"weather in Paris", "turn the light on"}) {
+    auto r = (*c)->Call(req);
+    FG_ASSERT_OK(r.status());
+    FG_EXPECT_OK(r->validity) << r->text;
+    ASSERT_FALSE(r->tokens.empty());
+    EXPECT_EQ(r->tokens.front(), 48) << r->text;
+    EXPECT_EQ(r->calls.size(), 1u) << r->text;
+  }
+  auto fg = NewCaller(Options("auto"));
+  ASSERT_NE(fg, nullptr);
+  EXPECT_EQ(fg->constrain(), ConstrainMode::kAuto);
+  EXPECT_EQ(NewCaller(Options("call"))->constrain(), ConstrainMode::kCall);
+  EXPECT_EQ(NewCaller(Options("off"))->constrain(), ConstrainMode::kOff);
+}
+
 TEST(FunctionCaller, SeveralCallsGiveAnArray) {
   FunctionCallerOptions o = Options("call");
   o.max_tokens = 300;

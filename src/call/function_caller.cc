@@ -227,6 +227,7 @@ FunctionCaller::FunctionCaller(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 FunctionCaller::~FunctionCaller() = default;
 int64_t FunctionCaller::prefix_tokens() const { return static_cast<int64_t>(impl_->prefix.size()); }
 int64_t FunctionCaller::context() const { return impl_->session->context(); }
+ConstrainMode FunctionCaller::constrain() const { return impl_->mode; }
 bool FunctionCaller::checks_arguments() const {
   return impl_->channel != nullptr && impl_->argument_check;
 }
@@ -300,6 +301,14 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   FG_RETURN_IF_ERROR(ValidateOptions(options));
   m.dialect = options.dialect;
   m.mode = options.constrain;
+  // A base Gemma 3 taught to call by an adapter never learned <start_function_call> (its
+  // embedding row is an untrained <unused> one, which the tied LM head scores far below every
+  // text token whatever the adapter does): under kAuto it would always write text, and that text
+  // is no answer. It answers with a call (FunctionCallerOptions::constrain).
+  if (m.mode == text::ConstrainMode::kAuto && m.cm->impl().base_model &&
+      m.dialect == text::Dialect::kOfficial) {
+    m.mode = text::ConstrainMode::kCall;
+  }
   m.sampling = SamplingOf(options);
   {
     auto cat = text::ParseToolCatalog(catalog_json);

@@ -472,6 +472,9 @@ HttpResponse Service::Chat(const HttpRequest& request) {
       return Error(MakeError(500, s.message(), "server_error"));
     }
   }
+  // tool_choice "auto" runs as "required" on a base model taught to call by an adapter
+  // (FunctionCaller::constrain()); the stream and the answer follow the mode as run.
+  cr.constrain = run->caller->constrain();
   if (!cr.stream) return RunChat(*run, request, nullptr);
   return Streamed(run, request, [this](ChatRun& r, const HttpRequest& q, const EventSender* send) {
     RunChat(r, q, send);

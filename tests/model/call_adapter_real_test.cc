@@ -100,6 +100,12 @@ TEST(CallAdapterRealTest, ArgumentCheckReplacesAnEnumValueTheRequestNames) {
       ::testing::HasSubstr(R"({"arguments":{"card":"debit","frozen":true},"name":"freeze_card"})"));
   EXPECT_EQ(raw.out, R"({"arguments":{"card":"credit","frozen":true},"name":"freeze_card"})"
                      "\n");
+  // --constrain auto (tool_choice "auto" in fgemma serve) gives the same call: a base model
+  // taught by the adapter never opens a call itself, so auto runs as call.
+  auto automatic = testing::RunFgemma(call + " --constrain auto", false);
+  ASSERT_EQ(automatic.rc, 0) << automatic.out;
+  EXPECT_EQ(automatic.out, R"({"arguments":{"card":"debit","frozen":true},"name":"freeze_card"})"
+                           "\n");
 }
 
 TEST(CallAdapterRealTest, CallAppliesItByDefault) {

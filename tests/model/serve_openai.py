@@ -116,14 +116,32 @@ def test_named_tool_choice(client):
 
 
 def test_auto_and_none(client):
-    r = client.chat.completions.create(model="fgemma", messages=user(REQUEST), tools=TOOLS,
-                                       tool_choice="auto", max_tokens=32)
-    c = r.choices[0]
-    assert c.finish_reason in ("tool_calls", "stop", "length")
-    if c.finish_reason == "tool_calls":
-        json.loads(c.message.tool_calls[0].function.arguments)
-    else:
-        assert isinstance(c.message.content, str)
+    # The base model never learned <start_function_call>: tool_choice "auto", also OpenAI's
+    # default when tools are given, runs as "required" (FunctionCaller::constrain()), whole and
+    # streamed: the lone call, not text.
+    lone = lone_call(REQUEST)
+    for choice in ({}, {"tool_choice": "auto"}):
+        r = client.chat.completions.create(model="fgemma", messages=user(REQUEST), tools=TOOLS,
+                                           **choice)
+        c = r.choices[0]
+        assert c.finish_reason == "tool_calls", c.message.content
+        assert as_call(c.message.tool_calls[0]) == lone
+    stream = client.chat.completions.create(model="fgemma", messages=user(REQUEST), tools=TOOLS,
+                                            stream=True)
+    name, args, finish, content = None, "", None, ""
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for tc in delta.tool_calls or []:
+            if tc.id is not None:
+                name = tc.function.name
+            args += tc.function.arguments or ""
+        if chunk.choices[0].finish_reason is not None:
+            finish = chunk.choices[0].finish_reason
+    assert finish == "tool_calls" and content == ""
+    assert {"name": name, "arguments": json.loads(args)} == lone
     r = client.chat.completions.create(model="fgemma", messages=user(REQUEST), tools=TOOLS,
                                        tool_choice="none", max_tokens=16)
     assert not r.choices[0].message.tool_calls

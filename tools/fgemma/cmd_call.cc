@@ -80,7 +80,8 @@ int CmdCall(int argc, char** argv) {
               "Compact dialect: {\"0\": \"set_lights\", ...} or a manifest.json with \"toolMap\"");
   p.AddString("--constrain", &constrain, "MODE",
               "call (default: the output is always valid calls of the catalog), auto (text or "
-              "valid calls), off (no grammar)");
+              "valid calls; runs as call on a base Gemma 3 model, which never learned to open a "
+              "call), off (no grammar)");
   p.AddDouble("--temp", &temp, "T", "Temperature; 0 is greedy (default 0)");
   p.AddInt("--top-k", &top_k, "K", "Keep the K most likely tokens; 0 = all (default 64)");
   p.AddDouble("--top-p", &top_p, "P", "Nucleus sampling mass in (0, 1] (default 0.95)");
