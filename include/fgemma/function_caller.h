@@ -61,8 +61,9 @@ struct FunctionCallerOptions {
   Dialect dialect = Dialect::kOfficial;
   // kCall: the output must be calls. kAuto on a base Gemma 3 vocabulary (a base model taught to
   // call by an adapter) runs as kCall: such a model never learned <start_function_call> (an
-  // <unused> row of its embedding: log p about -24 to -41 on every held-out request, docs/tuning.md),
-  // so it cannot choose to open a call, and its free text is not an answer (constrain()).
+  // <unused> row of its embedding: log p about -24 to -41 on every held-out request,
+  // docs/tuning.md), so it cannot choose to open a call, and its free text is not an answer
+  // (constrain()).
   ConstrainMode constrain = ConstrainMode::kCall;
   // Sampling: temperature 0 is greedy (the default; ties go to the lowest token id).
   double temperature = 0.0;
