@@ -126,7 +126,7 @@ typedef struct fg_caller fg_caller;
 typedef struct fg_caller_options {
   uint32_t struct_size;      /* sizeof(fg_caller_options) */
   const char* dialect;       /* "official" (default) or "compact" */
-  const char* constrain; /* "call" (default), "auto" (runs as "call" on a base Gemma 3) or "off" */
+  const char* constrain;     /* "call" (default), "off", "auto" ("call" on a base Gemma 3) */
   double temperature;        /* 0 = greedy (default) */
   int64_t top_k;             /* 64 */
   double top_p;              /* 0.95 */
