@@ -1,5 +1,7 @@
 // fgemma eval: call accuracy on labelled requests, per catalog (valid calls, right function,
 // right function and arguments), with the misses listed.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -125,6 +127,9 @@ int CmdEval(int argc, char** argv) {
   auto model = CallModel::Load(*model_path, common.CallAdapters());
   if (!model.ok()) return ReportError("eval", model.status());
 
+  // Progress on stderr: one updating line on a terminal, else a plain line every 25 requests
+  // and at each catalog's end (logs and pipes get no carriage returns).
+  const bool tty = ::isatty(2) != 0;
   std::vector<Score> scores;
   Score total;
   total.catalog = "all";
@@ -135,8 +140,10 @@ int CmdEval(int argc, char** argv) {
     s.catalog = tools[i];
     for (size_t k = 0; k < sets[i].size(); ++k) {
       const Example& e = sets[i][k];
-      if (!json) {
+      if (!json && tty) {
         std::fprintf(stderr, "\r%s: %zu/%zu", tools[i].c_str(), k + 1, sets[i].size());
+      } else if (!json && (k % 25 == 0 || k + 1 == sets[i].size())) {
+        std::fprintf(stderr, "%s: %zu/%zu\n", tools[i].c_str(), k + 1, sets[i].size());
       }
       auto r = (*caller)->Call(e.request);
       if (!r.ok()) {
@@ -158,7 +165,7 @@ int CmdEval(int argc, char** argv) {
                             {"got", r->ToJson(1)}});
       }
     }
-    if (!json) std::fprintf(stderr, "\n");
+    if (!json && tty) std::fprintf(stderr, "\n");
     total.n += s.n;
     total.valid += s.valid;
     total.function += s.function;
