@@ -67,9 +67,9 @@ TEST_F(CliEvalTest, ScoresEveryRequest) {
   EXPECT_THAT(table.out, HasSubstr("| 2 | 2/2 (100.0 %) | 2/2 (100.0 %) |"));
   // Progress to a pipe: plain lines (the first request and the catalog's end), no carriage
   // return.
-  Result progress = ::fg::testing::RunCommand(std::string("(") + FG_CLI_PATH + " eval -m " +
-                                                 model_ + " --tools " + tools_ + " --data " +
-                                                 data_ + " 2>&1 >/dev/null)");
+  Result progress =
+      ::fg::testing::RunCommand(std::string("(") + FG_CLI_PATH + " eval -m " + model_ +
+                                " --tools " + tools_ + " --data " + data_ + " 2>&1 >/dev/null)");
   ASSERT_EQ(progress.rc, 0) << progress.out;
   EXPECT_EQ(progress.out, tools_ + ": 1/2\n" + tools_ + ": 2/2\n");
 }
