@@ -115,7 +115,9 @@ struct FunctionCallerOptions {
   bool argument_check = true;
   // Official dialect with a grammar: the copy prior (src/call/logit_processors.h). In a free
   // string, the tokens that continue a span of the request's text get this bias added to their
-  // logits, so that values the request spells are copied rather than paraphrased. -1: 8 for a
+  // logits, so that values the request spells are copied rather than paraphrased; in a number
+  // value that has begun as a number the request says ("fifty" or "50"), the tokens that go on
+  // spelling it, or end it once complete (the model loses or adds digits). -1: 8 for a
   // base Gemma 3 vocabulary (docs/tuning.md), off for FunctionGemma; 0: off.
   double copy_bias = -1;
   // Reuse, beyond the catalog prefix, the longest common token prefix of this request's prompt

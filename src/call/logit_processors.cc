@@ -1,6 +1,7 @@
 #include "src/call/logit_processors.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -76,9 +77,15 @@ class DigitGuard : public LogitProcessor {
 class CopyPrior : public LogitProcessor {
  public:
   CopyPrior(std::string request, double bias, const text::Tokenizer* tk)
-      : request_(std::move(request)), bias_(static_cast<float>(bias)), tk_(tk) {}
+      : request_(std::move(request)),
+        numbers_(RequestNumbers(request_)),
+        bias_(static_cast<float>(bias)),
+        tk_(tk) {}
 
   void Restrict(const SampleStep& step, std::span<float> cand) override {
+    in_number_ = step.grammar.InNumber(step.state);
+    if (!in_number_) number_.clear();
+    if (in_number_) NumberBias(step, cand);
     in_string_ = step.grammar.InFreeString(step.state);
     if (!in_string_) {
       text_.clear();
@@ -108,18 +115,172 @@ class CopyPrior : public LogitProcessor {
   }
   void Written(int32_t tok) override {
     if (in_string_) text_ += tk_->TokenToPiece(tok, /*special=*/true);
+    if (in_number_) {
+      const std::string piece = tk_->TokenToPiece(tok, /*special=*/true);
+      if (std::all_of(piece.begin(), piece.end(), NumberChar)) {
+        number_ += piece;
+      } else {
+        number_.clear();  // the number ended (an array's next number starts afresh)
+      }
+    }
   }
 
  private:
+  static bool NumberChar(char c) {
+    return (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E';
+  }
+  // Once the number has begun as a request's number does: a token that continues one that
+  // starts with the number so far, or one that ends the number when the number so far is one
+  // (its text does not start with a number character). Not at the first character: the value
+  // may be the request's number converted ("two hours" -> minutes 120), which the model often
+  // writes right; it is the digits after the first that it loses or adds.
+  void NumberBias(const SampleStep& step, std::span<float> cand) const {
+    if (number_.empty()) return;
+    bool complete = false;
+    std::vector<std::string_view> rest;
+    for (const std::string& n : numbers_) {
+      if (n.size() < number_.size() || n.compare(0, number_.size(), number_) != 0) continue;
+      if (n.size() == number_.size()) {
+        complete = true;
+      } else {
+        rest.push_back(std::string_view(n).substr(number_.size()));
+      }
+    }
+    if (!complete && rest.empty()) return;
+    for (size_t j = 0; j < step.allowed.size(); ++j) {
+      const std::string piece = tk_->TokenToPiece(step.allowed[j], /*special=*/true);
+      if (piece.empty()) continue;
+      bool favoured = complete && !NumberChar(piece[0]);
+      for (std::string_view r : rest) favoured = favoured || r.substr(0, piece.size()) == piece;
+      if (favoured) cand[j] += bias_;
+    }
+  }
+
   static constexpr size_t kMaxPiece = 32;  // bytes of a token's text looked up at most
   const std::string request_;
+  const std::vector<std::string> numbers_;  // RequestNumbers(request_)
   const float bias_;
   const text::Tokenizer* tk_;
   bool in_string_ = false;  // the last Restrict was in a free string
   std::string text_;        // the free string's text so far
+  bool in_number_ = false;  // the last Restrict was in a number value
+  std::string number_;      // the number value's text so far
 };
 
+// English number words: their value, or -1 (a scale word: hundred, thousand, million).
+int64_t NumberWord(std::string_view w) {
+  static constexpr std::pair<std::string_view, int64_t> kWords[] = {
+      {"zero", 0},      {"one", 1},        {"two", 2},        {"three", 3},     {"four", 4},
+      {"five", 5},      {"six", 6},        {"seven", 7},      {"eight", 8},     {"nine", 9},
+      {"ten", 10},      {"eleven", 11},    {"twelve", 12},    {"thirteen", 13}, {"fourteen", 14},
+      {"fifteen", 15},  {"sixteen", 16},   {"seventeen", 17}, {"eighteen", 18}, {"nineteen", 19},
+      {"twenty", 20},   {"thirty", 30},    {"forty", 40},     {"fifty", 50},    {"sixty", 60},
+      {"seventy", 70},  {"eighty", 80},    {"ninety", 90},    {"hundred", -100},
+      {"thousand", -1000}, {"million", -1000000}};
+  for (const auto& [word, value] : kWords) {
+    if (w == word) return value;
+  }
+  return -2;  // not a number word
+}
+
 }  // namespace
+
+std::vector<std::string> RequestNumbers(std::string_view request) {
+  std::vector<std::string> out;
+  auto add = [&](std::string n) {
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+  };
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  auto alpha = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; };
+  // Digit runs: "1,200" (a comma before exactly three digits) and "2.5" are one number each.
+  for (size_t i = 0; i < request.size();) {
+    if (!digit(request[i])) {
+      ++i;
+      continue;
+    }
+    const bool word_start = i == 0 || !alpha(request[i - 1]);
+    std::string n;
+    size_t j = i;
+    bool dot = false;
+    while (j < request.size()) {
+      if (digit(request[j])) {
+        n += request[j++];
+        continue;
+      }
+      if (j + 1 >= request.size() || !digit(request[j + 1])) break;
+      if (request[j] == '.' && !dot) {
+        dot = true;
+        n += request[j++];
+        continue;
+      }
+      size_t k = j + 1;
+      while (k < request.size() && digit(request[k])) ++k;
+      if (request[j] != ',' || dot || k - (j + 1) != 3) break;
+      ++j;  // a thousands separator
+    }
+    if (word_start && (n.size() == 1 || n[0] != '0' || n[1] == '.')) add(n);
+    i = j;
+  }
+  // Runs of number words; a hyphen joins them, "and" only between two of them.
+  std::vector<std::string> words;  // lower case; "" for anything that ends a run
+  std::string w;
+  for (char c : request) {
+    if (alpha(c)) {
+      w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      continue;
+    }
+    if (!w.empty()) words.push_back(w);
+    w.clear();
+    if (c != ' ' && c != '-') words.push_back("");
+  }
+  if (!w.empty()) words.push_back(w);
+  // What may follow what: a unit (0-9) after a ten, a hundred or a thousand; a teen or a ten
+  // after a hundred or a thousand; a scale after a unit, teen or ten ("a" counts as one before a
+  // scale).
+  enum Last { kNone, kUnit, kTeen, kTen, kHundred, kScale };
+  for (size_t i = 0; i < words.size();) {
+    int64_t total = 0, current = 0;
+    Last last = kNone;
+    size_t j = i;
+    for (; j < words.size(); ++j) {
+      const std::string& word = words[j];
+      const int64_t next = j + 1 < words.size() ? NumberWord(words[j + 1]) : -2;
+      if (word == "a" && last == kNone && next <= -100) {
+        current = 1;
+        last = kUnit;
+        continue;
+      }
+      if (word == "and" && last != kNone && next >= 0) continue;
+      const int64_t v = NumberWord(word);
+      if (v == -2) break;
+      if (v >= 0 && v < 10) {
+        if (last == kUnit || last == kTeen) break;
+        current += v;
+        last = kUnit;
+      } else if (v >= 10 && v < 20) {
+        if (last != kNone && last != kHundred && last != kScale) break;
+        current += v;
+        last = kTeen;
+      } else if (v >= 20) {
+        if (last != kNone && last != kHundred && last != kScale) break;
+        current += v;
+        last = kTen;
+      } else if (v == -100) {
+        if (last == kHundred) break;
+        current = std::max<int64_t>(current, 1) * 100;
+        last = kHundred;
+      } else {
+        if (last == kScale) break;
+        total += std::max<int64_t>(current, 1) * -v;
+        current = 0;
+        last = kScale;
+      }
+    }
+    if (last != kNone) add(std::to_string(total + current));
+    i = j > i ? j : i + 1;
+  }
+  return out;
+}
 
 int32_t LogitProcessorChain::Sample(const SampleStep& step, std::span<float> cand,
                                     runtime::Sampler& sampler, CallStats* stats) {

@@ -15,7 +15,13 @@
 // and the copy prior (FunctionCallerOptions::copy_bias): in a free string, the tokens that
 // continue a span of the request's text (the string so far followed by the token's text, the
 // first token at the start of a word) get `bias` added to their logits, so that a value the
-// request spells ("wanderlust", "grazie mille") is copied, not paraphrased.
+// request spells ("wanderlust", "grazie mille") is copied, not paraphrased. In a number value
+// the same holds for the numbers the request says (RequestNumbers: "$50" -> 50, "one hundred
+// and twenty" -> 120), once the number has begun as one of them: the tokens that go on
+// spelling one get `bias`, and once the number so far is one, so do the tokens that end it (the
+// model loses or adds digits: "50 bucks" -> 500, "one hundred and twenty" -> 12). Not at the
+// first digit: a value converted from the request ("two hours" -> 120 minutes) would be pulled
+// to the request's number.
 #ifndef FGEMMA_CALL_LOGIT_PROCESSORS_H_
 #define FGEMMA_CALL_LOGIT_PROCESSORS_H_
 
@@ -83,6 +89,11 @@ std::unique_ptr<LogitProcessor> MakeStringGuard(int budget, const std::vector<bo
                                                 int32_t escape);
 // The digit guard; `digits[t]`: token t's text is digits only.
 std::unique_ptr<LogitProcessor> MakeDigitGuard(const std::vector<bool>* digits);
+// The numbers `request` says, as the decimal text a number value spells, in order, once each:
+// digit runs ("50", "$1,200" -> "1200", "2.5"; a run with a leading zero is skipped) and runs of
+// English number words ("five", "twenty-one", "one hundred and twenty", "two thousand five
+// hundred"; "a hundred" is 100; "and" only between number words).
+std::vector<std::string> RequestNumbers(std::string_view request);
 // The copy prior over `request` (case-sensitive); `pieces` gives a token's text and finds a
 // text's token, and must outlive the processor.
 std::unique_ptr<LogitProcessor> MakeCopyPrior(std::string request, double bias,

@@ -201,5 +201,73 @@ TEST(CopyPrior, BiasesTheTokensThatContinueTheRequestsText) {
   EXPECT_THAT(biases(s, names), ElementsAre(0, 0, 0, 0, 5, 0));
 }
 
+TEST(RequestNumbers, DigitsAndNumberWords) {
+  EXPECT_THAT(RequestNumbers("send 50 bucks"), ElementsAre("50"));
+  EXPECT_THAT(RequestNumbers("move $1,200 to savings, then $50.75"), ElementsAre("1200", "50.75"));
+  EXPECT_THAT(RequestNumbers("2.5 km in 60 mins at 4:30"), ElementsAre("2.5", "60", "4", "30"));
+  EXPECT_THAT(RequestNumbers("room 007 or b12 or 0.5"), ElementsAre("0.5"));
+  EXPECT_THAT(RequestNumbers("transfer one hundred and twenty dollars"), ElementsAre("120"));
+  EXPECT_THAT(RequestNumbers("Two hundred and fifty bucks"), ElementsAre("250"));
+  EXPECT_THAT(RequestNumbers("the last fifty one days"), ElementsAre("51"));
+  EXPECT_THAT(RequestNumbers("twenty-one, two thousand five hundred"), ElementsAre("21", "2500"));
+  EXPECT_THAT(RequestNumbers("a hundred pages, a thousand times"), ElementsAre("100", "1000"));
+  EXPECT_THAT(RequestNumbers("one two three"), ElementsAre("1", "2", "3"));
+  EXPECT_THAT(RequestNumbers("five and six, ten twelve"), ElementsAre("5", "6", "10", "12"));
+  EXPECT_THAT(RequestNumbers("someone and a dog, a quarter hour"), ElementsAre());
+  EXPECT_THAT(RequestNumbers("page one, 3 copies, three copies"), ElementsAre("3", "1"));
+}
+
+// In a number value that has begun as a number the request says, the copy prior favours the
+// tokens that go on spelling it, and once the number so far is one of them, the tokens that end
+// it; nothing at the first digit (the value may be a conversion), nothing for other numbers.
+TEST(CopyPrior, BiasesTheDigitsOfTheRequestsNumbersAndTheirEnd) {
+  auto tok = SmallTokenizer({"call:f{", "s:", "n:"}, 0);
+  auto cat = text::ParseToolCatalog(kCatalog);
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  for (const char* request : {"send 50 bucks and 7", "send fifty bucks and seven"}) {
+    SCOPED_TRACE(request);
+    auto prior = MakeCopyPrior(request, 5.0, tok.get());
+    auto bias = [&](const text::CallGrammar::State& s, const std::string& name) {
+      std::span<const int32_t> allowed = (*g)->Allowed(s);
+      std::vector<float> cand(allowed.size(), 1.0f);
+      prior->Restrict({**g, s, allowed}, cand);
+      const int32_t id = Id(*tok, name);
+      const auto it = std::lower_bound(allowed.begin(), allowed.end(), id);
+      return it != allowed.end() && *it == id ? cand[it - allowed.begin()] - 1.0f : -1.0f;
+    };
+    auto write = [&](text::CallGrammar::State* s, const std::string& name) {
+      const int32_t id = Id(*tok, name);
+      prior->Written(id);
+      FG_ASSERT_OK((*g)->Advance(s, id));
+    };
+    text::CallGrammar::State s = (*g)->Start();
+    for (const char* t : {"<start_function_call>", "call:f{"}) write(&s, t);
+    EXPECT_EQ(bias(s, "n:"), 0.0f);
+    write(&s, "n:");
+    ASSERT_TRUE((*g)->InNumber(s));
+    EXPECT_EQ(bias(s, "5"), 0.0f);
+    EXPECT_EQ(bias(s, "1"), 0.0f);
+    write(&s, "5");
+    EXPECT_EQ(bias(s, "0"), 5.0f);
+    EXPECT_EQ(bias(s, ","), 0.0f);  // 5 is not a number of the request
+    write(&s, "0");
+    EXPECT_EQ(bias(s, "0"), 0.0f);  // no 500
+    EXPECT_EQ(bias(s, ","), 5.0f);  // 50 is complete: its end
+    write(&s, ",");
+    EXPECT_FALSE((*g)->InNumber(s));
+    s = (*g)->Start();
+    for (const char* t : {"<start_function_call>", "call:f{", "n:", "7"}) write(&s, t);
+    EXPECT_EQ(bias(s, ","), 5.0f);  // 7 is complete
+    EXPECT_EQ(bias(s, "0"), 0.0f);
+    // A number that is no prefix of the request's: no bias at all.
+    s = (*g)->Start();
+    for (const char* t : {"<start_function_call>", "call:f{", "n:", "9"}) write(&s, t);
+    EXPECT_EQ(bias(s, "0"), 0.0f);
+    EXPECT_EQ(bias(s, ","), 0.0f);
+  }
+}
+
 }  // namespace
 }  // namespace fg::call

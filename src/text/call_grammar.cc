@@ -107,6 +107,10 @@ bool CallGrammar::InFreeString(const State& s) const {
   return ((Machine::TopSub(s) >> 4) & 0xF) == 0;  // no UTF-8 sequence open
 }
 
+bool CallGrammar::InNumber(const State& s) const {
+  return !s.done && s.stack.size() >= 2 && (s.stack.back() >> 24) == grammar::kNum;
+}
+
 size_t CallGrammar::memoized_states() const { return impl_->memo.size(); }
 
 }  // namespace fg::text

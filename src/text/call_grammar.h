@@ -98,6 +98,10 @@ class CallGrammar {
   // sequence open), i.e. where <escape> may close it: the string guard's state.
   bool InFreeString(const State& s) const;
 
+  // True inside a number value (integer or number), from its first character on: the next token
+  // may continue it (a digit, '.', ...) or, once it is complete, end it (',', '}', ...).
+  bool InNumber(const State& s) const;
+
   // Distinct automaton states whose allowed set has been computed (stats/tests).
   size_t memoized_states() const;
 

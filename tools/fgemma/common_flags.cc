@@ -62,7 +62,8 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
               "value replaced by a member the request is much likelier with; --no-arg-check "
               "keeps the arguments as decoded");
     p.AddDouble("--copy-bias", &copy_bias_, "B",
-                "Bias added to the tokens that copy the request's text into a string value "
+                "Bias added to the tokens that copy the request's text into a string value, and "
+                "the digits of a number the request says into a number value once it has begun "
                 "(default 8 for a base Gemma 3 model taught by an adapter, 0 for FunctionGemma; "
                 "0: off)");
   }
