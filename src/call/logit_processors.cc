@@ -167,16 +167,18 @@ class CopyPrior : public LogitProcessor {
   std::string number_;      // the number value's text so far
 };
 
-// English number words: their value, or -1 (a scale word: hundred, thousand, million).
+// English number words: their value (0..90), minus the scale for a scale word (hundred -100,
+// thousand -1000, million -1000000), or -2 for any other word.
 int64_t NumberWord(std::string_view w) {
   static constexpr std::pair<std::string_view, int64_t> kWords[] = {
-      {"zero", 0},      {"one", 1},        {"two", 2},        {"three", 3},     {"four", 4},
-      {"five", 5},      {"six", 6},        {"seven", 7},      {"eight", 8},     {"nine", 9},
-      {"ten", 10},      {"eleven", 11},    {"twelve", 12},    {"thirteen", 13}, {"fourteen", 14},
-      {"fifteen", 15},  {"sixteen", 16},   {"seventeen", 17}, {"eighteen", 18}, {"nineteen", 19},
-      {"twenty", 20},   {"thirty", 30},    {"forty", 40},     {"fifty", 50},    {"sixty", 60},
-      {"seventy", 70},  {"eighty", 80},    {"ninety", 90},    {"hundred", -100},
-      {"thousand", -1000}, {"million", -1000000}};
+      {"zero", 0},       {"one", 1},          {"two", 2},           {"three", 3},
+      {"four", 4},       {"five", 5},         {"six", 6},           {"seven", 7},
+      {"eight", 8},      {"nine", 9},         {"ten", 10},          {"eleven", 11},
+      {"twelve", 12},    {"thirteen", 13},    {"fourteen", 14},     {"fifteen", 15},
+      {"sixteen", 16},   {"seventeen", 17},   {"eighteen", 18},     {"nineteen", 19},
+      {"twenty", 20},    {"thirty", 30},      {"forty", 40},        {"fifty", 50},
+      {"sixty", 60},     {"seventy", 70},     {"eighty", 80},       {"ninety", 90},
+      {"hundred", -100}, {"thousand", -1000}, {"million", -1000000}};
   for (const auto& [word, value] : kWords) {
     if (w == word) return value;
   }
