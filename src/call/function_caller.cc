@@ -301,10 +301,8 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   FG_RETURN_IF_ERROR(ValidateOptions(options));
   m.dialect = options.dialect;
   m.mode = options.constrain;
-  // A base Gemma 3 taught to call by an adapter never learned <start_function_call> (its
-  // embedding row is an untrained <unused> one, which the tied LM head scores far below every
-  // text token whatever the adapter does): under kAuto it would always write text, and that text
-  // is no answer. It answers with a call (FunctionCallerOptions::constrain).
+  // kAuto runs as kCall on a base vocabulary: it never opens a call (FunctionCallerOptions::
+  // constrain).
   if (m.mode == text::ConstrainMode::kAuto && m.cm->impl().base_model &&
       m.dialect == text::Dialect::kOfficial) {
     m.mode = text::ConstrainMode::kCall;

@@ -84,8 +84,11 @@ class CopyPrior : public LogitProcessor {
 
   void Restrict(const SampleStep& step, std::span<float> cand) override {
     in_number_ = step.grammar.InNumber(step.state);
-    if (!in_number_) number_.clear();
-    if (in_number_) NumberBias(step, cand);
+    if (in_number_) {
+      NumberBias(step, cand);
+    } else {
+      number_.clear();
+    }
     in_string_ = step.grammar.InFreeString(step.state);
     if (!in_string_) {
       text_.clear();

@@ -139,10 +139,9 @@ int CmdEval(int argc, char** argv) {
     s.catalog = tools[i];
     for (size_t k = 0; k < sets[i].size(); ++k) {
       const Example& e = sets[i][k];
-      if (!json && tty) {
-        std::fprintf(stderr, "\r%s: %zu/%zu", tools[i].c_str(), k + 1, sets[i].size());
-      } else if (!json && (k % 25 == 0 || k + 1 == sets[i].size())) {
-        std::fprintf(stderr, "%s: %zu/%zu\n", tools[i].c_str(), k + 1, sets[i].size());
+      if (!json && (tty || k % 25 == 0 || k + 1 == sets[i].size())) {
+        std::fprintf(stderr, tty ? "\r%s: %zu/%zu" : "%s: %zu/%zu\n", tools[i].c_str(), k + 1,
+                     sets[i].size());
       }
       auto r = (*caller)->Call(e.request);
       if (!r.ok()) {
