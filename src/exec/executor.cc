@@ -397,6 +397,8 @@ Status Executor::RunNode(const Node& n) {
     case OpKind::kCrossEntropy:
     case OpKind::kCrossEntropyBack: return RunCrossEntropy(n);
     case OpKind::kDotTN: return RunDotTN(n);
+    case OpKind::kCandidateLogits:
+    case OpKind::kCandidateLogitsBack: return RunCandidateLogits(n);
   }
   return InternalError("exec: unknown op");
 }
@@ -859,6 +861,51 @@ Status Executor::RunCrossEntropy(const Node& n) {
         kernels::scalar::CrossEntropyBackRow(xr, V, t[r], dloss[r], y + r * V);
       } else {
         kernels::CrossEntropyBackRow(ops, xr, V, t[r], dloss[r], y + r * V);
+      }
+    }
+  });
+  return OkStatus();
+}
+
+Status Executor::RunCandidateLogits(const Node& n) {
+  // Forward: (x [R,D], w [V,D], ids [R,C]) -> [R,C]; backward: (w, ids, dy [R,C]) -> [R,D].
+  const bool back = n.op == OpKind::kCandidateLogitsBack;
+  const int w_in = back ? 0 : 1;
+  const WeightData& wd = weight_data_[n.inputs[w_in]];
+  const int64_t V = wd.shape[0], D = wd.shape[1];
+  const Value& iv = graph_.value(n.inputs[w_in + 1]);
+  const int64_t R = iv.shape[0], C = iv.shape[1];
+  const int32_t* ids = I32(n.inputs[w_in + 1]);
+  for (int64_t i = 0; i < R * C; ++i) {
+    if (ids[i] >= V) {
+      return OutOfRangeError("exec: candidate " + std::to_string(ids[i]) +
+                             " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    }
+  }
+  const kernels::TypeOps* to = kernels_.type_ops(wd.type);
+  const size_t row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, D));
+  const auto* w = static_cast<const uint8_t*>(wd.data);
+  const float* in = F32(n.inputs[back ? 2 : 0]);  // x, or dy
+  float* y = F32(n.output);
+  const kernels::ElementOps& ops = *ops_;
+  // Each thread owns whole rows and goes through a row's candidates in order, so the result
+  // does not depend on the threads.
+  MaybeParallel(pool_, R, C * D * 2, [&](int64_t lo, int64_t hi) {
+    std::vector<float> row(static_cast<size_t>(D));
+    for (int64_t r = lo; r < hi; ++r) {
+      if (back) std::memset(y + r * D, 0, D * kElementBytes);
+      for (int64_t c = 0; c < C; ++c) {
+        const int32_t id = ids[r * C + c];
+        if (id < 0) {
+          if (!back) y[r * C + c] = graph::kMaskedLogit;
+          continue;
+        }
+        to->dequantize_row(w + row_bytes * id, row.data(), D);
+        if (back) {
+          ops.axpy(in[r * C + c], row.data(), y + r * D, D);
+        } else {
+          y[r * C + c] = ops.dot(in + r * D, row.data(), D);
+        }
       }
     }
   });

@@ -632,6 +632,8 @@ Status FnEmitter::Lower(const Node& n) {
     case OpKind::kCrossEntropy:
     case OpKind::kCrossEntropyBack:
     case OpKind::kDotTN:
+    case OpKind::kCandidateLogits:
+    case OpKind::kCandidateLogitsBack:
       return UnimplementedError("stablehlo: '" + g_.value(n.output).name + "' is a " +
                                 std::string(graph::OpName(n.op)) +
                                 " (a training op; training graphs are not exported)");

@@ -244,6 +244,31 @@ Status CrossEntropyRule(Ctx& c, const Node& n, ValueId dy) {
   return OkStatus();
 }
 
+// y[r,c] = x[r] . w[ids[r,c]], w frozen: dx[r] = sum_c dy[r,c] w[ids[r,c]].
+Status CandidateLogitsRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId x = In(n, 0), w = In(n, 1);
+  if (c.needs[w]) {
+    return UnimplementedError("backward: LM-head candidates are not trained ('" + c.V(w).name +
+                              "')");
+  }
+  if (!c.needs[x]) return OkStatus();
+  const ValueId dx = c.b.CandidateLogitsBack(c.Fresh(x), w, In(n, 2), dy);
+  c.Accumulate(x, dx);
+  return OkStatus();
+}
+
+// Along an axis with nothing but size-1 dimensions before it, each operand is one contiguous
+// piece of the output: its gradient is a slice of dy. Other axes have no rule.
+Status ConcatRule(Ctx& c, const Node& n, ValueId dy) {
+  const ValueId a = In(n, 0), b = In(n, 1);
+  for (int64_t i = 0; i < n.axis; ++i) {
+    if (c.V(a).shape[i] != 1) return NoRule(c, n, dy);
+  }
+  if (c.needs[a]) c.Accumulate(a, c.b.Slice(c.Fresh(a), dy, 0, c.V(a).shape));
+  if (c.needs[b]) c.Accumulate(b, c.b.Slice(c.Fresh(b), dy, c.V(a).elements(), c.V(b).shape));
+  return OkStatus();
+}
+
 using Rule = Status (*)(Ctx&, const Node&, ValueId dy);
 
 // The rule table (no default: a new op must say whether it has a rule).
@@ -266,7 +291,7 @@ Rule RuleOf(OpKind op) {
     case OpKind::kIota: return NoRule;
     case OpKind::kScale: return ScaleRule;
     case OpKind::kTranspose: return TransposeRule;
-    case OpKind::kConcat: return NoRule;
+    case OpKind::kConcat: return ConcatRule;
     case OpKind::kRopeTable: return NoRule;
     case OpKind::kAttentionKV: return NoRule;
     case OpKind::kDot: return DotRule;
@@ -281,6 +306,8 @@ Rule RuleOf(OpKind op) {
     case OpKind::kCrossEntropy: return CrossEntropyRule;
     case OpKind::kCrossEntropyBack: return NoRule;
     case OpKind::kDotTN: return DotTNRule;
+    case OpKind::kCandidateLogits: return CandidateLogitsRule;
+    case OpKind::kCandidateLogitsBack: return NoRule;
   }
   return NoRule;
 }

@@ -9,8 +9,10 @@
 // frozen: a gradient through matmul(x, W) with a quantized W is matmul(dy, W^T), where W^T is
 // a stored weight the caller serves (`transposed`: its name and type; f32 weights use low_rank
 // with W itself). States (KV caches) are constants; cache_write passes its rows' gradient to
-// the rows written. An op without a rule (argmax, the contract's ops, the backward ops
-// themselves) on a gradient's path is an Unimplemented error naming the value.
+// the rows written; candidate_logits (a few LM-head rows per row) passes dx on through
+// candidate_logits_back, the head frozen; concat along a leading axis passes each operand its
+// slice. An op without a rule (argmax, the contract's other ops, concat along an inner axis,
+// the backward ops themselves) on a gradient's path is an Unimplemented error naming the value.
 #ifndef FGEMMA_GRAPH_BACKWARD_H_
 #define FGEMMA_GRAPH_BACKWARD_H_
 

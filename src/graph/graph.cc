@@ -38,6 +38,8 @@ std::string_view OpName(OpKind op) {
     case OpKind::kCrossEntropy: return "cross_entropy";
     case OpKind::kCrossEntropyBack: return "cross_entropy_back";
     case OpKind::kDotTN: return "dot_tn";
+    case OpKind::kCandidateLogits: return "candidate_logits";
+    case OpKind::kCandidateLogitsBack: return "candidate_logits_back";
   }
   return "?";
 }
@@ -635,6 +637,36 @@ ValueId Builder::DotTN(std::string name, ValueId a, ValueId b) {
                       ShapeString(bv.shape));
   }
   return Add(OpKind::kDotTN, std::move(name), {a, b}, {av.shape[1], bv.shape[1]}, ValueType::kF32);
+}
+
+ValueId Builder::CandidateLogits(std::string name, ValueId x, ValueId w, ValueId ids) {
+  if (!Usable(name, {x, w, ids})) return ValueId();
+  const Value& xv = g_.values_[x];
+  const Value& wv = g_.values_[w];
+  const Value& iv = g_.values_[ids];
+  if (xv.type != ValueType::kF32 || xv.shape.size() != 2 || wv.type != ValueType::kStored ||
+      wv.shape.size() != 2 || wv.shape[1] != xv.shape[1] || iv.type != ValueType::kI32 ||
+      iv.shape.size() != 2 || iv.shape[0] != xv.shape[0] || iv.shape[1] == 0) {
+    return Refuse("candidate_logits", name,
+                  "x f32 [R,D], a stored weight [V,D] and ids i32 [R,C] expected, got " +
+                      ShapeString(xv.shape) + ", " + ShapeString(wv.shape) + ", " +
+                      ShapeString(iv.shape));
+  }
+  return Add(OpKind::kCandidateLogits, std::move(name), {x, w, ids}, iv.shape, ValueType::kF32);
+}
+
+ValueId Builder::CandidateLogitsBack(std::string name, ValueId w, ValueId ids, ValueId dy) {
+  if (!Usable(name, {w, ids, dy})) return ValueId();
+  const Value& wv = g_.values_[w];
+  const Value& iv = g_.values_[ids];
+  const Value& dv = g_.values_[dy];
+  if (wv.type != ValueType::kStored || wv.shape.size() != 2 || iv.type != ValueType::kI32 ||
+      iv.shape.size() != 2 || dv.type != ValueType::kF32 || dv.shape != iv.shape) {
+    return Refuse("candidate_logits_back", name,
+                  "a stored weight [V,D], ids i32 [R,C] and dy f32 [R,C] expected");
+  }
+  return Add(OpKind::kCandidateLogitsBack, std::move(name), {w, ids, dy},
+             {iv.shape[0], wv.shape[1]}, ValueType::kF32);
 }
 
 void Builder::MarkOutput(ValueId value, std::string name) {

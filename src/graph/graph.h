@@ -80,7 +80,15 @@ enum class OpKind {
   kCrossEntropyBack,  // (logits, targets, dloss f32 [R]) -> f32 [R,V]:
                       // dloss[r] (softmax(row) - onehot(target)); rows without a target: 0
   kDotTN,         // (a f32 [K,M], b f32 [K,N]) -> f32 [M,N] = a^T b (weight gradients)
+  kCandidateLogits,      // (x f32 [R,D], w [V,D] stored, ids i32 [R,C]) -> f32 [R,C]:
+                         // x[r] . w[ids[r,c]] (w dequantized to f32), a few LM-head rows per
+                         // row; ids[r,c] < 0: kMaskedLogit (a padding candidate)
+  kCandidateLogitsBack,  // (w, ids, dy f32 [R,C]) -> f32 [R,D]: sum_c dy[r,c] w[ids[r,c]]
+                         // (padding candidates skipped)
 };
+
+// The logit of a padding candidate: softmax gives it 0 (finite, so no inf - inf).
+inline constexpr float kMaskedLogit = -1e30f;
 
 // A dimension only known when the graph runs (the past length P of the with-past functions).
 // Shape rules pass it through; the executor refuses graphs that still have one.
@@ -219,6 +227,8 @@ class Builder {
   ValueId CrossEntropy(std::string name, ValueId logits, ValueId targets);
   ValueId CrossEntropyBack(std::string name, ValueId logits, ValueId targets, ValueId dloss);
   ValueId DotTN(std::string name, ValueId a, ValueId b);
+  ValueId CandidateLogits(std::string name, ValueId x, ValueId w, ValueId ids);
+  ValueId CandidateLogitsBack(std::string name, ValueId w, ValueId ids, ValueId dy);
   // `name` empty: the value's own name. Output names must be unique.
   void MarkOutput(ValueId value, std::string name = {});
 

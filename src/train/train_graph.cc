@@ -23,22 +23,50 @@ std::vector<std::string> TrainedNames(const model::Weights& weights) {
 StatusOr<graph::Graph> BuildTrainGraph(const model::Config& config, const model::Weights& weights,
                                        const TrainGraphSpec& spec) {
   if (weights.loras.empty()) return InvalidArgumentError("train: no adapter to train");
-  if (spec.n_target_rows <= 0 || spec.n_target_rows > spec.n_tokens) {
-    return InvalidArgumentError("train: target rows must be in [1, n_tokens]");
+  const int64_t R = spec.n_target_rows, Rc = spec.n_candidate_rows;
+  if (R < 0 || Rc < 0 || R + Rc < 1 || R > spec.n_tokens || Rc > spec.n_tokens ||
+      (Rc > 0 && spec.n_candidates < 1)) {
+    return InvalidArgumentError(
+        "train: target rows must be in [0, n_tokens], at least one in all, and candidate rows "
+        "need candidates");
   }
   model::ForwardSpec fs;
   fs.n_tokens = spec.n_tokens;
-  fs.n_logit_rows = spec.n_target_rows;
+  fs.n_logit_rows = 0;  // the last hidden state of every row: the heads below pick their rows
   fs.global_cache_rows = spec.global_cache_rows;
   fs.local_cache_rows = spec.local_cache_rows;
   FG_ASSIGN_OR_RETURN(graph::Graph fwd, model::BuildForward(config, weights, fs));
   graph::Builder b(std::move(fwd));
-  const graph::ValueId logits = b.graph().Find("result_output");
-  if (!logits.valid()) return InternalError("train: the forward graph has no result_output");
-  const graph::ValueId targets = b.Input("targets", {spec.n_target_rows}, graph::ValueType::kI32);
+  const graph::ValueId hidden(b.graph().outputs().back());
+  const graph::ValueId embd = b.graph().Find(weights.token_embd->name);
+  if (!embd.valid()) return InternalError("train: the forward graph has no token embedding");
+  const graph::ValueId head = model::LmHeadValue(b, weights, embd);
+  const graph::ValueId norm = b.Weight(std::string(weights.output_norm->name),
+                                       weights.output_norm->shape, weights.output_norm->type);
+  // The rows of `hidden` listed in input `rows_name`, through the final norm.
+  auto normed_rows = [&](const std::string& rows_name, const std::string& prefix, int64_t n) {
+    const graph::ValueId rows = b.Input(rows_name, {n}, graph::ValueType::kI32);
+    const graph::ValueId x = b.SelectRows(prefix + "_rows", hidden, rows);
+    return b.RmsNorm(prefix + "_norm", x, norm, config.rms_eps);
+  };
+  graph::ValueId loss_full, loss_cand;
+  if (R > 0) {
+    const graph::ValueId x = normed_rows("logit_rows", "result", R);
+    const graph::ValueId logits = b.MatMul("result_output", x, head);
+    const graph::ValueId targets = b.Input("targets", {R}, graph::ValueType::kI32);
+    loss_full = b.CrossEntropy(Rc > 0 ? "loss_full" : "loss", logits, targets);
+  }
+  if (Rc > 0) {
+    const graph::ValueId x = normed_rows("cand_rows", "cand_result", Rc);
+    const graph::ValueId ids =
+        b.Input("candidates", {Rc, spec.n_candidates}, graph::ValueType::kI32);
+    const graph::ValueId logits = b.CandidateLogits("cand_output", x, head, ids);
+    const graph::ValueId targets = b.Input("cand_targets", {Rc}, graph::ValueType::kI32);
+    loss_cand = b.CrossEntropy(R > 0 ? "loss_cand" : "loss", logits, targets);
+  }
   graph::BackwardSpec bs;
-  bs.seed = b.Input("loss_weights", {spec.n_target_rows}, graph::ValueType::kF32);
-  bs.loss = b.CrossEntropy("loss", logits, targets);
+  bs.seed = b.Input("loss_weights", {R + Rc}, graph::ValueType::kF32);
+  bs.loss = R == 0 ? loss_cand : Rc == 0 ? loss_full : b.Concat("loss", loss_full, loss_cand, 0);
   b.MarkOutput(bs.loss);
   FG_RETURN_IF_ERROR(b.status());
   for (const std::string& name : TrainedNames(weights)) {

@@ -1,13 +1,21 @@
 // The training graph of a LoRA: the model's forward graph (model::BuildForward, the one model
 // definition) with the loss and its backward pass (graph::AddBackward) appended.
 //
-//   inputs:  tokens i32 [S], pos i32 [S], logit_rows i32 [R] (the rows that predict a target),
-//            targets i32 [R] (the token each row must predict; < 0: none), loss_weights f32 [R]
-//            (each row's weight in the objective: sum_r loss_weights[r] * loss[r])
+//   inputs:  tokens i32 [S], pos i32 [S];
+//            rows whose softmax covers the whole vocabulary (R of them, when R > 0):
+//              logit_rows i32 [R] (the rows that predict a target), targets i32 [R] (the token
+//              each row must predict; < 0: none);
+//            rows whose softmax covers a few candidates (Rc of them, when Rc > 0; the tokens
+//            the call grammar allows there, which is all constrained decoding chooses from):
+//              cand_rows i32 [Rc], candidates i32 [Rc, C] (token ids; < 0: padding),
+//              cand_targets i32 [Rc] (the target's index in its row's candidates; < 0: none);
+//            loss_weights f32 [R + Rc] (each row's weight in the objective:
+//              sum_r loss_weights[r] * loss[r])
 //   states:  the KV caches, as the session's graph (a cached prefix is read from them; its
 //            rows are constants)
-//   outputs: loss f32 [R] (per row, -log p(target)), and per trainable tensor its gradient
-//            "grad.<graph name>" (A [r, n_in] and B^T [r, n_out] of adapter 0, f32)
+//   outputs: loss f32 [R + Rc] (per row, -log p(target); the R whole-vocabulary rows first),
+//            and per trainable tensor its gradient "grad.<graph name>" (A [r, n_in] and
+//            B^T [r, n_out] of adapter 0, f32)
 // Frozen quantized weights are crossed backwards through their transposes, served by the
 // caller under graph::TransposedName(weight, transposed_type) (TransposedWeights below).
 #ifndef FGEMMA_TRAIN_TRAIN_GRAPH_H_
@@ -31,7 +39,9 @@ namespace fg::train {
 
 struct TrainGraphSpec {
   int64_t n_tokens = 1;          // S: tokens that pass forward and backward
-  int64_t n_target_rows = 1;     // R
+  int64_t n_target_rows = 1;     // R: whole-vocabulary rows (may be 0 when Rc > 0)
+  int64_t n_candidate_rows = 0;  // Rc: candidate rows
+  int64_t n_candidates = 0;      // C: candidates per candidate row (when Rc > 0)
   int64_t global_cache_rows = 0;
   int64_t local_cache_rows = 0;
   tensor::DType transposed_type = tensor::DType::kQ8_0;  // the frozen weights' W^T

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <new>
+#include <span>
 #include <tuple>
 #include <unistd.h>
 #if defined(__GLIBC__)
@@ -48,8 +49,10 @@ struct Trainer::Impl {
   TuneOptions opt;
   std::vector<call::TrainingTokens> data;
   std::vector<std::string> keys;  // catalog_key of each example
-  // Per example: the indices i whose row predicts a trained target token i + 1.
+  // Per example: the indices i whose row predicts a trained target token i + 1, and per such
+  // row the tokens its softmax covers (empty: the whole vocabulary).
   std::vector<std::vector<int32_t>> loss_rows;
+  std::vector<std::vector<std::vector<int32_t>>> candidates;
   int64_t cached_prefix = -1;     // the example whose prefix K/V the caches hold (kBase)
   std::unique_ptr<PrefixStore> store;  // every prefix computed (kBase), when on
   int64_t prefixes_computed = 0, prefixes_read = 0;
@@ -57,7 +60,8 @@ struct Trainer::Impl {
   std::unique_ptr<LoraParams> params;
   model::Weights lora_weights, base_weights;
   std::unique_ptr<TransposedWeights> transposed;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<exec::Executor>> train_exec;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<exec::Executor>>
+      train_exec;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<exec::Executor>> prefix_exec;
   std::unique_ptr<uint8_t[]> arena;
   size_t arena_bytes = 0;
@@ -123,18 +127,30 @@ struct Trainer::Impl {
     return OkStatus();
   }
 
-  StatusOr<exec::Executor*> TrainExec(int64_t S, int64_t R, int64_t C) {
-    auto key = std::make_tuple(S, R, C);
+  // S trained tokens, R whole-vocabulary rows, Rc candidate rows, C cache rows.
+  StatusOr<exec::Executor*> TrainExec(int64_t S, int64_t R, int64_t Rc, int64_t C) {
+    auto key = std::make_tuple(S, R, Rc, C);
     if (auto it = train_exec.find(key); it != train_exec.end()) return it->second.get();
     TrainGraphSpec spec;
     spec.n_tokens = S;
     spec.n_target_rows = R;
+    spec.n_candidate_rows = Rc;
+    spec.n_candidates = kMaxCandidates;
     spec.global_cache_rows = C;
     spec.local_cache_rows = C;
     spec.transposed_type = opt.transposed_type;
     FG_ASSIGN_OR_RETURN(graph::Graph g, BuildTrainGraph(model->config(), lora_weights, spec));
     if (!transposed) {
-      FG_ASSIGN_OR_RETURN(transposed, TransposedWeights::Make(g, model->resolver(), opt.transposed_type));
+      // Made once, from a graph with a whole-vocabulary row: it holds every transpose any
+      // step's graph uses (the LM head's too, which a graph of candidate rows only lacks).
+      graph::Graph full;
+      if (R == 0) {
+        TrainGraphSpec fs = spec;
+        fs.n_target_rows = 1;
+        FG_ASSIGN_OR_RETURN(full, BuildTrainGraph(model->config(), lora_weights, fs));
+      }
+      FG_ASSIGN_OR_RETURN(transposed, TransposedWeights::Make(R == 0 ? full : g, model->resolver(),
+                                                              opt.transposed_type));
     }
     exec::ExecOptions eo;
     eo.external_arena = true;
@@ -208,31 +224,55 @@ struct Trainer::Impl {
       if (store) store->Put(keys[index], start, row_floats, kcache, vcache);
     }
     const int64_t S = RoundUp(n - start, kTokenRound);
-    const int64_t R0 = Targets(index);
-    const int64_t R = RoundUp(R0, 8);
-    FG_ASSIGN_OR_RETURN(exec::Executor * e, TrainExec(S, R, C));
+    // The whole-vocabulary rows and the candidate rows, each padded to a multiple of 8 (a
+    // padding row has no target: no loss, no gradient).
+    std::vector<int64_t> full, cand;
+    for (size_t r = 0; r < loss_rows[index].size(); ++r) {
+      (candidates[index][r].empty() ? full : cand).push_back(static_cast<int64_t>(r));
+    }
+    const int64_t R = RoundUp(static_cast<int64_t>(full.size()), 8);
+    const int64_t Rc = RoundUp(static_cast<int64_t>(cand.size()), 8);
+    FG_ASSIGN_OR_RETURN(exec::Executor * e, TrainExec(S, R, Rc, C));
     FG_RETURN_IF_ERROR(e->UseArena(arena_base, arena_bytes));
-    std::vector<int32_t> tok(S, 0), pos(S), rows(R, 0), targets(R, -1);
-    std::vector<float> w(R, 0.0f);
+    std::vector<int32_t> tok(S, 0), pos(S);
     for (int64_t i = 0; i < S; ++i) pos[i] = static_cast<int32_t>(start + i);
     std::copy(t.tokens.begin() + start, t.tokens.end(), tok.begin());
-    for (int64_t r = 0; r < R0; ++r) {
-      const int64_t i = loss_rows[index][r];  // row i predicts token i + 1
-      rows[r] = static_cast<int32_t>(i - start);
-      targets[r] = t.tokens[i + 1];
-      w[r] = weight;
-    }
+    std::vector<float> w(R + Rc, 0.0f);
     FG_RETURN_IF_ERROR(e->SetInput("tokens", tok));
     FG_RETURN_IF_ERROR(e->SetInput("pos", pos));
-    FG_RETURN_IF_ERROR(e->SetInput("logit_rows", rows));
-    FG_RETURN_IF_ERROR(e->SetInput("targets", targets));
+    if (R > 0) {
+      std::vector<int32_t> rows(R, 0), targets(R, -1);
+      for (size_t k = 0; k < full.size(); ++k) {
+        const int64_t i = loss_rows[index][full[k]];  // row i predicts token i + 1
+        rows[k] = static_cast<int32_t>(i - start);
+        targets[k] = t.tokens[i + 1];
+        w[k] = weight;
+      }
+      FG_RETURN_IF_ERROR(e->SetInput("logit_rows", rows));
+      FG_RETURN_IF_ERROR(e->SetInput("targets", targets));
+    }
+    if (Rc > 0) {
+      std::vector<int32_t> rows(Rc, 0), targets(Rc, -1), ids(Rc * kMaxCandidates, -1);
+      for (size_t k = 0; k < cand.size(); ++k) {
+        const int64_t i = loss_rows[index][cand[k]];
+        const std::vector<int32_t>& c = candidates[index][cand[k]];
+        rows[k] = static_cast<int32_t>(i - start);
+        std::copy(c.begin(), c.end(), ids.begin() + static_cast<int64_t>(k) * kMaxCandidates);
+        targets[k] = static_cast<int32_t>(std::find(c.begin(), c.end(), t.tokens[i + 1]) - c.begin());
+        w[R + k] = weight;
+      }
+      FG_RETURN_IF_ERROR(e->SetInput("cand_rows", rows));
+      FG_RETURN_IF_ERROR(e->SetInput("candidates", ids));
+      FG_RETURN_IF_ERROR(e->SetInput("cand_targets", targets));
+    }
     FG_RETURN_IF_ERROR(e->SetInput("loss_weights", w));
     FG_RETURN_IF_ERROR(BindCaches(*e, C));
     last_node = std::chrono::steady_clock::now();
     FG_RETURN_IF_ERROR(e->Run());
     FG_ASSIGN_OR_RETURN(auto loss, e->OutputF32("loss"));
     double sum = 0;
-    for (int64_t r = 0; r < R0; ++r) sum += loss[r];
+    for (size_t k = 0; k < full.size(); ++k) sum += loss[k];
+    for (size_t k = 0; k < cand.size(); ++k) sum += loss[R + k];
     auto& ts = params->tensors();
     for (size_t i = 0; i < ts.size(); ++i) {
       FG_ASSIGN_OR_RETURN(auto g, e->OutputF32("grad." + ts[i].name));
@@ -291,7 +331,8 @@ struct Trainer::Impl {
                     std::to_string(opt.batch_tokens) + " prefix_run=" +
                     std::to_string(opt.prefix_run) + " epochs=" + std::to_string(opt.epochs) +
                     " max_steps=" + std::to_string(opt.max_steps) + " init=" + opt.init_adapter +
-                    " free_only=" + std::to_string(opt.loss_free_tokens_only) + " modules=";
+                    " free_only=" + std::to_string(opt.loss_free_tokens_only) +
+                    " softmax_allowed=" + std::to_string(opt.softmax_allowed) + " modules=";
     for (const auto& mname : opt.lora.modules) s += mname + ",";
     return s + " data=" + std::to_string(h);
   }
@@ -375,11 +416,12 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
       return InvalidArgumentError("tune: line " + std::to_string(e.line) + ": no call tokens");
     }
     std::vector<int32_t> rows;
-    if (!options.loss_free_tokens_only) {
+    if (!options.loss_free_tokens_only && !options.softmax_allowed) {
       for (int64_t i = t.target_start; i < static_cast<int64_t>(t.tokens.size()); ++i) {
         rows.push_back(static_cast<int32_t>(i - 1));
       }
     }
+    impl->candidates.emplace_back(rows.size());
     impl->loss_rows.push_back(std::move(rows));
     impl->data.push_back(std::move(t));
     impl->keys.push_back(e.catalog_key);
@@ -390,8 +432,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
     }
     impl->max_rows = std::max(impl->max_rows, impl->Rows(impl->data.back()));
   }
-  if (options.loss_free_tokens_only) {
-    // The rows of call tokens the grammar leaves to the model: one grammar per catalog prompt
+  if (options.loss_free_tokens_only || options.softmax_allowed) {
+    // The rows of call tokens the grammar leaves to the model (every call token's without
+    // loss_free_tokens_only) and the tokens it allows there: one grammar per catalog prompt
     // and number of calls at a time (a grammar holds megabytes of tables), handed back after.
     std::map<std::pair<std::string, size_t>, std::vector<size_t>> groups;
     for (size_t i = 0; i < examples.size(); ++i) {
@@ -404,8 +447,21 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
       for (size_t i : members) {
         const call::TrainingTokens& t = impl->data[i];
         text::CallGrammar::State st = g->Start();
-        for (int64_t k = t.target_start; k < static_cast<int64_t>(t.tokens.size()) && !g->Done(st); ++k) {
-          if (g->Allowed(st).size() > 1) impl->loss_rows[i].push_back(static_cast<int32_t>(k - 1));
+        for (int64_t k = t.target_start; k < static_cast<int64_t>(t.tokens.size()); ++k) {
+          const bool done = g->Done(st);
+          if (done && options.loss_free_tokens_only) break;
+          const std::span<const int32_t> allowed =
+              done ? std::span<const int32_t>() : g->Allowed(st);
+          if (!options.loss_free_tokens_only || allowed.size() > 1) {
+            impl->loss_rows[i].push_back(static_cast<int32_t>(k - 1));
+            // A forced token (--loss-tokens all) keeps the whole vocabulary: over itself
+            // alone its loss would be 0.
+            const bool few = options.softmax_allowed && allowed.size() > 1 &&
+                             static_cast<int64_t>(allowed.size()) <= kMaxCandidates;
+            impl->candidates[i].push_back(few ? std::vector<int32_t>(allowed.begin(), allowed.end())
+                                              : std::vector<int32_t>());
+          }
+          if (done) continue;
           if (Status a = g->Advance(&st, t.tokens[k]); !a.ok()) {
             return InvalidArgumentError("tune: line " + std::to_string(examples[i].line) +
                                         ": the call's tokens do not follow the call grammar (" +

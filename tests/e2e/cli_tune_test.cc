@@ -133,6 +133,10 @@ TEST_F(CliTuneTest, SameSeedSameBytesAndResumeEqualsOneRun) {
   // Runs of four examples per catalog prompt instead of one: another order, other bytes.
   ASSERT_EQ(Fgemma(Tune(b, "--epochs 2 -q --prefix-run 4")).rc, 0);
   EXPECT_FALSE(Read(a) == Read(b));
+  // The softmax over the allowed tokens where the grammar allows few instead of the whole
+  // vocabulary: another objective, other bytes.
+  ASSERT_EQ(Fgemma(Tune(b, "--epochs 2 -q --loss-softmax allowed")).rc, 0);
+  EXPECT_FALSE(Read(a) == Read(b));
   Result other = Fgemma(Tune(b, "--epochs 3 -q --resume " + ckpt));
   EXPECT_EQ(other.rc, 1);
   EXPECT_THAT(other.out, HasSubstr("written with other options or data"));
@@ -228,7 +232,8 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
   for (const std::string flag : {"--lora-rank 0", "--lr 0", "--lr nan", "--epochs 0",
                                  "--val-split 1", "--prefix sideways", "--lora-modules attn_x",
                                  "--batch-tokens 0", "--warmup 2", "--stop-after -1",
-                                 "--augment -1", "--prefix-run 0", "--prefix-store -1"}) {
+                                 "--augment -1", "--prefix-run 0", "--prefix-store -1",
+                                 "--loss-softmax sideways"}) {
     Result r = Fgemma(Tune(out, flag));
     EXPECT_EQ(r.rc, 2) << flag << ": " << r.out;
   }

@@ -429,8 +429,44 @@ Status GraphDouble::RunNode(const Node& n) {
       return OkStatus();
     }
 
+    case OpKind::kConcat: {  // f32 operands
+      const std::vector<double>& a = D(in[0]);
+      const std::vector<double>& b = D(in[1]);
+      int64_t outer = 1;
+      for (int64_t i = 0; i < n.axis; ++i) outer *= out.shape[i];
+      const int64_t na = graph_.value(in[0]).elements() / outer;
+      const int64_t nb = graph_.value(in[1]).elements() / outer;
+      y.clear();
+      for (int64_t o = 0; o < outer; ++o) {
+        y.insert(y.end(), a.begin() + o * na, a.begin() + (o + 1) * na);
+        y.insert(y.end(), b.begin() + o * nb, b.begin() + (o + 1) * nb);
+      }
+      return OkStatus();
+    }
+
+    case OpKind::kCandidateLogits: {
+      FG_RETURN_IF_ERROR(EnsureWeight(in[1]));
+      const std::vector<double>& x = D(in[0]);
+      const std::vector<double>& w = w_[in[1]];
+      const int64_t V = shape(1)[0], Dm = shape(1)[1], R = shape(2)[0], C = shape(2)[1];
+      fresh();
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t c = 0; c < C; ++c) {
+          const int32_t id = i_[in[2]][r * C + c];
+          if (id >= V) return OutOfRangeError("graph_double: candidate out of range");
+          if (id < 0) {
+            y[r * C + c] = graph::kMaskedLogit;
+            continue;
+          }
+          double acc = 0;
+          for (int64_t j = 0; j < Dm; ++j) acc += x[r * Dm + j] * w[id * Dm + j];
+          y[r * C + c] = acc;
+        }
+      }
+      return OkStatus();
+    }
+
     case OpKind::kArgmax:
-    case OpKind::kConcat:
     case OpKind::kRopeTable:
     case OpKind::kAttentionKV:
     case OpKind::kRmsNormBack:
@@ -441,6 +477,7 @@ Status GraphDouble::RunNode(const Node& n) {
     case OpKind::kGeluMulBack:
     case OpKind::kScatterRows:
     case OpKind::kCrossEntropyBack:
+    case OpKind::kCandidateLogitsBack:
       break;
   }
   return UnimplementedError("graph_double: op " + std::string(graph::OpName(n.op)) + " ('" +

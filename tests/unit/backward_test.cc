@@ -543,6 +543,52 @@ TEST(BackwardGradTest, CrossEntropyWithRowWithoutTarget) {
   CheckCase(c);
 }
 
+// The LM head over a few candidate rows per row (quantized, with padding and a repeated
+// candidate) into the loss: dx through candidate_logits_back. Candidates are dequantized and
+// summed in f32, so the forward value matches the double oracle in fast mode too.
+TEST(BackwardGradTest, CandidateLogitsQuantizedWithPadding) {
+  for (DType type : {DType::kF32, DType::kQ8_0, DType::kQ6_K}) {
+    GradCase c;
+    c.name = "candidate_logits " + std::string(tensor::DTypeName(type));
+    const int64_t V = 9, D = 256, R = 3, C = 4;
+    c.weights.Add("head", {V, D}, Random(V * D, 51), type);
+    c.i32["ids"] = {4, 0, 8, -1, 2, 2, 7, 5, 1, -1, -1, 3};
+    c.i32["targets"] = {2, 0, 3};
+    c.build = [=](Builder& b) -> StatusOr<Built> {
+      ValueId x = F32In(b, "x", {R, D});
+      ValueId w = b.Weight("head", {V, D}, type);
+      ValueId ids = b.Input("ids", {R, C}, ValueType::kI32);
+      ValueId logits = b.CandidateLogits("logits", x, w, ids);
+      ValueId t = b.Input("targets", {R}, ValueType::kI32);
+      return Built{b.CrossEntropy("loss", logits, t), {x}};
+    };
+    CheckCase(c);
+  }
+}
+
+// The training graph's two losses (the whole head for some rows, candidates for others) joined
+// by a concat along axis 0: each part's gradient is its slice of the seed.
+TEST(BackwardGradTest, ConcatOfTwoLosses) {
+  GradCase c;
+  c.name = "concat";
+  const int64_t V = 7, D = 16;
+  c.weights.Add("head", {V, D}, Random(V * D, 52));
+  c.i32["ids"] = {6, 1, -1, 3, 0, 2};
+  c.i32["tf"] = {5, 2};
+  c.i32["ts"] = {0, 2};
+  c.build = [=](Builder& b) -> StatusOr<Built> {
+    ValueId xf = F32In(b, "xf", {2, D});
+    ValueId xs = F32In(b, "xs", {2, D});
+    ValueId w = b.Weight("head", {V, D}, DType::kF32);
+    ValueId lf = b.CrossEntropy("lf", b.MatMul("full", xf, w), b.Input("tf", {2}, ValueType::kI32));
+    ValueId ids = b.Input("ids", {2, 3}, ValueType::kI32);
+    ValueId ls = b.CrossEntropy("ls", b.CandidateLogits("cand", xs, w, ids),
+                                b.Input("ts", {2}, ValueType::kI32));
+    return Built{b.Concat("loss", lf, ls, 0), {xf, xs}};
+  };
+  CheckCase(c);
+}
+
 // A small chain of everything at once: norm, projections, rope, attention, gelu, residual,
 // select, LM-head-like matmul and the loss; gradients of an input and two f32 weights.
 TEST(BackwardGradTest, Chain) {
@@ -603,10 +649,11 @@ TEST(BackwardGradTest, Chain) {
 TEST(BackwardErrorTest, OpWithoutRuleIsUnimplementedNamingTheValue) {
   {
     Builder b;
+    // Along axis 1 of [2,3] the operands interleave: no slice is their gradient.
     const ValueId x = F32In(b, "x", {2, 3});
     const ValueId y = F32In(b, "y", {2, 3});
-    const ValueId cat = b.Concat("joined", x, y, 0);
-    const ValueId seed = F32In(b, "seed", {4, 3});
+    const ValueId cat = b.Concat("joined", x, y, 1);
+    const ValueId seed = F32In(b, "seed", {2, 6});
     graph::BackwardSpec s{cat, seed, {x}, {}};
     EXPECT_THAT(graph::AddBackward(b, s).status(),
                 StatusIs(StatusCode::kUnimplemented, AllOf(HasSubstr("concat"), HasSubstr("'joined'"))));
@@ -705,6 +752,24 @@ TEST(BackwardErrorTest, SeedMustMatchLoss) {
   graph::BackwardSpec s{x, seed, {x}, {}};
   EXPECT_THAT(graph::AddBackward(b, s).status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("seed")));
+}
+
+TEST(BackwardErrorTest, CandidateOutsideTheVocabularyIsOutOfRange) {
+  WeightTable weights;
+  weights.Add("head", {5, 8}, Random(40, 61));
+  Builder b;
+  const ValueId x = F32In(b, "x", {1, 8});
+  const ValueId w = b.Weight("head", {5, 8}, DType::kF32);
+  const ValueId ids = b.Input("ids", {1, 2}, ValueType::kI32);
+  b.MarkOutput(b.CandidateLogits("logits", x, w, ids));
+  auto g = b.Finish();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto e = exec::Executor::Create(*std::move(g), weights.Resolver(), nullptr, {});
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_TRUE((*e)->SetInput("x", std::span<const float>(Random(8, 62))).ok());
+  const std::vector<int32_t> bad = {1, 5};
+  ASSERT_TRUE((*e)->SetInput("ids", std::span<const int32_t>(bad)).ok());
+  EXPECT_THAT((*e)->Run(), StatusIs(StatusCode::kOutOfRange, HasSubstr("candidate 5")));
 }
 
 }  // namespace

@@ -75,6 +75,9 @@ struct Case {
   int64_t prefix_chunk = 0;  // tokens per prefix call (the ring must hold a chunk's keys)
   int64_t S = 5;             // trained tokens at positions P..P+S-1
   bool small_ring = false;   // local_cache_rows = LocalCacheRows(config, S, context)
+  // Also two candidate rows (a softmax over a few LM-head rows, one candidate a padding):
+  // rows 1 and S-1, the second also a whole-vocabulary row.
+  bool candidates = false;
 };
 
 void CheckTrainGraph(const Case& tc, DType base_type) {
@@ -110,6 +113,10 @@ void CheckTrainGraph(const Case& tc, DType base_type) {
   train::TrainGraphSpec ts;
   ts.n_tokens = S;
   ts.n_target_rows = 3;
+  if (tc.candidates) {
+    ts.n_candidate_rows = 2;
+    ts.n_candidates = 4;
+  }
   ts.global_cache_rows = global_rows;
   ts.local_cache_rows = local_rows;
   ts.transposed_type = DType::kF32;
@@ -150,15 +157,28 @@ void CheckTrainGraph(const Case& tc, DType base_type) {
   for (int64_t i = 0; i < S; ++i) pos[i] = static_cast<int32_t>(P + i);
   const std::vector<int32_t> logit_rows = {0, 2, static_cast<int32_t>(S - 1)};
   const std::vector<int32_t> targets = {tokens[P + 1], -1, 123};
-  const std::vector<float> loss_weights = {0.7f, 1.3f, 1.1f};
+  std::vector<float> loss_weights = {0.7f, 1.3f, 1.1f};
+  const std::vector<int32_t> cand_rows = {1, static_cast<int32_t>(S - 1)};
+  const std::vector<int32_t> candidates = {5, 17, -1, 123, 40, 3, 9, 2};
+  const std::vector<int32_t> cand_targets = {1, 3};
+  if (tc.candidates) loss_weights.insert(loss_weights.end(), {0.9f, 1.2f});
+  // The inputs of the trained chunk, to the interpreter and to each executor.
+  auto set_inputs = [&](auto& runner) {
+    FG_ASSERT_OK(runner.SetInput("tokens", std::span<const int32_t>(tok)));
+    FG_ASSERT_OK(runner.SetInput("pos", std::span<const int32_t>(pos)));
+    FG_ASSERT_OK(runner.SetInput("logit_rows", std::span<const int32_t>(logit_rows)));
+    FG_ASSERT_OK(runner.SetInput("targets", std::span<const int32_t>(targets)));
+    FG_ASSERT_OK(runner.SetInput("loss_weights", std::span<const float>(loss_weights)));
+    if (tc.candidates) {
+      FG_ASSERT_OK(runner.SetInput("cand_rows", std::span<const int32_t>(cand_rows)));
+      FG_ASSERT_OK(runner.SetInput("candidates", std::span<const int32_t>(candidates)));
+      FG_ASSERT_OK(runner.SetInput("cand_targets", std::span<const int32_t>(cand_targets)));
+    }
+  };
 
   // Finite differences through the forward part of the same graph, in double.
   GraphDouble gd(*tg, resolver);
-  FG_ASSERT_OK(gd.SetInput("tokens", std::span<const int32_t>(tok)));
-  FG_ASSERT_OK(gd.SetInput("pos", std::span<const int32_t>(pos)));
-  FG_ASSERT_OK(gd.SetInput("logit_rows", std::span<const int32_t>(logit_rows)));
-  FG_ASSERT_OK(gd.SetInput("targets", std::span<const int32_t>(targets)));
-  FG_ASSERT_OK(gd.SetInput("loss_weights", std::span<const float>(loss_weights)));
+  set_inputs(gd);
   for (const auto& [name, v] : states) FG_ASSERT_OK(gd.SetState(name, std::span<const float>(v)));
   const int loss_id = tg->Find("loss");
   ASSERT_GE(loss_id, 0);
@@ -219,11 +239,7 @@ void CheckTrainGraph(const Case& tc, DType base_type) {
     o.reference = reference;
     auto e = exec::Executor::Create(*tg, resolver, &pool, o);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
-    FG_ASSERT_OK((*e)->SetInput("tokens", std::span<const int32_t>(tok)));
-    FG_ASSERT_OK((*e)->SetInput("pos", std::span<const int32_t>(pos)));
-    FG_ASSERT_OK((*e)->SetInput("logit_rows", std::span<const int32_t>(logit_rows)));
-    FG_ASSERT_OK((*e)->SetInput("targets", std::span<const int32_t>(targets)));
-    FG_ASSERT_OK((*e)->SetInput("loss_weights", std::span<const float>(loss_weights)));
+    set_inputs(**e);
     std::map<std::string, std::vector<float>> run_states = states;  // the run writes its rows
     for (auto& [name, v] : run_states) FG_ASSERT_OK((*e)->BindState(name, v.data(), v.size()));
     FG_ASSERT_OK((*e)->Run());
@@ -278,6 +294,12 @@ TEST(TrainGradTest, NoPrefix) { CheckTrainGraph({"no prefix", 0, 0, 6, false}, D
 
 TEST(TrainGradTest, CachedPrefix) {
   CheckTrainGraph({"cached prefix", 7, 7, 5, false}, DType::kF32);
+}
+
+TEST(TrainGradTest, CachedPrefixWithCandidateRows) {
+  Case c{"candidate rows", 7, 7, 5, false};
+  c.candidates = true;
+  CheckTrainGraph(c, DType::kF32);
 }
 
 TEST(TrainGradTest, SlidingRingThatWraps) {

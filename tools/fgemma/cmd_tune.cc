@@ -82,7 +82,7 @@ StatusOr<double> Validate(const std::string& model_path, const std::string& adap
 
 int CmdTune(int argc, char** argv) {
   std::string data_path, tools_path, out_path, checkpoint, resume, modules = "attn_q,attn_k,attn_v,attn_o,ffn_gate,ffn_up,ffn_down";
-  std::string prefix = "base", init_lora, loss_tokens = "free";
+  std::string prefix = "base", init_lora, loss_tokens = "free", loss_softmax = "vocab";
   int64_t rank = 16, epochs = 1, batch_tokens = 1024, max_steps = 0, checkpoint_every = 50,
           prefix_run = 1, prefix_store = 8192;
   int64_t stop_after = 0;
@@ -115,6 +115,11 @@ int CmdTune(int argc, char** argv) {
   p.AddString("--loss-tokens", &loss_tokens, "free|all",
               "free (default): the loss skips call tokens the call grammar forces (fgemma call "
               "never asks the model for them); all: every call token");
+  p.AddString("--loss-softmax", &loss_softmax, "allowed|vocab",
+              "vocab (default): the loss's softmax covers the whole vocabulary at every row; "
+              "allowed: where the call grammar allows at most 64 tokens, only those (what "
+              "constrained decoding chooses from; the LM head costs 64 rows there instead of "
+              "the vocabulary's: faster, but less accurate in our per-app runs)");
   p.AddString("--prefix", &prefix, "base|adapted",
               "base (default): the catalog prefix stays the base model's, the adapter applies "
               "after it (trains only request and call tokens); adapted: every position");
@@ -174,6 +179,9 @@ int CmdTune(int argc, char** argv) {
   if (augment < 0 || augment > 1000) return usage("--augment must be in [0, 1000]");
   if (prefix != "base" && prefix != "adapted") return usage("--prefix must be base or adapted");
   if (loss_tokens != "free" && loss_tokens != "all") return usage("--loss-tokens must be free or all");
+  if (loss_softmax != "allowed" && loss_softmax != "vocab") {
+    return usage("--loss-softmax must be allowed or vocab");
+  }
   auto mods = train::ParseModules(modules);
   if (!mods.ok()) return usage("--lora-modules: " + mods.status().message());
   if (checkpoint.empty()) checkpoint = out_path + ".ckpt";
@@ -242,6 +250,7 @@ int CmdTune(int argc, char** argv) {
   o.lora.seed = static_cast<uint64_t>(seed);
   o.init_adapter = init_lora;
   o.loss_free_tokens_only = loss_tokens == "free";
+  o.softmax_allowed = loss_softmax == "allowed";
   o.prefix = prefix == "base" ? train::PrefixMode::kBase : train::PrefixMode::kAdapted;
   o.lr = lr;
   o.weight_decay = wd;
