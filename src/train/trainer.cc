@@ -1,5 +1,7 @@
 #include "src/train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,7 +13,6 @@
 #include <new>
 #include <span>
 #include <tuple>
-#include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -258,7 +259,8 @@ struct Trainer::Impl {
         const std::vector<int32_t>& c = candidates[index][cand[k]];
         rows[k] = static_cast<int32_t>(i - start);
         std::copy(c.begin(), c.end(), ids.begin() + static_cast<int64_t>(k) * kMaxCandidates);
-        targets[k] = static_cast<int32_t>(std::find(c.begin(), c.end(), t.tokens[i + 1]) - c.begin());
+        targets[k] =
+            static_cast<int32_t>(std::find(c.begin(), c.end(), t.tokens[i + 1]) - c.begin());
         w[R + k] = weight;
       }
       FG_RETURN_IF_ERROR(e->SetInput("cand_rows", rows));
@@ -324,15 +326,16 @@ struct Trainer::Impl {
       mix(static_cast<uint64_t>(t.prefix_len));
       for (int32_t id : t.tokens) mix(static_cast<uint32_t>(id));
     }
-    std::string s = "rank=" + std::to_string(opt.lora.rank) + " alpha=" + std::to_string(opt.lora.alpha) +
-                    " seed=" + std::to_string(opt.lora.seed) + " prefix=" + PrefixModeName(opt.prefix) +
-                    " lr=" + std::to_string(opt.lr) + " wd=" + std::to_string(opt.weight_decay) +
-                    " warmup=" + std::to_string(opt.warmup) + " batch_tokens=" +
-                    std::to_string(opt.batch_tokens) + " prefix_run=" +
-                    std::to_string(opt.prefix_run) + " epochs=" + std::to_string(opt.epochs) +
-                    " max_steps=" + std::to_string(opt.max_steps) + " init=" + opt.init_adapter +
-                    " free_only=" + std::to_string(opt.loss_free_tokens_only) +
-                    " softmax_allowed=" + std::to_string(opt.softmax_allowed) + " modules=";
+    std::string s =
+        "rank=" + std::to_string(opt.lora.rank) + " alpha=" + std::to_string(opt.lora.alpha) +
+        " seed=" + std::to_string(opt.lora.seed) + " prefix=" + PrefixModeName(opt.prefix) +
+        " lr=" + std::to_string(opt.lr) + " wd=" + std::to_string(opt.weight_decay) +
+        " warmup=" + std::to_string(opt.warmup) +
+        " batch_tokens=" + std::to_string(opt.batch_tokens) +
+        " prefix_run=" + std::to_string(opt.prefix_run) + " epochs=" + std::to_string(opt.epochs) +
+        " max_steps=" + std::to_string(opt.max_steps) + " init=" + opt.init_adapter +
+        " free_only=" + std::to_string(opt.loss_free_tokens_only) +
+        " softmax_allowed=" + std::to_string(opt.softmax_allowed) + " modules=";
     for (const auto& mname : opt.lora.modules) s += mname + ",";
     return s + " data=" + std::to_string(h);
   }

@@ -229,11 +229,10 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
   EXPECT_THAT(help.out, HasSubstr("--lora-rank"));
   EXPECT_EQ(Fgemma("tune -m " + *model_ + " -o " + out).rc, 2);  // no --data
   EXPECT_EQ(Fgemma("tune -m " + *model_ + " --data " + *data_).rc, 2);  // no -o
-  for (const std::string flag : {"--lora-rank 0", "--lr 0", "--lr nan", "--epochs 0",
-                                 "--val-split 1", "--prefix sideways", "--lora-modules attn_x",
-                                 "--batch-tokens 0", "--warmup 2", "--stop-after -1",
-                                 "--augment -1", "--prefix-run 0", "--prefix-store -1",
-                                 "--loss-softmax sideways"}) {
+  for (const std::string flag :
+       {"--lora-rank 0", "--lr 0", "--lr nan", "--epochs 0", "--val-split 1", "--prefix sideways",
+        "--lora-modules attn_x", "--batch-tokens 0", "--warmup 2", "--stop-after -1",
+        "--augment -1", "--prefix-run 0", "--prefix-store -1", "--loss-softmax sideways"}) {
     Result r = Fgemma(Tune(out, flag));
     EXPECT_EQ(r.rc, 2) << flag << ": " << r.out;
   }

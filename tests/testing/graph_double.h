@@ -3,11 +3,11 @@
 //
 // It runs the ops training graphs use (input, weight, state, embedding, rms_norm, matmul,
 // reshape, rope, cache_write, attention, gelu_mul, add, select_rows, scale, transpose, dot,
-// low_rank, cross_entropy, dot_tn, iota, concat, candidate_logits) with the semantics of src/graph/graph.h and the
-// executor (src/exec/executor.cc), every operation in double: stored weights are dequantized
-// with kernels::DequantizeRow and widened; RoPE angles are pos * base^(-2i/D) (the formula of
-// kernels::RopeTable, without its rounding of cos/sin to f32); gelu is the tanh form. Any other
-// op is an Unimplemented error naming the value.
+// low_rank, cross_entropy, dot_tn, iota, concat, candidate_logits) with the semantics of
+// src/graph/graph.h and the executor (src/exec/executor.cc), every operation in double: stored
+// weights are dequantized with kernels::DequantizeRow and widened; RoPE angles are pos *
+// base^(-2i/D) (the formula of kernels::RopeTable, without its rounding of cos/sin to f32); gelu is
+// the tanh form. Any other op is an Unimplemented error naming the value.
 //
 // States are the caller's values, copied at the start of every Run (cache writes change the
 // copy), so runs do not depend on each other: f(x + h) and f(x - h) see the same caches.
