@@ -685,7 +685,7 @@ call::LogitProcessorChain FunctionCaller::Impl::Processors(const std::vector<dou
   call::LogitProcessorChain chain;
   if (prior != nullptr) chain.Add(call::MakeToolPrior(&channel->names(), prior, tk, start_call));
   if (copy_bias > 0 && !request.empty() && dialect == text::Dialect::kOfficial) {
-    chain.Add(call::MakeCopyPrior(std::string(request), copy_bias, tk));
+    chain.Add(call::MakeCopyPrior(std::string(request), copy_bias, tk, &catalog));
   }
   if (string_guard_tokens > 0) {
     chain.Add(call::MakeStringGuard(string_guard_tokens, structural, escape));

@@ -1,6 +1,7 @@
 #include "src/call/logit_processors.h"
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <cmath>
 #include <string>
@@ -76,11 +77,25 @@ class DigitGuard : public LogitProcessor {
 
 class CopyPrior : public LogitProcessor {
  public:
-  CopyPrior(std::string request, double bias, const text::Tokenizer* tk)
+  CopyPrior(std::string request, double bias, const text::Tokenizer* tk,
+            const text::ToolCatalog* catalog)
       : request_(std::move(request)),
-        numbers_(RequestNumbers(request_)),
+        numbers_(RequestNumbersWithWords(request_)),
         bias_(static_cast<float>(bias)),
-        tk_(tk) {}
+        tk_(tk) {
+    if (catalog == nullptr) return;
+    for (const text::Tool& t : catalog->tools) {
+      for (const auto& [key, schema] : t.parameters.properties) {
+        if (schema.type != "INTEGER" && schema.type != "NUMBER") continue;
+        for (const SaidNumber& n : numbers_) {
+          if (WordNamesKey(n.next_word, key)) {
+            unit_keys_[t.name].push_back(key);
+            break;
+          }
+        }
+      }
+    }
+  }
 
   void Restrict(const SampleStep& step, std::span<float> cand) override {
     in_number_ = step.grammar.InNumber(step.state);
@@ -92,6 +107,7 @@ class CopyPrior : public LogitProcessor {
     in_string_ = step.grammar.InFreeString(step.state);
     if (!in_string_) {
       text_.clear();
+      if (!in_number_) KeyBias(step, cand);
       return;
     }
     // The tokens whose text is request[at, at + len) where request[i, at) is the string so far.
@@ -117,9 +133,10 @@ class CopyPrior : public LogitProcessor {
     }
   }
   void Written(int32_t tok) override {
-    if (in_string_) text_ += tk_->TokenToPiece(tok, /*special=*/true);
+    const std::string piece = tk_->TokenToPiece(tok, /*special=*/true);
+    output_ += piece;  // where the current key is read from
+    if (in_string_) text_ += piece;
     if (in_number_) {
-      const std::string piece = tk_->TokenToPiece(tok, /*special=*/true);
       if (std::all_of(piece.begin(), piece.end(), NumberChar)) {
         number_ += piece;
       } else {
@@ -132,21 +149,70 @@ class CopyPrior : public LogitProcessor {
   static bool NumberChar(char c) {
     return (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E';
   }
+  // The key prior (MakeCopyPrior): in the called tool's object, outside a value.
+  void KeyBias(const SampleStep& step, std::span<float> cand) const {
+    if (unit_keys_.empty()) return;
+    const size_t call = output_.rfind("call:");
+    const size_t open = output_.find('{', call == std::string::npos ? 0 : call);
+    if (call == std::string::npos || open == std::string::npos) return;
+    const auto it = unit_keys_.find(output_.substr(call + 5, open - call - 5));
+    if (it == unit_keys_.end()) return;
+    const std::string_view body = std::string_view(output_).substr(open + 1);
+    std::vector<std::string_view> wanted;  // not written yet
+    for (const std::string& k : it->second) {
+      const std::string written = k + ":";
+      if (body.rfind(written, 0) != 0 && body.find("," + written) == std::string_view::npos) {
+        wanted.push_back(k);
+      }
+    }
+    if (wanted.empty()) return;
+    const size_t sep = body.find_last_of(',');
+    const std::string_view partial = sep == std::string_view::npos ? body : body.substr(sep + 1);
+    for (size_t j = 0; j < step.allowed.size(); ++j) {
+      const std::string piece = tk_->TokenToPiece(step.allowed[j], /*special=*/true);
+      if (piece.empty()) continue;
+      bool favoured = false;
+      if (partial.find(':') != std::string_view::npos) {
+        favoured = piece[0] == ',';  // after a value: on to another key
+      } else {
+        for (std::string_view k : wanted) {
+          if (k.substr(0, partial.size()) != partial) continue;
+          const std::string rest = std::string(k.substr(partial.size())) + ":";
+          favoured = favoured || rest.compare(0, piece.size(), piece) == 0;
+        }
+      }
+      if (favoured) cand[j] += kKeyPriorBias;
+    }
+  }
+  // The key of the value being written: the name before the output's last ':'.
+  std::string_view Key() const {
+    const size_t colon = output_.rfind(':');
+    if (colon == std::string::npos) return {};
+    size_t b = colon;
+    while (b > 0 && (std::isalnum(static_cast<unsigned char>(output_[b - 1])) != 0 ||
+                     output_[b - 1] == '_')) {
+      --b;
+    }
+    return std::string_view(output_).substr(b, colon - b);
+  }
   // Once the number has begun as a request's number does: a token that continues one that
   // starts with the number so far, or one that ends the number when the number so far is one
-  // (its text does not start with a number character). Not at the first character: the value
-  // may be the request's number converted ("two hours" -> minutes 120), which the model often
-  // writes right; it is the digits after the first that it loses or adds.
+  // (its text does not start with a number character). At the first character only the request's
+  // numbers followed by the key's unit ("5 minutes" for `minutes`): otherwise the value may be
+  // the request's number converted ("two hours" -> minutes 120), which the model often writes
+  // right; it is the digits after the first that it loses or adds.
   void NumberBias(const SampleStep& step, std::span<float> cand) const {
-    if (number_.empty()) return;
     bool complete = false;
     std::vector<std::string_view> rest;
-    for (const std::string& n : numbers_) {
-      if (n.size() < number_.size() || n.compare(0, number_.size(), number_) != 0) continue;
-      if (n.size() == number_.size()) {
+    const std::string_view key = number_.empty() ? Key() : std::string_view();
+    for (const SaidNumber& n : numbers_) {
+      if (number_.empty() && !WordNamesKey(n.next_word, key)) continue;
+      const std::string& t = n.text;
+      if (t.size() < number_.size() || t.compare(0, number_.size(), number_) != 0) continue;
+      if (t.size() == number_.size()) {
         complete = true;
       } else {
-        rest.push_back(std::string_view(n).substr(number_.size()));
+        rest.push_back(std::string_view(t).substr(number_.size()));
       }
     }
     if (!complete && rest.empty()) return;
@@ -161,13 +227,16 @@ class CopyPrior : public LogitProcessor {
 
   static constexpr size_t kMaxPiece = 32;  // bytes of a token's text looked up at most
   const std::string request_;
-  const std::vector<std::string> numbers_;  // RequestNumbers(request_)
+  const std::vector<SaidNumber> numbers_;  // RequestNumbersWithWords(request_)
   const float bias_;
   const text::Tokenizer* tk_;
   bool in_string_ = false;  // the last Restrict was in a free string
   std::string text_;        // the free string's text so far
   bool in_number_ = false;  // the last Restrict was in a number value
   std::string number_;      // the number value's text so far
+  std::string output_;      // the output's text so far
+  // Per tool: its number parameters whose unit the request says with a number.
+  std::map<std::string, std::vector<std::string>, std::less<>> unit_keys_;
 };
 
 // English number words: their value (0..90), minus the scale for a scale word (hundred -100,
@@ -192,11 +261,45 @@ int64_t NumberWord(std::string_view w) {
 
 std::vector<std::string> RequestNumbers(std::string_view request) {
   std::vector<std::string> out;
-  auto add = [&](std::string n) {
-    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+  for (SaidNumber& n : RequestNumbersWithWords(request)) {
+    if (std::find(out.begin(), out.end(), n.text) == out.end()) out.push_back(std::move(n.text));
+  }
+  return out;
+}
+
+bool WordNamesKey(std::string_view word, std::string_view key) {
+  auto stem = [](std::string_view w) {
+    return w.size() > 3 && w.back() == 's' ? w.substr(0, w.size() - 1) : w;
+  };
+  const std::string_view w = stem(word);
+  if (w.empty()) return false;
+  for (size_t b = 0; b <= key.size();) {
+    size_t e = key.find('_', b);
+    if (e == std::string_view::npos) e = key.size();
+    const std::string_view part = stem(key.substr(b, e - b));
+    if (part == w || (w.size() >= 3 && part.substr(0, w.size()) == w)) return true;
+    b = e + 1;
+  }
+  return false;
+}
+
+std::vector<SaidNumber> RequestNumbersWithWords(std::string_view request) {
+  std::vector<SaidNumber> out;
+  auto add = [&](std::string n, std::string next) {
+    SaidNumber said{std::move(n), std::move(next)};
+    if (std::find(out.begin(), out.end(), said) == out.end()) out.push_back(std::move(said));
   };
   auto digit = [](char c) { return c >= '0' && c <= '9'; };
   auto alpha = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; };
+  // The word starting at `at` after spaces, lower case ("" when none).
+  auto word_at = [&](size_t at) {
+    while (at < request.size() && request[at] == ' ') ++at;
+    std::string w;
+    for (; at < request.size() && alpha(request[at]); ++at) {
+      w += static_cast<char>(std::tolower(static_cast<unsigned char>(request[at])));
+    }
+    return w;
+  };
   // Digit runs: "1,200" (a comma before exactly three digits) and "2.5" are one number each.
   for (size_t i = 0; i < request.size();) {
     if (!digit(request[i])) {
@@ -223,7 +326,7 @@ std::vector<std::string> RequestNumbers(std::string_view request) {
       if (request[j] != ',' || dot || k - (j + 1) != 3) break;
       ++j;  // a thousands separator
     }
-    if (word_start && (n.size() == 1 || n[0] != '0' || n[1] == '.')) add(n);
+    if (word_start && (n.size() == 1 || n[0] != '0' || n[1] == '.')) add(n, word_at(j));
     i = j;
   }
   // Runs of number words; a hyphen joins them, "and" only between two of them.
@@ -281,7 +384,7 @@ std::vector<std::string> RequestNumbers(std::string_view request) {
         last = kScale;
       }
     }
-    if (last != kNone) add(std::to_string(total + current));
+    if (last != kNone) add(std::to_string(total + current), j < words.size() ? words[j] : "");
     i = j > i ? j : i + 1;
   }
   return out;
@@ -313,8 +416,9 @@ std::unique_ptr<LogitProcessor> MakeDigitGuard(const std::vector<bool>* digits) 
 }
 
 std::unique_ptr<LogitProcessor> MakeCopyPrior(std::string request, double bias,
-                                              const text::Tokenizer* pieces) {
-  return std::make_unique<CopyPrior>(std::move(request), bias, pieces);
+                                              const text::Tokenizer* pieces,
+                                              const text::ToolCatalog* catalog) {
+  return std::make_unique<CopyPrior>(std::move(request), bias, pieces, catalog);
 }
 
 }  // namespace fg::call

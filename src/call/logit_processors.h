@@ -19,9 +19,11 @@
 // the same holds for the numbers the request says (RequestNumbers: "$50" -> 50, "one hundred
 // and twenty" -> 120), once the number has begun as one of them: the tokens that go on
 // spelling one get `bias`, and once the number so far is one, so do the tokens that end it (the
-// model loses or adds digits: "50 bucks" -> 500, "one hundred and twenty" -> 12). Not at the
-// first digit: a value converted from the request ("two hours" -> 120 minutes) would be pulled
-// to the request's number.
+// model loses or adds digits: "50 bucks" -> 500, "one hundred and twenty" -> 12). At the
+// first digit only for a number followed by the argument's own unit ("5 minutes" for
+// `minutes`: WordNamesKey): a value converted from the request ("two hours" -> 120 minutes)
+// must not be pulled to the request's number. Outside values, the key prior (MakeCopyPrior):
+// a number parameter whose unit the request says with a number and that the call left out.
 #ifndef FGEMMA_CALL_LOGIT_PROCESSORS_H_
 #define FGEMMA_CALL_LOGIT_PROCESSORS_H_
 
@@ -35,11 +37,16 @@
 #include "src/runtime/sampler.h"
 #include "src/text/call_grammar.h"
 #include "src/text/tokenizer.h"
+#include "src/text/tool_catalog.h"
 
 namespace fg::call {
 
 // FunctionCallerOptions::copy_bias's default for a base Gemma 3 vocabulary.
 inline constexpr double kDefaultCopyBias = 8.0;
+// The key prior's bias (MakeCopyPrior), whatever the copy bias: the adapter's preference for
+// closing the call over a key it left out exceeded 8 nats on the per-app misses, so this is
+// close to a rule.
+inline constexpr float kKeyPriorBias = 30.0f;
 
 // One sampled grammar step as the processors see it.
 struct SampleStep {
@@ -94,10 +101,29 @@ std::unique_ptr<LogitProcessor> MakeDigitGuard(const std::vector<bool>* digits);
 // English number words ("five", "twenty-one", "one hundred and twenty", "two thousand five
 // hundred"; "a hundred" is 100; "and" only between number words).
 std::vector<std::string> RequestNumbers(std::string_view request);
+// A number the request says and the word right after it, lower case ("" when none follows):
+// "5 minutes" -> {"5", "minutes"}, "forty five mins" -> {"45", "mins"}.
+struct SaidNumber {
+  std::string text;
+  std::string next_word;
+  bool operator==(const SaidNumber&) const = default;
+};
+// RequestNumbers' numbers with the word after each, in order, each pair once.
+std::vector<SaidNumber> RequestNumbersWithWords(std::string_view request);
+// True when `word` names the unit of argument `key`: it equals, or (3 letters at least) begins,
+// one of the key's parts split at '_', a final "s" dropped from both ("minutes" and "mins" for
+// `minutes`, "km" for `distance_km`; not "hours" for `minutes`).
+bool WordNamesKey(std::string_view word, std::string_view key);
 // The copy prior over `request` (case-sensitive); `pieces` gives a token's text and finds a
-// text's token, and must outlive the processor.
+// text's token, and must outlive the processor. With `catalog` (may be null; must outlive the
+// processor), also the key prior: a number parameter of the called tool whose unit the request
+// says with a number ("for 45 minutes": `minutes`, WordNamesKey) and that the call has not
+// written yet gets the bias on the tokens that spell its key, and after a value on the tokens
+// that go on to another key (',') rather than close the call: the adapter leaves such
+// arguments out ("Schedule the herb garden for fifteen minutes at 3:30 am" without `minutes`).
 std::unique_ptr<LogitProcessor> MakeCopyPrior(std::string request, double bias,
-                                              const text::Tokenizer* pieces);
+                                              const text::Tokenizer* pieces,
+                                              const text::ToolCatalog* catalog = nullptr);
 
 }  // namespace fg::call
 

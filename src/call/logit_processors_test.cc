@@ -217,6 +217,92 @@ TEST(RequestNumbers, DigitsAndNumberWords) {
   EXPECT_THAT(RequestNumbers("page one, 3 copies, three copies"), ElementsAre("3", "1"));
 }
 
+TEST(RequestNumbers, WithTheWordAfterEach) {
+  EXPECT_THAT(RequestNumbersWithWords("water 5 Minutes, then forty five mins at 4:30"),
+              ElementsAre(SaidNumber{"5", "minutes"}, SaidNumber{"4", ""}, SaidNumber{"30", ""},
+                          SaidNumber{"45", "mins"}));
+  EXPECT_THAT(RequestNumbersWithWords("run 5 km, 5 miles and 5"),
+              ElementsAre(SaidNumber{"5", "km"}, SaidNumber{"5", "miles"}, SaidNumber{"5", ""}));
+  EXPECT_THAT(RequestNumbers("run 5 km, 5 miles and 5"), ElementsAre("5"));
+}
+
+TEST(WordNamesKey, UnitsOfKeys) {
+  EXPECT_TRUE(WordNamesKey("minutes", "minutes"));
+  EXPECT_TRUE(WordNamesKey("minute", "minutes"));
+  EXPECT_TRUE(WordNamesKey("mins", "minutes"));
+  EXPECT_TRUE(WordNamesKey("km", "distance_km"));
+  EXPECT_TRUE(WordNamesKey("degrees", "degrees"));
+  EXPECT_FALSE(WordNamesKey("hours", "minutes"));
+  EXPECT_FALSE(WordNamesKey("m", "minutes"));  // too short to be an abbreviation
+  EXPECT_FALSE(WordNamesKey("bucks", "amount"));
+  EXPECT_FALSE(WordNamesKey("", "minutes"));
+  EXPECT_FALSE(WordNamesKey("minutes", ""));
+}
+
+// At the first digit, the numbers the request says with the key's own unit are favoured ("5
+// minutes" for `minutes`); numbers said with another word are not (a conversion may follow).
+TEST(CopyPrior, BiasesTheFirstDigitOfANumberSaidInTheKeysUnit) {
+  auto tok = SmallTokenizer({"call:f{", "s:", "n:"}, 0);
+  auto cat = text::ParseToolCatalog(kCatalog);
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  for (const char* request : {"wait 50 n then 7 bucks", "wait fifty n then seven bucks"}) {
+    SCOPED_TRACE(request);
+    auto prior = MakeCopyPrior(request, 5.0, tok.get());
+    text::CallGrammar::State s = (*g)->Start();
+    for (const char* t : {"<start_function_call>", "call:f{", "n:"}) {
+      const int32_t id = Id(*tok, t);
+      prior->Written(id);
+      FG_ASSERT_OK((*g)->Advance(&s, id));
+    }
+    std::span<const int32_t> allowed = (*g)->Allowed(s);
+    std::vector<float> cand(allowed.size(), 0.0f);
+    prior->Restrict({**g, s, allowed}, cand);
+    auto bias = [&](const std::string& name) {
+      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, name));
+      return it != allowed.end() && *it == Id(*tok, name) ? cand[it - allowed.begin()] : -1.0f;
+    };
+    EXPECT_EQ(bias("5"), 5.0f);
+    EXPECT_EQ(bias("7"), 0.0f);
+    EXPECT_EQ(bias("1"), 0.0f);
+  }
+}
+
+// The key prior: a number parameter whose unit the request says ("50 n" for `n`) and that the
+// call has not written yet: its key's tokens, and after a value the tokens that go on to
+// another key; nothing once it is written, nothing for a unit said of no parameter.
+TEST(CopyPrior, KeyPriorFavoursANumberKeyWhoseUnitTheRequestSays) {
+  auto tok = SmallTokenizer({"call:f{", "s:", "n:", "abc"}, 0);
+  auto cat = text::ParseToolCatalog(kCatalog);
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  for (const char* request : {"wait 50 n for abc", "wait 50 bucks for abc"}) {
+    SCOPED_TRACE(request);
+    const bool said = std::string_view(request).find(" n ") != std::string_view::npos;
+    auto prior = MakeCopyPrior(request, 5.0, tok.get(), &*cat);
+    text::CallGrammar::State s = (*g)->Start();
+    auto bias = [&](const std::string& name) {
+      std::span<const int32_t> allowed = (*g)->Allowed(s);
+      std::vector<float> cand(allowed.size(), 0.0f);
+      prior->Restrict({**g, s, allowed}, cand);
+      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, name));
+      return it != allowed.end() && *it == Id(*tok, name) ? cand[it - allowed.begin()] : -1.0f;
+    };
+    auto write = [&](const std::string& name) {
+      prior->Written(Id(*tok, name));
+      FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, name)));
+    };
+    for (const char* t : {"<start_function_call>", "call:f{"}) write(t);
+    EXPECT_EQ(bias("n:"), said ? kKeyPriorBias : 0.0f);
+    EXPECT_EQ(bias("s:"), 0.0f);
+    for (const char* t : {"s:", "<escape>", "abc", "<escape>"}) write(t);
+    EXPECT_EQ(bias(","), said ? kKeyPriorBias : 0.0f);  // on to `n` rather than close
+    for (const char* t : {",", "n:", "5", "0", "}"}) write(t);
+  }
+}
+
 // In a number value that has begun as a number the request says, the copy prior favours the
 // tokens that go on spelling it, and once the number so far is one of them, the tokens that end
 // it; nothing at the first digit (the value may be a conversion), nothing for other numbers.
