@@ -1,9 +1,9 @@
 #include "src/call/logit_processors.h"
 
 #include <algorithm>
-#include <map>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
