@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <cmath>
 #include <map>
 #include <string>
@@ -82,14 +83,22 @@ class CopyPrior : public LogitProcessor {
       : request_(std::move(request)),
         numbers_(RequestNumbersWithWords(request_)),
         bias_(static_cast<float>(bias)),
-        tk_(tk) {
+        tk_(tk),
+        catalog_(catalog) {
     if (catalog == nullptr) return;
     for (const text::Tool& t : catalog->tools) {
       for (const auto& [key, schema] : t.parameters.properties) {
+        if (schema.type == "STRING") {
+          if (const int m = SaidEnumMember(request_, schema); m >= 0) {
+            said_keys_[t.name].push_back(
+                {key, "<escape>" + schema.enum_values[m].get<std::string>() + "<escape>"});
+          }
+          continue;
+        }
         if (schema.type != "INTEGER" && schema.type != "NUMBER") continue;
         for (const SaidNumber& n : numbers_) {
           if (WordNamesKey(n.next_word, key)) {
-            unit_keys_[t.name].push_back(key);
+            said_keys_[t.name].push_back({key, ""});
             break;
           }
         }
@@ -149,25 +158,58 @@ class CopyPrior : public LogitProcessor {
   static bool NumberChar(char c) {
     return (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E';
   }
-  // The key prior (MakeCopyPrior): in the called tool's object, outside a value.
+  // The key prior (MakeCopyPrior): in the called tool's object, outside a value, and at the
+  // '{' that opens it (a token that also closes it, "{}", is not favoured).
   void KeyBias(const SampleStep& step, std::span<float> cand) const {
-    if (unit_keys_.empty()) return;
+    if (said_keys_.empty()) return;
     const size_t call = output_.rfind("call:");
-    const size_t open = output_.find('{', call == std::string::npos ? 0 : call);
-    if (call == std::string::npos || open == std::string::npos) return;
-    const auto it = unit_keys_.find(output_.substr(call + 5, open - call - 5));
-    if (it == unit_keys_.end()) return;
-    const std::string_view body = std::string_view(output_).substr(open + 1);
-    std::vector<std::string_view> wanted;  // not written yet
-    for (const std::string& k : it->second) {
-      const std::string written = k + ":";
-      if (body.rfind(written, 0) != 0 && body.find("," + written) == std::string_view::npos) {
-        wanted.push_back(k);
+    if (call == std::string::npos) return;
+    const size_t open = output_.find('{', call);
+    const size_t name_end = open == std::string::npos ? output_.size() : open;
+    const auto it = said_keys_.find(output_.substr(call + 5, name_end - call - 5));
+    if (it == said_keys_.end()) return;
+    std::string_view lead;  // what the favoured tokens spell before the key
+    if (open == std::string::npos) {
+      // The name is complete only when nothing may continue it (no longer tool's name).
+      for (int32_t t : step.allowed) {
+        if (tk_->TokenToPiece(t, /*special=*/true).rfind('{', 0) != 0) return;
       }
+      lead = "{";
     }
-    if (wanted.empty()) return;
+    const std::string_view body =
+        open == std::string::npos ? std::string_view() : std::string_view(output_).substr(open + 1);
     const size_t sep = body.find_last_of(',');
     const std::string_view partial = sep == std::string_view::npos ? body : body.substr(sep + 1);
+    // In the value of a said enum member's key: the tokens that go on spelling that member.
+    if (const size_t colon = partial.find(':'); colon != std::string_view::npos) {
+      const std::string_view key = partial.substr(0, colon), value = partial.substr(colon + 1);
+      for (const SaidKey& k : it->second) {
+        if (k.key != key || k.value.empty()) continue;
+        if (k.value.size() <= value.size() || k.value.compare(0, value.size(), value) != 0) break;
+        const std::string_view rest = std::string_view(k.value).substr(value.size());
+        for (size_t j = 0; j < step.allowed.size(); ++j) {
+          const std::string piece = tk_->TokenToPiece(step.allowed[j], /*special=*/true);
+          if (!piece.empty() && rest.substr(0, piece.size()) == piece) cand[j] += kKeyPriorBias;
+        }
+        return;
+      }
+    }
+    auto written = [&](std::string_view key) {
+      const std::string k = std::string(key) + ":";
+      return body.rfind(k, 0) == 0 || body.find("," + k) != std::string_view::npos;
+    };
+    std::string_view last;  // the last wanted key in sorted order: not written yet
+    for (const SaidKey& said : it->second) {
+      if (!written(said.key) && said.key > last) last = said.key;
+    }
+    if (last.empty()) return;
+    // The keys that may come first: the wanted ones and, not to skip them (the model writes
+    // keys in sorted order), those that sort before the last wanted one.
+    std::vector<std::string_view> keys;
+    const text::Tool* tool = catalog_->Find(it->first);
+    for (const auto& [key, schema] : tool->parameters.properties) {
+      if (key <= last && !written(key)) keys.push_back(key);
+    }
     for (size_t j = 0; j < step.allowed.size(); ++j) {
       const std::string piece = tk_->TokenToPiece(step.allowed[j], /*special=*/true);
       if (piece.empty()) continue;
@@ -175,9 +217,9 @@ class CopyPrior : public LogitProcessor {
       if (partial.find(':') != std::string_view::npos) {
         favoured = piece[0] == ',';  // after a value: on to another key
       } else {
-        for (std::string_view k : wanted) {
+        for (std::string_view k : keys) {
           if (k.substr(0, partial.size()) != partial) continue;
-          const std::string rest = std::string(k.substr(partial.size())) + ":";
+          const std::string rest = std::string(lead) + std::string(k.substr(partial.size())) + ":";
           favoured = favoured || rest.compare(0, piece.size(), piece) == 0;
         }
       }
@@ -197,31 +239,37 @@ class CopyPrior : public LogitProcessor {
   }
   // Once the number has begun as a request's number does: a token that continues one that
   // starts with the number so far, or one that ends the number when the number so far is one
-  // (its text does not start with a number character). At the first character only the request's
-  // numbers followed by the key's unit ("5 minutes" for `minutes`): otherwise the value may be
-  // the request's number converted ("two hours" -> minutes 120), which the model often writes
-  // right; it is the digits after the first that it loses or adds.
+  // (its text does not start with a number character), gets the copy bias. Not at the first
+  // character: the value may be the request's number converted ("two hours" -> minutes 120),
+  // which the model often writes right; it is the digits after the first that it loses or adds.
+  // The numbers said with the key's own unit ("5 minutes" for `minutes`, "fifty one days" for
+  // `days`) are the value itself: theirs get kKeyPriorBias, from the first character on (the
+  // model repeats digits past them: "fifty one days" -> 511111111111).
   void NumberBias(const SampleStep& step, std::span<float> cand) const {
-    bool complete = false;
-    std::vector<std::string_view> rest;
-    const std::string_view key = number_.empty() ? Key() : std::string_view();
-    for (const SaidNumber& n : numbers_) {
-      if (number_.empty() && !WordNamesKey(n.next_word, key)) continue;
-      const std::string& t = n.text;
-      if (t.size() < number_.size() || t.compare(0, number_.size(), number_) != 0) continue;
-      if (t.size() == number_.size()) {
-        complete = true;
-      } else {
-        rest.push_back(std::string_view(t).substr(number_.size()));
+    const std::string_view key = Key();
+    for (const bool unit : {true, false}) {
+      if (!unit && number_.empty()) return;
+      bool complete = false;
+      std::vector<std::string_view> rest;
+      for (const SaidNumber& n : numbers_) {
+        if (unit && !WordNamesKey(n.next_word, key)) continue;
+        const std::string& t = n.text;
+        if (t.size() < number_.size() || t.compare(0, number_.size(), number_) != 0) continue;
+        if (t.size() == number_.size()) {
+          complete = true;
+        } else {
+          rest.push_back(std::string_view(t).substr(number_.size()));
+        }
       }
-    }
-    if (!complete && rest.empty()) return;
-    for (size_t j = 0; j < step.allowed.size(); ++j) {
-      const std::string piece = tk_->TokenToPiece(step.allowed[j], /*special=*/true);
-      if (piece.empty()) continue;
-      bool favoured = complete && !NumberChar(piece[0]);
-      for (std::string_view r : rest) favoured = favoured || r.substr(0, piece.size()) == piece;
-      if (favoured) cand[j] += bias_;
+      if (!complete && rest.empty()) continue;
+      for (size_t j = 0; j < step.allowed.size(); ++j) {
+        const std::string piece = tk_->TokenToPiece(step.allowed[j], /*special=*/true);
+        if (piece.empty()) continue;
+        bool favoured = complete && !NumberChar(piece[0]);
+        for (std::string_view r : rest) favoured = favoured || r.substr(0, piece.size()) == piece;
+        if (favoured) cand[j] += unit ? kKeyPriorBias : bias_;
+      }
+      return;
     }
   }
 
@@ -235,8 +283,15 @@ class CopyPrior : public LogitProcessor {
   bool in_number_ = false;  // the last Restrict was in a number value
   std::string number_;      // the number value's text so far
   std::string output_;      // the output's text so far
-  // Per tool: its number parameters whose unit the request says with a number.
-  std::map<std::string, std::vector<std::string>, std::less<>> unit_keys_;
+  // A parameter the request names: a number's unit said with a number (`value` empty) or a
+  // string enum's member (`value`: that member as the call spells it, <escape>d).
+  struct SaidKey {
+    std::string key;
+    std::string value;
+  };
+  // Per tool: its parameters the request names (empty when `catalog_` is null).
+  std::map<std::string, std::vector<SaidKey>, std::less<>> said_keys_;
+  const text::ToolCatalog* catalog_;
 };
 
 // English number words: their value (0..90), minus the scale for a scale word (hundred -100,
@@ -281,6 +336,40 @@ bool WordNamesKey(std::string_view word, std::string_view key) {
     b = e + 1;
   }
   return false;
+}
+
+int SaidEnumMember(std::string_view request, const text::Schema& schema) {
+  // Lower-case words of letters and digits; '_' and every other character separate them.
+  auto words = [](std::string_view s) {
+    std::vector<std::string> out;
+    std::string w;
+    for (char c : s) {
+      if (std::isalnum(static_cast<unsigned char>(c)) != 0) {
+        w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      } else if (!w.empty()) {
+        out.push_back(std::move(w));
+        w.clear();
+      }
+    }
+    if (!w.empty()) out.push_back(std::move(w));
+    return out;
+  };
+  const std::vector<std::string> said = words(request);
+  int found = -1;
+  for (size_t m = 0; m < schema.enum_values.size(); ++m) {
+    if (!schema.enum_values[m].is_string()) continue;
+    const std::vector<std::string> member = words(schema.enum_values[m].get<std::string>());
+    if (member.empty() || member.size() > said.size()) continue;
+    for (size_t i = 0; i + member.size() <= said.size(); ++i) {
+      if (!std::equal(member.begin(), member.end(), said.begin() + static_cast<std::ptrdiff_t>(i))) {
+        continue;
+      }
+      if (found >= 0) return -1;  // two members said: no choice made
+      found = static_cast<int>(m);
+      break;
+    }
+  }
+  return found;
 }
 
 std::vector<SaidNumber> RequestNumbersWithWords(std::string_view request) {

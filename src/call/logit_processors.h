@@ -23,7 +23,8 @@
 // first digit only for a number followed by the argument's own unit ("5 minutes" for
 // `minutes`: WordNamesKey): a value converted from the request ("two hours" -> 120 minutes)
 // must not be pulled to the request's number. Outside values, the key prior (MakeCopyPrior):
-// a number parameter whose unit the request says with a number and that the call left out.
+// a parameter the request names (a number's unit said with a number, or a string enum's
+// member) and that the call left out.
 #ifndef FGEMMA_CALL_LOGIT_PROCESSORS_H_
 #define FGEMMA_CALL_LOGIT_PROCESSORS_H_
 
@@ -114,13 +115,19 @@ std::vector<SaidNumber> RequestNumbersWithWords(std::string_view request);
 // one of the key's parts split at '_', a final "s" dropped from both ("minutes" and "mins" for
 // `minutes`, "km" for `distance_km`; not "hours" for `minutes`).
 bool WordNamesKey(std::string_view word, std::string_view key);
+// The index of the one member of a string enum `schema` that `request` says as whole words
+// (case-insensitive; '_' and punctuation separate words: "resting" for `resting`, "brake check"
+// for `brake_check`), or -1 when none or more than one is said, or the schema has no enum.
+int SaidEnumMember(std::string_view request, const text::Schema& schema);
 // The copy prior over `request` (case-sensitive); `pieces` gives a token's text and finds a
 // text's token, and must outlive the processor. With `catalog` (may be null; must outlive the
-// processor), also the key prior: a number parameter of the called tool whose unit the request
-// says with a number ("for 45 minutes": `minutes`, WordNamesKey) and that the call has not
-// written yet gets the bias on the tokens that spell its key, and after a value on the tokens
-// that go on to another key (',') rather than close the call: the adapter leaves such
-// arguments out ("Schedule the herb garden for fifteen minutes at 3:30 am" without `minutes`).
+// processor), also the key prior: a parameter of the called tool that the request names and
+// that the call has not written yet gets kKeyPriorBias on the tokens that spell its key, and
+// after a value on the tokens that go on to another key (',') rather than close the call. A
+// number parameter is named by its unit said with a number ("for 45 minutes": `minutes`,
+// WordNamesKey), a string enum by one of its members (SaidEnumMember: "what's my resting heart
+// rate" names `kind`, whose members are live and resting): the adapter leaves such arguments
+// out ("Schedule the herb garden for fifteen minutes at 3:30 am" without `minutes`).
 std::unique_ptr<LogitProcessor> MakeCopyPrior(std::string request, double bias,
                                               const text::Tokenizer* pieces,
                                               const text::ToolCatalog* catalog = nullptr);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/base/status_matchers.h"
@@ -240,7 +241,8 @@ TEST(WordNamesKey, UnitsOfKeys) {
 }
 
 // At the first digit, the numbers the request says with the key's own unit are favoured ("5
-// minutes" for `minutes`); numbers said with another word are not (a conversion may follow).
+// minutes" for `minutes`), by the key prior's bias, to their end; numbers said with another
+// word are not (a conversion may follow).
 TEST(CopyPrior, BiasesTheFirstDigitOfANumberSaidInTheKeysUnit) {
   auto tok = SmallTokenizer({"call:f{", "s:", "n:"}, 0);
   auto cat = text::ParseToolCatalog(kCatalog);
@@ -256,16 +258,25 @@ TEST(CopyPrior, BiasesTheFirstDigitOfANumberSaidInTheKeysUnit) {
       prior->Written(id);
       FG_ASSERT_OK((*g)->Advance(&s, id));
     }
-    std::span<const int32_t> allowed = (*g)->Allowed(s);
-    std::vector<float> cand(allowed.size(), 0.0f);
-    prior->Restrict({**g, s, allowed}, cand);
     auto bias = [&](const std::string& name) {
+      std::span<const int32_t> allowed = (*g)->Allowed(s);
+      std::vector<float> cand(allowed.size(), 0.0f);
+      prior->Restrict({**g, s, allowed}, cand);
       const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, name));
       return it != allowed.end() && *it == Id(*tok, name) ? cand[it - allowed.begin()] : -1.0f;
     };
-    EXPECT_EQ(bias("5"), 5.0f);
+    EXPECT_EQ(bias("5"), kKeyPriorBias);
     EXPECT_EQ(bias("7"), 0.0f);
     EXPECT_EQ(bias("1"), 0.0f);
+    // The value is the number said with the unit: its next digit, then its end, as strongly.
+    prior->Written(Id(*tok, "5"));
+    FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, "5")));
+    EXPECT_EQ(bias("0"), kKeyPriorBias);
+    EXPECT_EQ(bias("5"), 0.0f);
+    prior->Written(Id(*tok, "0"));
+    FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, "0")));
+    EXPECT_EQ(bias("0"), 0.0f);
+    EXPECT_EQ(bias(","), kKeyPriorBias);  // the end: on to `s`
   }
 }
 
@@ -299,6 +310,101 @@ TEST(CopyPrior, KeyPriorFavoursANumberKeyWhoseUnitTheRequestSays) {
     EXPECT_EQ(bias("s:"), 0.0f);
     for (const char* t : {"s:", "<escape>", "abc", "<escape>"}) write(t);
     EXPECT_EQ(bias(","), said ? kKeyPriorBias : 0.0f);  // on to `n` rather than close
+  }
+}
+
+// SaidEnumMember: the one string member the request says as whole words, case-insensitive,
+// '_' read as a space; none when two members are said, a member only inside a word, or the
+// schema is not a string enum.
+TEST(CopyPrior, SaidEnumMemberFindsTheOneMemberTheRequestSays) {
+  auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
+    "k":{"type":"string","enum":["live","resting","brake_check"]},"s":{"type":"string"}}}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Schema& k = cat->tools[0].parameters.properties.at("k");
+  EXPECT_EQ(SaidEnumMember("what's my resting heart rate", k), 1);
+  EXPECT_EQ(SaidEnumMember("Resting rate, please", k), 1);
+  EXPECT_EQ(SaidEnumMember("list every brake check", k), 2);
+  EXPECT_EQ(SaidEnumMember("list every brake inspection", k), -1);
+  EXPECT_EQ(SaidEnumMember("my heart rate", k), -1);
+  EXPECT_EQ(SaidEnumMember("my livery rate", k), -1);  // inside a word
+  EXPECT_EQ(SaidEnumMember("live or resting", k), -1);  // two members: no choice
+  EXPECT_EQ(SaidEnumMember("resting", cat->tools[0].parameters.properties.at("s")), -1);
+}
+
+// The key prior for a string enum: a member said ("the resting one") favours the key of the
+// enum's parameter (and the keys that sort before it), then that member's tokens in its value,
+// and nothing once it is written; a request that says no member favours nothing.
+TEST(CopyPrior, KeyPriorFavoursAnEnumKeyOneOfWhoseMembersTheRequestSays) {
+  auto tok = SmallTokenizer({"call:f{", "s:", "k:", "a:", "abc", "resting"}, 0);
+  auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
+    "s":{"type":"string"},"k":{"type":"string","enum":["live","resting"]},"a":{"type":"string"}},
+    "required":["s"]}}])");
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  for (const char* request : {"the resting one for abc", "the other one for abc"}) {
+    SCOPED_TRACE(request);
+    const bool said = std::string_view(request).find("resting") != std::string_view::npos;
+    auto prior = MakeCopyPrior(request, 5.0, tok.get(), &*cat);
+    text::CallGrammar::State s = (*g)->Start();
+    auto bias = [&](const std::string& name) {
+      std::span<const int32_t> allowed = (*g)->Allowed(s);
+      std::vector<float> cand(allowed.size(), 0.0f);
+      prior->Restrict({**g, s, allowed}, cand);
+      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, name));
+      return it != allowed.end() && *it == Id(*tok, name) ? cand[it - allowed.begin()] : -1.0f;
+    };
+    auto write = [&](const std::string& name) {
+      prior->Written(Id(*tok, name));
+      FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, name)));
+    };
+    for (const char* t : {"<start_function_call>", "call:f{"}) write(t);
+    EXPECT_EQ(bias("k:"), said ? kKeyPriorBias : 0.0f);
+    // A key that sorts before `k` may come first (the model writes keys in sorted order); one
+    // after it may not (`k` would be skipped).
+    EXPECT_EQ(bias("a:"), said ? kKeyPriorBias : 0.0f);
+    EXPECT_EQ(bias("s:"), 0.0f);
+    for (const char* t : {"k:", "<escape>"}) write(t);
+    EXPECT_EQ(bias("resting"), said ? kKeyPriorBias : 0.0f);  // the member said
+    EXPECT_EQ(bias("l"), 0.0f);                                // not `live`
+    for (const char* t : {"resting", "<escape>"}) write(t);
+    EXPECT_EQ(bias(","), 0.0f);  // `k` written: nothing more to favour
+  }
+}
+
+// A tool whose arguments are all optional: the key prior favours the '{' that opens its object
+// over the "{}" that closes it at once, but only once the name is complete (no longer tool's
+// name may continue it: then no bias at all).
+TEST(CopyPrior, KeyPriorOpensTheObjectOnlyAfterACompleteName) {
+  auto tok = SmallTokenizer({"call:", "f", "g", "{", "{}", "k:"}, 0);
+  const std::string f = R"({"name":"f","parameters":{"type":"object","properties":{
+    "k":{"type":"string","enum":["live","resting"]}}}})";
+  const std::string fg = R"({"name":"fg","parameters":{"type":"object","properties":{}}})";
+  for (const std::string& tools : {"[" + f + "]", "[" + f + "," + fg + "]"}) {
+    SCOPED_TRACE(tools);
+    const bool complete = tools.find("\"fg\"") == std::string::npos;
+    auto cat = text::ParseToolCatalog(tools);
+    FG_ASSERT_OK(cat.status());
+    auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+    FG_ASSERT_OK(g.status());
+    auto prior = MakeCopyPrior("the resting one", 5.0, tok.get(), &*cat);
+    text::CallGrammar::State s = (*g)->Start();
+    for (const char* t : {"<start_function_call>", "call:", "f"}) {
+      prior->Written(Id(*tok, t));
+      FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, t)));
+    }
+    std::span<const int32_t> allowed = (*g)->Allowed(s);
+    std::vector<float> cand(allowed.size(), 0.0f);
+    prior->Restrict({**g, s, allowed}, cand);
+    auto bias = [&](const std::string& name) {
+      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, name));
+      return it != allowed.end() && *it == Id(*tok, name) ? cand[it - allowed.begin()] : -1.0f;
+    };
+    EXPECT_EQ(bias("{"), complete ? kKeyPriorBias : 0.0f);
+    EXPECT_EQ(bias("{}"), 0.0f);
+    if (!complete) {
+      EXPECT_EQ(bias("g"), 0.0f);
+    }
   }
 }
 
