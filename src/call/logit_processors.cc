@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <string_view>
@@ -361,7 +361,8 @@ int SaidEnumMember(std::string_view request, const text::Schema& schema) {
     const std::vector<std::string> member = words(schema.enum_values[m].get<std::string>());
     if (member.empty() || member.size() > said.size()) continue;
     for (size_t i = 0; i + member.size() <= said.size(); ++i) {
-      if (!std::equal(member.begin(), member.end(), said.begin() + static_cast<std::ptrdiff_t>(i))) {
+      if (!std::equal(member.begin(), member.end(),
+                      said.begin() + static_cast<std::ptrdiff_t>(i))) {
         continue;
       }
       if (found >= 0) return -1;  // two members said: no choice made

@@ -326,7 +326,7 @@ TEST(CopyPrior, SaidEnumMemberFindsTheOneMemberTheRequestSays) {
   EXPECT_EQ(SaidEnumMember("list every brake check", k), 2);
   EXPECT_EQ(SaidEnumMember("list every brake inspection", k), -1);
   EXPECT_EQ(SaidEnumMember("my heart rate", k), -1);
-  EXPECT_EQ(SaidEnumMember("my livery rate", k), -1);  // inside a word
+  EXPECT_EQ(SaidEnumMember("my livery rate", k), -1);   // inside a word
   EXPECT_EQ(SaidEnumMember("live or resting", k), -1);  // two members: no choice
   EXPECT_EQ(SaidEnumMember("resting", cat->tools[0].parameters.properties.at("s")), -1);
 }
@@ -366,7 +366,7 @@ TEST(CopyPrior, KeyPriorFavoursAnEnumKeyOneOfWhoseMembersTheRequestSays) {
     EXPECT_EQ(bias("s:"), 0.0f);
     for (const char* t : {"k:", "<escape>"}) write(t);
     EXPECT_EQ(bias("resting"), said ? kKeyPriorBias : 0.0f);  // the member said
-    EXPECT_EQ(bias("l"), 0.0f);                                // not `live`
+    EXPECT_EQ(bias("l"), 0.0f);                               // not `live`
     for (const char* t : {"resting", "<escape>"}) write(t);
     EXPECT_EQ(bias(","), 0.0f);  // `k` written: nothing more to favour
   }
