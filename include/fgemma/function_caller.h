@@ -117,8 +117,11 @@ struct FunctionCallerOptions {
   // string, the tokens that continue a span of the request's text get this bias added to their
   // logits, so that values the request spells are copied rather than paraphrased; in a number
   // value that has begun as a number the request says ("fifty" or "50"), the tokens that go on
-  // spelling it, or end it once complete (the model loses or adds digits). -1: 8 for a
-  // base Gemma 3 vocabulary (docs/tuning.md), off for FunctionGemma; 0: off.
+  // spelling it, or end it once complete (the model loses or adds digits). With it, the key
+  // prior: an argument the request names (a number followed by the argument's unit, "for 5
+  // minutes"; one member of a string enum, "resting") is favoured over closing the call, and
+  // its value toward what was said. -1: 8 for a base Gemma 3 vocabulary (docs/tuning.md), off
+  // for FunctionGemma; 0: off.
   double copy_bias = -1;
   // Reuse, beyond the catalog prefix, the longest common token prefix of this request's prompt
   // and what the session holds from the previous call (the same request again, or one that

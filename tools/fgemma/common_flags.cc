@@ -65,7 +65,8 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
                 "Bias added to the tokens that copy the request's text into a string value, and "
                 "the digits of a number the request says into a number value once it has begun "
                 "(from the first digit when said in the argument's unit, \"5 minutes\"); with "
-                "it, a number argument whose unit the request says is not left out (default 8 "
+                "it, an argument the request names (a number's unit, \"for 5 minutes\", or an "
+                "enum member, \"resting\") is not left out (default 8 "
                 "for a base Gemma 3 model taught by an adapter, 0 for FunctionGemma; 0: off)");
   }
 }
