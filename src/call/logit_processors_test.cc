@@ -240,6 +240,32 @@ TEST(WordNamesKey, UnitsOfKeys) {
   EXPECT_FALSE(WordNamesKey("minutes", ""));
 }
 
+// A copy prior walked along a grammar: Bias(t) is what Restrict adds to token t's logit in
+// the current state (-1 when the grammar does not allow t there), Write(t) writes t.
+class PriorWalk {
+ public:
+  PriorWalk(const text::CallGrammar& g, const text::Tokenizer& tok, LogitProcessor& prior)
+      : g_(g), tok_(tok), prior_(prior), s_(g.Start()) {}
+  float Bias(const std::string& name) {
+    std::span<const int32_t> allowed = g_.Allowed(s_);
+    std::vector<float> cand(allowed.size(), 0.0f);
+    prior_.Restrict({g_, s_, allowed}, cand);
+    const int32_t id = Id(tok_, name);
+    const auto it = std::lower_bound(allowed.begin(), allowed.end(), id);
+    return it != allowed.end() && *it == id ? cand[it - allowed.begin()] : -1.0f;
+  }
+  void Write(const std::string& name) {
+    prior_.Written(Id(tok_, name));
+    FG_ASSERT_OK(g_.Advance(&s_, Id(tok_, name)));
+  }
+
+ private:
+  const text::CallGrammar& g_;
+  const text::Tokenizer& tok_;
+  LogitProcessor& prior_;
+  text::CallGrammar::State s_;
+};
+
 // At the first digit, the numbers the request says with the key's own unit are favoured ("5
 // minutes" for `minutes`), by the key prior's bias, to their end; numbers said with another
 // word are not (a conversion may follow).
@@ -252,31 +278,18 @@ TEST(CopyPrior, BiasesTheFirstDigitOfANumberSaidInTheKeysUnit) {
   for (const char* request : {"wait 50 n then 7 bucks", "wait fifty n then seven bucks"}) {
     SCOPED_TRACE(request);
     auto prior = MakeCopyPrior(request, 5.0, tok.get());
-    text::CallGrammar::State s = (*g)->Start();
-    for (const char* t : {"<start_function_call>", "call:f{", "n:"}) {
-      const int32_t id = Id(*tok, t);
-      prior->Written(id);
-      FG_ASSERT_OK((*g)->Advance(&s, id));
-    }
-    auto bias = [&](const std::string& name) {
-      std::span<const int32_t> allowed = (*g)->Allowed(s);
-      std::vector<float> cand(allowed.size(), 0.0f);
-      prior->Restrict({**g, s, allowed}, cand);
-      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, name));
-      return it != allowed.end() && *it == Id(*tok, name) ? cand[it - allowed.begin()] : -1.0f;
-    };
-    EXPECT_EQ(bias("5"), kKeyPriorBias);
-    EXPECT_EQ(bias("7"), 0.0f);
-    EXPECT_EQ(bias("1"), 0.0f);
+    PriorWalk walk(**g, *tok, *prior);
+    for (const char* t : {"<start_function_call>", "call:f{", "n:"}) walk.Write(t);
+    EXPECT_EQ(walk.Bias("5"), kKeyPriorBias);
+    EXPECT_EQ(walk.Bias("7"), 0.0f);
+    EXPECT_EQ(walk.Bias("1"), 0.0f);
     // The value is the number said with the unit: its next digit, then its end, as strongly.
-    prior->Written(Id(*tok, "5"));
-    FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, "5")));
-    EXPECT_EQ(bias("0"), kKeyPriorBias);
-    EXPECT_EQ(bias("5"), 0.0f);
-    prior->Written(Id(*tok, "0"));
-    FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, "0")));
-    EXPECT_EQ(bias("0"), 0.0f);
-    EXPECT_EQ(bias(","), kKeyPriorBias);  // the end: on to `s`
+    walk.Write("5");
+    EXPECT_EQ(walk.Bias("0"), kKeyPriorBias);
+    EXPECT_EQ(walk.Bias("5"), 0.0f);
+    walk.Write("0");
+    EXPECT_EQ(walk.Bias("0"), 0.0f);
+    EXPECT_EQ(walk.Bias(","), kKeyPriorBias);  // the end: on to `s`
   }
 }
 
@@ -293,18 +306,9 @@ TEST(CopyPrior, KeyPriorFavoursANumberKeyWhoseUnitTheRequestSays) {
     SCOPED_TRACE(request);
     const bool said = std::string_view(request).find(" n ") != std::string_view::npos;
     auto prior = MakeCopyPrior(request, 5.0, tok.get(), &*cat);
-    text::CallGrammar::State s = (*g)->Start();
-    auto bias = [&](const std::string& name) {
-      std::span<const int32_t> allowed = (*g)->Allowed(s);
-      std::vector<float> cand(allowed.size(), 0.0f);
-      prior->Restrict({**g, s, allowed}, cand);
-      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, name));
-      return it != allowed.end() && *it == Id(*tok, name) ? cand[it - allowed.begin()] : -1.0f;
-    };
-    auto write = [&](const std::string& name) {
-      prior->Written(Id(*tok, name));
-      FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, name)));
-    };
+    PriorWalk walk(**g, *tok, *prior);
+    auto bias = [&](const std::string& name) { return walk.Bias(name); };
+    auto write = [&](const std::string& name) { walk.Write(name); };
     for (const char* t : {"<start_function_call>", "call:f{"}) write(t);
     EXPECT_EQ(bias("n:"), said ? kKeyPriorBias : 0.0f);
     EXPECT_EQ(bias("s:"), 0.0f);
@@ -346,18 +350,9 @@ TEST(CopyPrior, KeyPriorFavoursAnEnumKeyOneOfWhoseMembersTheRequestSays) {
     SCOPED_TRACE(request);
     const bool said = std::string_view(request).find("resting") != std::string_view::npos;
     auto prior = MakeCopyPrior(request, 5.0, tok.get(), &*cat);
-    text::CallGrammar::State s = (*g)->Start();
-    auto bias = [&](const std::string& name) {
-      std::span<const int32_t> allowed = (*g)->Allowed(s);
-      std::vector<float> cand(allowed.size(), 0.0f);
-      prior->Restrict({**g, s, allowed}, cand);
-      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, name));
-      return it != allowed.end() && *it == Id(*tok, name) ? cand[it - allowed.begin()] : -1.0f;
-    };
-    auto write = [&](const std::string& name) {
-      prior->Written(Id(*tok, name));
-      FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, name)));
-    };
+    PriorWalk walk(**g, *tok, *prior);
+    auto bias = [&](const std::string& name) { return walk.Bias(name); };
+    auto write = [&](const std::string& name) { walk.Write(name); };
     for (const char* t : {"<start_function_call>", "call:f{"}) write(t);
     EXPECT_EQ(bias("k:"), said ? kKeyPriorBias : 0.0f);
     // A key that sorts before `k` may come first (the model writes keys in sorted order); one
@@ -388,18 +383,9 @@ TEST(CopyPrior, KeyPriorOpensTheObjectOnlyAfterACompleteName) {
     auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
     FG_ASSERT_OK(g.status());
     auto prior = MakeCopyPrior("the resting one", 5.0, tok.get(), &*cat);
-    text::CallGrammar::State s = (*g)->Start();
-    for (const char* t : {"<start_function_call>", "call:", "f"}) {
-      prior->Written(Id(*tok, t));
-      FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, t)));
-    }
-    std::span<const int32_t> allowed = (*g)->Allowed(s);
-    std::vector<float> cand(allowed.size(), 0.0f);
-    prior->Restrict({**g, s, allowed}, cand);
-    auto bias = [&](const std::string& name) {
-      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, name));
-      return it != allowed.end() && *it == Id(*tok, name) ? cand[it - allowed.begin()] : -1.0f;
-    };
+    PriorWalk walk(**g, *tok, *prior);
+    for (const char* t : {"<start_function_call>", "call:", "f"}) walk.Write(t);
+    auto bias = [&](const std::string& name) { return walk.Bias(name); };
     EXPECT_EQ(bias("{"), complete ? kKeyPriorBias : 0.0f);
     EXPECT_EQ(bias("{}"), 0.0f);
     if (!complete) {
