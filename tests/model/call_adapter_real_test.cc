@@ -23,12 +23,13 @@ namespace {
 // The shipped adapter (`make adapter`: 3 epochs of the 68-catalog corpus) measured 65.0 % right
 // function and 39.4 % exact calls alone when it was trained, and 77.1 % / 54.0 % with the tool
 // prior (weight 4), the argument check and the copy prior (bias 8; 2026-12-02); 55.3 % exact
-// once the argument check also weighed enum members (2026-12-03). The eval is
+// once the argument check also weighed enum members, 56.8 % with the key prior for said enum
+// members (2026-12-03). The eval is
 // deterministic on one machine; the margin of ~2.5 points covers another ISA's kernels (rounding
 // can flip a near-tie); a larger drop is a change in the model, the runtime, the prompt or the
 // adapter.
 constexpr double kMinFunction = 0.625, kMinExact = 0.370;
-constexpr double kMinFunctionWithPrior = 0.745, kMinExactWithPrior = 0.530;
+constexpr double kMinFunctionWithPrior = 0.745, kMinExactWithPrior = 0.543;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
@@ -82,30 +83,34 @@ TEST(CallAdapterRealTest, HeldOutCatalogsWithTheToolPrior) {
   EXPECT_GE(all["exact"].get<double>() / n, kMinExactWithPrior);
 }
 
-// The argument check's enum part on a held-out request: the adapter writes `card: "credit"` for
-// "freeze my debit card"; the base model finds the request far likelier after `card="debit"`,
-// so the default replaces it (`--stats` counts it), and --no-arg-check keeps the decoded value.
+// The argument check's enum part on a held-out request: without the copy prior (whose key
+// prior writes the member the request says), the adapter writes `card: "credit"` for "freeze my
+// debit card"; the base model finds the request far likelier after `card="debit"`, so the check
+// replaces it (`--stats` counts it), and --no-arg-check keeps the decoded value. With the
+// default copy prior the decoding itself writes "debit" (the key prior), check or not.
 TEST(CallAdapterRealTest, ArgumentCheckReplacesAnEnumValueTheRequestNames) {
   if (ModelPath().empty()) GTEST_SKIP() << "FGEMMA_MODEL is not set (make test sets it)";
   const std::string call = "call -m " + ModelPath() + " --lora " + Adapter() + " --tools " +
                            std::string(FG_SOURCE_DIR) +
                            "/data/calls/catalogs/banking.json -t 2 \"freeze my debit card\"";
-  auto checked = testing::RunFgemma(call + " --stats", /*with_stderr=*/true);
-  auto raw = testing::RunFgemma(call + " --no-arg-check", false);
+  const std::string debit = R"({"arguments":{"card":"debit","frozen":true},"name":"freeze_card"})"
+                            "\n";
+  auto checked = testing::RunFgemma(call + " --copy-bias 0 --stats", /*with_stderr=*/true);
+  auto raw = testing::RunFgemma(call + " --copy-bias 0 --no-arg-check", false);
+  auto key_prior = testing::RunFgemma(call + " --no-arg-check", false);
   ASSERT_EQ(checked.rc, 0) << checked.out;
   ASSERT_EQ(raw.rc, 0) << raw.out;
+  ASSERT_EQ(key_prior.rc, 0) << key_prior.out;
   EXPECT_THAT(checked.out, ::testing::HasSubstr("(0 dropped, 1 replaced)"));
-  EXPECT_THAT(
-      checked.out,
-      ::testing::HasSubstr(R"({"arguments":{"card":"debit","frozen":true},"name":"freeze_card"})"));
+  EXPECT_THAT(checked.out, ::testing::HasSubstr(debit.substr(0, debit.size() - 1)));
   EXPECT_EQ(raw.out, R"({"arguments":{"card":"credit","frozen":true},"name":"freeze_card"})"
                      "\n");
+  EXPECT_EQ(key_prior.out, debit);
   // --constrain auto (tool_choice "auto" in fgemma serve) gives the same call: a base model
   // taught by the adapter never opens a call itself, so auto runs as call.
-  auto automatic = testing::RunFgemma(call + " --constrain auto", false);
+  auto automatic = testing::RunFgemma(call + " --copy-bias 0 --constrain auto", false);
   ASSERT_EQ(automatic.rc, 0) << automatic.out;
-  EXPECT_EQ(automatic.out, R"({"arguments":{"card":"debit","frozen":true},"name":"freeze_card"})"
-                           "\n");
+  EXPECT_EQ(automatic.out, debit);
 }
 
 TEST(CallAdapterRealTest, CallAppliesItByDefault) {
