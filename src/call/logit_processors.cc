@@ -158,18 +158,27 @@ class CopyPrior : public LogitProcessor {
   static bool NumberChar(char c) {
     return (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E';
   }
+  // Adds `bias` to the candidates whose token's text (not empty) `favoured` accepts.
+  template <class Pred>
+  void Favour(const SampleStep& step, std::span<float> cand, float bias, Pred favoured) const {
+    for (size_t j = 0; j < step.allowed.size(); ++j) {
+      const std::string piece = tk_->TokenToPiece(step.allowed[j], /*special=*/true);
+      if (!piece.empty() && favoured(std::string_view(piece))) cand[j] += bias;
+    }
+  }
   // The key prior (MakeCopyPrior): in the called tool's object, outside a value, and at the
   // '{' that opens it (a token that also closes it, "{}", is not favoured).
   void KeyBias(const SampleStep& step, std::span<float> cand) const {
     if (said_keys_.empty()) return;
-    const size_t call = output_.rfind("call:");
-    if (call == std::string::npos) return;
-    const size_t open = output_.find('{', call);
-    const size_t name_end = open == std::string::npos ? output_.size() : open;
-    const auto it = said_keys_.find(output_.substr(call + 5, name_end - call - 5));
+    const std::string_view out(output_);
+    const size_t call = out.rfind("call:");
+    if (call == std::string_view::npos) return;
+    const size_t open = out.find('{', call);
+    const size_t name_end = open == std::string_view::npos ? out.size() : open;
+    const auto it = said_keys_.find(out.substr(call + 5, name_end - call - 5));
     if (it == said_keys_.end()) return;
     std::string_view lead;  // what the favoured tokens spell before the key
-    if (open == std::string::npos) {
+    if (open == std::string_view::npos) {
       // The name is complete only when nothing may continue it (no longer tool's name).
       for (int32_t t : step.allowed) {
         if (tk_->TokenToPiece(t, /*special=*/true).rfind('{', 0) != 0) return;
@@ -177,54 +186,48 @@ class CopyPrior : public LogitProcessor {
       lead = "{";
     }
     const std::string_view body =
-        open == std::string::npos ? std::string_view() : std::string_view(output_).substr(open + 1);
+        open == std::string_view::npos ? std::string_view() : out.substr(open + 1);
     const size_t sep = body.find_last_of(',');
     const std::string_view partial = sep == std::string_view::npos ? body : body.substr(sep + 1);
-    // In the value of a said enum member's key: the tokens that go on spelling that member.
-    if (const size_t colon = partial.find(':'); colon != std::string_view::npos) {
+    const size_t colon = partial.find(':');
+    if (colon != std::string_view::npos) {
+      // In the value of a said enum member's key: the tokens that go on spelling that member.
       const std::string_view key = partial.substr(0, colon), value = partial.substr(colon + 1);
-      for (const SaidKey& k : it->second) {
-        if (k.key != key || k.value.empty()) continue;
-        if (k.value.size() <= value.size() || k.value.compare(0, value.size(), value) != 0) break;
-        const std::string_view rest = std::string_view(k.value).substr(value.size());
-        for (size_t j = 0; j < step.allowed.size(); ++j) {
-          const std::string piece = tk_->TokenToPiece(step.allowed[j], /*special=*/true);
-          if (!piece.empty() && rest.substr(0, piece.size()) == piece) cand[j] += kKeyPriorBias;
-        }
+      const auto said = std::find_if(it->second.begin(), it->second.end(),
+                                     [&](const SaidKey& k) { return k.key == key; });
+      if (said != it->second.end() && said->value.size() > value.size() &&
+          std::string_view(said->value).starts_with(value)) {
+        const std::string_view rest = std::string_view(said->value).substr(value.size());
+        Favour(step, cand, kKeyPriorBias, [&](std::string_view p) { return rest.starts_with(p); });
         return;
       }
     }
     auto written = [&](std::string_view key) {
       const std::string k = std::string(key) + ":";
-      return body.rfind(k, 0) == 0 || body.find("," + k) != std::string_view::npos;
+      return body.starts_with(k) || body.find("," + k) != std::string_view::npos;
     };
     std::string_view last;  // the last wanted key in sorted order: not written yet
     for (const SaidKey& said : it->second) {
       if (!written(said.key) && said.key > last) last = said.key;
     }
     if (last.empty()) return;
-    // The keys that may come first: the wanted ones and, not to skip them (the model writes
-    // keys in sorted order), those that sort before the last wanted one.
-    std::vector<std::string_view> keys;
-    const text::Tool* tool = catalog_->Find(it->first);
-    for (const auto& [key, schema] : tool->parameters.properties) {
-      if (key <= last && !written(key)) keys.push_back(key);
+    if (colon != std::string_view::npos) {  // after a value: on to another key
+      Favour(step, cand, kKeyPriorBias, [](std::string_view p) { return p[0] == ','; });
+      return;
     }
-    for (size_t j = 0; j < step.allowed.size(); ++j) {
-      const std::string piece = tk_->TokenToPiece(step.allowed[j], /*special=*/true);
-      if (piece.empty()) continue;
-      bool favoured = false;
-      if (partial.find(':') != std::string_view::npos) {
-        favoured = piece[0] == ',';  // after a value: on to another key
-      } else {
-        for (std::string_view k : keys) {
-          if (k.substr(0, partial.size()) != partial) continue;
-          const std::string rest = std::string(lead) + std::string(k.substr(partial.size())) + ":";
-          favoured = favoured || rest.compare(0, piece.size(), piece) == 0;
-        }
+    // The keys that may come next, as the tokens would spell them from here: the wanted ones
+    // and, not to skip them (the model writes keys in sorted order), those that sort before the
+    // last wanted one.
+    std::vector<std::string> spelled;
+    for (const auto& [key, schema] : catalog_->Find(it->first)->parameters.properties) {
+      if (key <= last && !written(key) && std::string_view(key).starts_with(partial)) {
+        spelled.push_back(std::string(lead) + key.substr(partial.size()) + ":");
       }
-      if (favoured) cand[j] += kKeyPriorBias;
     }
+    Favour(step, cand, kKeyPriorBias, [&](std::string_view p) {
+      return std::any_of(spelled.begin(), spelled.end(),
+                         [&](const std::string& k) { return k.starts_with(p); });
+    });
   }
   // The key of the value being written: the name before the output's last ':'.
   std::string_view Key() const {
@@ -262,13 +265,11 @@ class CopyPrior : public LogitProcessor {
         }
       }
       if (!complete && rest.empty()) continue;
-      for (size_t j = 0; j < step.allowed.size(); ++j) {
-        const std::string piece = tk_->TokenToPiece(step.allowed[j], /*special=*/true);
-        if (piece.empty()) continue;
-        bool favoured = complete && !NumberChar(piece[0]);
-        for (std::string_view r : rest) favoured = favoured || r.substr(0, piece.size()) == piece;
-        if (favoured) cand[j] += unit ? kKeyPriorBias : bias_;
-      }
+      Favour(step, cand, unit ? kKeyPriorBias : bias_, [&](std::string_view p) {
+        return (complete && !NumberChar(p[0])) ||
+               std::any_of(rest.begin(), rest.end(),
+                           [&](std::string_view r) { return r.starts_with(p); });
+      });
       return;
     }
   }
@@ -339,6 +340,7 @@ bool WordNamesKey(std::string_view word, std::string_view key) {
 }
 
 int SaidEnumMember(std::string_view request, const text::Schema& schema) {
+  if (schema.enum_values.empty()) return -1;  // not worth splitting the request
   // Lower-case words of letters and digits; '_' and every other character separate them.
   auto words = [](std::string_view s) {
     std::vector<std::string> out;

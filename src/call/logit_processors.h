@@ -19,10 +19,11 @@
 // the same holds for the numbers the request says (RequestNumbers: "$50" -> 50, "one hundred
 // and twenty" -> 120), once the number has begun as one of them: the tokens that go on
 // spelling one get `bias`, and once the number so far is one, so do the tokens that end it (the
-// model loses or adds digits: "50 bucks" -> 500, "one hundred and twenty" -> 12). At the
-// first digit only for a number followed by the argument's own unit ("5 minutes" for
-// `minutes`: WordNamesKey): a value converted from the request ("two hours" -> 120 minutes)
-// must not be pulled to the request's number. Outside values, the key prior (MakeCopyPrior):
+// model loses or adds digits: "50 bucks" -> 500, "one hundred and twenty" -> 12). A number
+// followed by the argument's own unit ("5 minutes" for `minutes`: WordNamesKey) is the value
+// itself: its tokens get kKeyPriorBias from the first digit on; the others nothing at the
+// first digit, where a value converted from the request ("two hours" -> 120 minutes) must not
+// be pulled to the request's number. Outside values, the key prior (MakeCopyPrior):
 // a parameter the request names (a number's unit said with a number, or a string enum's
 // member) and that the call left out.
 #ifndef FGEMMA_CALL_LOGIT_PROCESSORS_H_
