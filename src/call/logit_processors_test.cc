@@ -307,13 +307,11 @@ TEST(CopyPrior, KeyPriorFavoursANumberKeyWhoseUnitTheRequestSays) {
     const bool said = std::string_view(request).find(" n ") != std::string_view::npos;
     auto prior = MakeCopyPrior(request, 5.0, tok.get(), &*cat);
     PriorWalk walk(**g, *tok, *prior);
-    auto bias = [&](const std::string& name) { return walk.Bias(name); };
-    auto write = [&](const std::string& name) { walk.Write(name); };
-    for (const char* t : {"<start_function_call>", "call:f{"}) write(t);
-    EXPECT_EQ(bias("n:"), said ? kKeyPriorBias : 0.0f);
-    EXPECT_EQ(bias("s:"), 0.0f);
-    for (const char* t : {"s:", "<escape>", "abc", "<escape>"}) write(t);
-    EXPECT_EQ(bias(","), said ? kKeyPriorBias : 0.0f);  // on to `n` rather than close
+    for (const char* t : {"<start_function_call>", "call:f{"}) walk.Write(t);
+    EXPECT_EQ(walk.Bias("n:"), said ? kKeyPriorBias : 0.0f);
+    EXPECT_EQ(walk.Bias("s:"), 0.0f);
+    for (const char* t : {"s:", "<escape>", "abc", "<escape>"}) walk.Write(t);
+    EXPECT_EQ(walk.Bias(","), said ? kKeyPriorBias : 0.0f);  // on to `n` rather than close
   }
 }
 
@@ -351,19 +349,17 @@ TEST(CopyPrior, KeyPriorFavoursAnEnumKeyOneOfWhoseMembersTheRequestSays) {
     const bool said = std::string_view(request).find("resting") != std::string_view::npos;
     auto prior = MakeCopyPrior(request, 5.0, tok.get(), &*cat);
     PriorWalk walk(**g, *tok, *prior);
-    auto bias = [&](const std::string& name) { return walk.Bias(name); };
-    auto write = [&](const std::string& name) { walk.Write(name); };
-    for (const char* t : {"<start_function_call>", "call:f{"}) write(t);
-    EXPECT_EQ(bias("k:"), said ? kKeyPriorBias : 0.0f);
+    for (const char* t : {"<start_function_call>", "call:f{"}) walk.Write(t);
+    EXPECT_EQ(walk.Bias("k:"), said ? kKeyPriorBias : 0.0f);
     // A key that sorts before `k` may come first (the model writes keys in sorted order); one
     // after it may not (`k` would be skipped).
-    EXPECT_EQ(bias("a:"), said ? kKeyPriorBias : 0.0f);
-    EXPECT_EQ(bias("s:"), 0.0f);
-    for (const char* t : {"k:", "<escape>"}) write(t);
-    EXPECT_EQ(bias("resting"), said ? kKeyPriorBias : 0.0f);  // the member said
-    EXPECT_EQ(bias("l"), 0.0f);                               // not `live`
-    for (const char* t : {"resting", "<escape>"}) write(t);
-    EXPECT_EQ(bias(","), 0.0f);  // `k` written: nothing more to favour
+    EXPECT_EQ(walk.Bias("a:"), said ? kKeyPriorBias : 0.0f);
+    EXPECT_EQ(walk.Bias("s:"), 0.0f);
+    for (const char* t : {"k:", "<escape>"}) walk.Write(t);
+    EXPECT_EQ(walk.Bias("resting"), said ? kKeyPriorBias : 0.0f);  // the member said
+    EXPECT_EQ(walk.Bias("l"), 0.0f);                               // not `live`
+    for (const char* t : {"resting", "<escape>"}) walk.Write(t);
+    EXPECT_EQ(walk.Bias(","), 0.0f);  // `k` written: nothing more to favour
   }
 }
 
@@ -385,11 +381,10 @@ TEST(CopyPrior, KeyPriorOpensTheObjectOnlyAfterACompleteName) {
     auto prior = MakeCopyPrior("the resting one", 5.0, tok.get(), &*cat);
     PriorWalk walk(**g, *tok, *prior);
     for (const char* t : {"<start_function_call>", "call:", "f"}) walk.Write(t);
-    auto bias = [&](const std::string& name) { return walk.Bias(name); };
-    EXPECT_EQ(bias("{"), complete ? kKeyPriorBias : 0.0f);
-    EXPECT_EQ(bias("{}"), 0.0f);
+    EXPECT_EQ(walk.Bias("{"), complete ? kKeyPriorBias : 0.0f);
+    EXPECT_EQ(walk.Bias("{}"), 0.0f);
     if (!complete) {
-      EXPECT_EQ(bias("g"), 0.0f);
+      EXPECT_EQ(walk.Bias("g"), 0.0f);
     }
   }
 }
