@@ -1218,6 +1218,17 @@ TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
   };
   EXPECT_THAT(call::CheckArguments(light, decoded, short_list).status(),
               StatusIs(StatusCode::kInternal, _));
+  // An argument whose value the request says is neither offered for dropping nor replaced;
+  // one said with another value is checked as before.
+  const call::SaidArgument said[] = {{"color", "red"}, {"room", "kitchen"}, {"level", 10}};
+  part["level"] = {{"50", 0}, {"10", m + 3}, {"100", m + 1}};
+  r = call::CheckArguments(light, decoded, score, said);
+  FG_ASSERT_OK(r.status());
+  ASSERT_EQ(seen.size(), 1u + 2u + 2u);  // the call, on and level left out, level's 10 and 100
+  EXPECT_EQ(r->arguments,
+            nlohmann::json({{"color", "red"}, {"level", 10}, {"on", true}, {"room", "kitchen"}}));
+  EXPECT_EQ(r->dropped, 0);
+  EXPECT_EQ(r->replaced, 1);
 }
 
 // The argument check keeps a call's required arguments and drops or replaces exactly what
@@ -1265,7 +1276,7 @@ TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierW
         for (const nlohmann::json& a : cands) calls.emplace_back(tool, a);
         return (*channel)->ScoreCalls(calls, req);
       };
-      auto want = call::CheckArguments(*tool, c.arguments, score);
+      auto want = call::CheckArguments(*tool, c.arguments, score, call::SaidArguments(req, *tool));
       FG_ASSERT_OK(want.status());
       dropped_here += want->dropped;
       replaced_here += want->replaced;

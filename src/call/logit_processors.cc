@@ -76,32 +76,57 @@ class DigitGuard : public LogitProcessor {
   int digit_run_ = 0;  // digit tokens written in a row
 };
 
+// RequestNumbersWithWords' numbers and then RequestDurations', each once.
+std::vector<SaidNumber> SaidNumbers(std::string_view request) {
+  std::vector<SaidNumber> out = RequestNumbersWithWords(request);
+  for (SaidNumber& n : RequestDurations(request)) {
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+  }
+  return out;
+}
+
+// SaidArguments with the request's SaidNumbers given.
+std::vector<SaidArgument> SaidArgumentsOf(std::string_view request,
+                                          std::span<const SaidNumber> numbers,
+                                          const text::Tool& tool) {
+  std::vector<SaidArgument> out;
+  for (const auto& [key, schema] : tool.parameters.properties) {
+    if (schema.type == "STRING") {
+      if (const int m = SaidEnumMember(request, schema); m >= 0) {
+        out.push_back({key, schema.enum_values[static_cast<size_t>(m)]});
+      }
+      continue;
+    }
+    if (schema.type != "INTEGER" && schema.type != "NUMBER") continue;
+    for (const SaidNumber& n : numbers) {
+      if (!WordNamesKey(n.next_word, key)) continue;
+      SaidArgument a{key, nlohmann::json::parse(n.text, nullptr, /*allow_exceptions=*/false)};
+      if (a.value.is_number() && std::find(out.begin(), out.end(), a) == out.end()) {
+        out.push_back(std::move(a));
+      }
+    }
+  }
+  return out;
+}
+
 class CopyPrior : public LogitProcessor {
  public:
   CopyPrior(std::string request, double bias, const text::Tokenizer* tk,
             const text::ToolCatalog* catalog)
       : request_(std::move(request)),
-        numbers_(RequestNumbersWithWords(request_)),
+        numbers_(SaidNumbers(request_)),
         bias_(static_cast<float>(bias)),
         tk_(tk),
         catalog_(catalog) {
     if (catalog == nullptr) return;
     for (const text::Tool& t : catalog->tools) {
-      for (const auto& [key, schema] : t.parameters.properties) {
-        if (schema.type == "STRING") {
-          if (const int m = SaidEnumMember(request_, schema); m >= 0) {
-            said_keys_[t.name].push_back(
-                {key, "<escape>" + schema.enum_values[m].get<std::string>() + "<escape>"});
-          }
+      for (SaidArgument& a : SaidArgumentsOf(request_, numbers_, t)) {
+        std::vector<SaidKey>& keys = said_keys_[t.name];
+        if (std::any_of(keys.begin(), keys.end(), [&](const SaidKey& k) { return k.key == a.key; }))
           continue;
-        }
-        if (schema.type != "INTEGER" && schema.type != "NUMBER") continue;
-        for (const SaidNumber& n : numbers_) {
-          if (WordNamesKey(n.next_word, key)) {
-            said_keys_[t.name].push_back({key, ""});
-            break;
-          }
-        }
+        keys.push_back({std::move(a.key), a.value.is_string()
+                                              ? "<escape>" + a.value.get<std::string>() + "<escape>"
+                                              : std::string()});
       }
     }
   }
@@ -276,7 +301,7 @@ class CopyPrior : public LogitProcessor {
 
   static constexpr size_t kMaxPiece = 32;  // bytes of a token's text looked up at most
   const std::string request_;
-  const std::vector<SaidNumber> numbers_;  // RequestNumbersWithWords(request_)
+  const std::vector<SaidNumber> numbers_;  // SaidNumbers(request_)
   const float bias_;
   const text::Tokenizer* tk_;
   bool in_string_ = false;  // the last Restrict was in a free string
@@ -319,6 +344,106 @@ std::vector<std::string> RequestNumbers(std::string_view request) {
   std::vector<std::string> out;
   for (SaidNumber& n : RequestNumbersWithWords(request)) {
     if (std::find(out.begin(), out.end(), n.text) == out.end()) out.push_back(std::move(n.text));
+  }
+  return out;
+}
+
+std::vector<SaidArgument> SaidArguments(std::string_view request, const text::Tool& tool) {
+  return SaidArgumentsOf(request, SaidNumbers(request), tool);
+}
+
+std::vector<SaidNumber> RequestDurations(std::string_view request) {
+  // Lower-case words of letters and digits; a '.' between digits stays ("1.5").
+  std::vector<std::string> words;
+  std::string w;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  for (size_t i = 0; i < request.size(); ++i) {
+    const char c = request[i];
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+        (c == '.' && !w.empty() && digit(w.back()) && i + 1 < request.size() &&
+         digit(request[i + 1]))) {
+      w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      continue;
+    }
+    if (!w.empty()) words.push_back(std::move(w));
+    w.clear();
+  }
+  if (!w.empty()) words.push_back(std::move(w));
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"second", 1},     {"seconds", 1},     {"sec", 1},       {"secs", 1},
+      {"minute", 60},    {"minutes", 60},    {"min", 60},      {"mins", 60},
+      {"hour", 3600},    {"hours", 3600},    {"hr", 3600},     {"hrs", 3600},
+      {"day", 86400},    {"days", 86400},    {"week", 604800}, {"weeks", 604800}};
+  auto unit = [](std::string_view word) {
+    for (const auto& [name, seconds] : kUnits) {
+      if (word == name) return seconds;
+    }
+    return 0.0;
+  };
+  auto is = [&](size_t i, std::initializer_list<std::string_view> any) {
+    return i < words.size() && std::find(any.begin(), any.end(), words[i]) != any.end();
+  };
+  // The number whose last word is words[end - 1] (digits or number words), or -1.
+  auto number_before = [&](size_t end) {
+    if (end == 0) return -1.0;
+    const std::string& last = words[end - 1];
+    if (std::all_of(last.begin(), last.end(), [&](char c) { return digit(c) || c == '.'; })) {
+      return std::strtod(last.c_str(), nullptr);
+    }
+    size_t begin = end;
+    while (begin > 0 && (NumberWord(words[begin - 1]) != -2 || is(begin - 1, {"and", "a"}))) {
+      --begin;
+    }
+    std::string run;
+    for (size_t k = begin; k < end; ++k) run += words[k] + " ";
+    const std::vector<SaidNumber> said = RequestNumbersWithWords(run);
+    // The run's last number must end at its end (nothing follows it).
+    if (said.empty() || !said.back().next_word.empty()) return -1.0;
+    return std::strtod(said.back().text.c_str(), nullptr);
+  };
+  std::vector<SaidNumber> out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const double seconds = unit(words[i]);
+    if (seconds == 0) continue;
+    double q = -1;  // the quantity in this unit
+    bool whole = false;  // "and a half" may follow
+    if (i >= 2 && is(i - 1, {"a", "an"}) && is(i - 2, {"half"})) {
+      q = 0.5;  // half an hour
+    } else if (i >= 3 && is(i - 1, {"a", "an"}) && is(i - 2, {"of"}) &&
+               is(i - 3, {"quarter", "quarters"})) {
+      q = i >= 4 && is(i - 4, {"three"}) ? 0.75 : 0.25;  // (three) quarter(s) of an hour
+    } else if (i >= 4 && is(i - 1, {"half"}) && is(i - 2, {"a"}) && is(i - 3, {"and"})) {
+      q = number_before(i - 3);  // one and a half hours
+      if (q >= 0) q += 0.5;
+    } else if (i >= 1 && is(i - 1, {"half", "quarter"})) {
+      q = is(i - 1, {"half"}) ? 0.5 : 0.25;  // a half hour, a quarter hour
+    } else if (i >= 1 && is(i - 1, {"a", "an"})) {
+      // "an hour", "for a day"; not a rate ("three times a day", "10000 steps a day")
+      if (seconds < 86400 ? i < 2 || !is(i - 2, {"times", "once", "twice", "thrice"})
+                          : i >= 2 && is(i - 2, {"for"})) {
+        q = 1;
+      }
+      whole = true;
+    } else {
+      q = number_before(i);
+      whole = true;
+    }
+    if (q <= 0) continue;
+    if (whole && is(i + 1, {"and"}) && is(i + 2, {"a"}) && is(i + 3, {"half"})) q += 0.5;
+    // The said unit and its neighbours ("two hours" is 120 minutes; not 7,200 seconds).
+    static constexpr std::pair<std::string_view, double> kPlural[] = {
+        {"seconds", 1}, {"minutes", 60}, {"hours", 3600}, {"days", 86400}, {"weeks", 604800}};
+    const size_t said = static_cast<size_t>(
+        std::find_if(std::begin(kPlural), std::end(kPlural),
+                     [&](const auto& u) { return u.second == seconds; }) -
+        std::begin(kPlural));
+    for (size_t u = said > 0 ? said - 1 : 0; u <= said + 1 && u < std::size(kPlural); ++u) {
+      const auto& [name, per] = kPlural[u];
+      const double v = q * seconds / per;
+      if (v < 1 || v > 1e12 || std::abs(v - std::round(v)) > 1e-9) continue;
+      SaidNumber n{std::to_string(static_cast<int64_t>(std::round(v))), std::string(name)};
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+    }
   }
   return out;
 }

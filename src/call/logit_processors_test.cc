@@ -227,6 +227,42 @@ TEST(RequestNumbers, WithTheWordAfterEach) {
   EXPECT_THAT(RequestNumbers("run 5 km, 5 miles and 5"), ElementsAre("5"));
 }
 
+// Durations said in one time unit, as the numbers they are in the others (whole numbers only).
+TEST(RequestDurations, ConvertsSaidDurationsToTheOtherUnits) {
+  auto in = [](std::string_view request, std::string_view unit) {
+    std::vector<std::string> out;
+    for (const SaidNumber& n : RequestDurations(request)) {
+      if (n.next_word == unit) out.push_back(n.text);
+    }
+    return out;
+  };
+  EXPECT_THAT(in("Water the front lawn for two hours", "minutes"), ElementsAre("120"));
+  EXPECT_THAT(in("Water the front lawn for two hours", "seconds"), ElementsAre());  // two units
+  EXPECT_THAT(in("Water the front lawn for two hours", "hours"), ElementsAre("2"));
+  EXPECT_THAT(in("Water the front lawn for two hours", "days"), ElementsAre());  // not whole
+  EXPECT_THAT(in("run 3 hrs at 4:30 pm", "minutes"), ElementsAre("180"));
+  EXPECT_THAT(in("for 1.5 hours", "minutes"), ElementsAre("90"));
+  EXPECT_THAT(in("track my swim for an hour", "minutes"), ElementsAre("60"));
+  EXPECT_THAT(in("track my swim for an hour", "hours"), ElementsAre("1"));
+  EXPECT_THAT(in("for an hour and a half", "minutes"), ElementsAre("90"));
+  EXPECT_THAT(in("for 2 hours and a half", "minutes"), ElementsAre("150"));
+  EXPECT_THAT(in("for one and a half hours", "minutes"), ElementsAre("90"));
+  EXPECT_THAT(in("Tarck my cycling for half an hour", "minutes"), ElementsAre("30"));
+  EXPECT_THAT(in("a half hour, then a quarter hour", "minutes"), ElementsAre("30", "15"));
+  EXPECT_THAT(in("for a quarter of an hour at 3 am", "minutes"), ElementsAre("15"));
+  EXPECT_THAT(in("three quarters of an hour", "minutes"), ElementsAre("45"));
+  EXPECT_THAT(in("ninety minutes", "hours"), ElementsAre());  // 1.5: not whole
+  EXPECT_THAT(in("ninety minutes", "seconds"), ElementsAre("5400"));
+  EXPECT_THAT(in("skip it for two weeks", "days"), ElementsAre("14"));
+  EXPECT_THAT(in("twenty-one days", "weeks"), ElementsAre("3"));
+  // No duration: a clock time, a frequency, a unit with no quantity.
+  EXPECT_THAT(RequestDurations("at 4:30 pm every day"), ElementsAre());
+  EXPECT_THAT(RequestDurations("three times a day, twice a week"), ElementsAre());
+  EXPECT_THAT(RequestDurations("10000 steps a day"), ElementsAre());
+  EXPECT_THAT(in("skip watering for a day", "hours"), ElementsAre("24"));
+  EXPECT_THAT(RequestDurations("how many minutes are left"), ElementsAre());
+}
+
 TEST(WordNamesKey, UnitsOfKeys) {
   EXPECT_TRUE(WordNamesKey("minutes", "minutes"));
   EXPECT_TRUE(WordNamesKey("minute", "minutes"));
@@ -331,6 +367,44 @@ TEST(CopyPrior, SaidEnumMemberFindsTheOneMemberTheRequestSays) {
   EXPECT_EQ(SaidEnumMember("my livery rate", k), -1);   // inside a word
   EXPECT_EQ(SaidEnumMember("live or resting", k), -1);  // two members: no choice
   EXPECT_EQ(SaidEnumMember("resting", cat->tools[0].parameters.properties.at("s")), -1);
+}
+
+// SaidArguments: a number parameter whose unit is said with a number, in that unit or converted
+// from another time unit, and a string enum one of whose members is said; with their values.
+TEST(CopyPrior, SaidArgumentsAreTheParametersTheRequestNamesWithTheirValues) {
+  auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
+    "minutes":{"type":"integer"},"days":{"type":"number"},"kind":{"type":"string",
+    "enum":["live","resting"]},"note":{"type":"string"},"count":{"type":"integer"}}}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& f = cat->tools[0];
+  EXPECT_THAT(SaidArguments("resting for two hours, 3 days", f),
+              ElementsAre(SaidArgument{"days", 3}, SaidArgument{"kind", "resting"},
+                          SaidArgument{"minutes", 120}));
+  EXPECT_THAT(SaidArguments("5 minutes or 10 mins", f),
+              ElementsAre(SaidArgument{"minutes", 5}, SaidArgument{"minutes", 10}));
+  EXPECT_THAT(SaidArguments("a note about 4 things, live or resting", f), ElementsAre());
+}
+
+// A duration said in another unit ("two hours" for `minutes`) names the key, and its converted
+// value is favoured as the unit's own number is, from the first digit; the number said is not.
+TEST(CopyPrior, KeyPriorConvertsADurationToTheKeysUnit) {
+  auto tok = SmallTokenizer({"call:f{", "minutes:", "s:", "abc"}, 0);
+  auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
+    "minutes":{"type":"integer"},"s":{"type":"string"}},"required":["s"]}}])");
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  auto prior = MakeCopyPrior("abc for two hours", 5.0, tok.get(), &*cat);
+  PriorWalk walk(**g, *tok, *prior);
+  for (const char* t : {"<start_function_call>", "call:f{"}) walk.Write(t);
+  EXPECT_EQ(walk.Bias("minutes:"), kKeyPriorBias);
+  walk.Write("minutes:");
+  EXPECT_EQ(walk.Bias("1"), kKeyPriorBias);
+  EXPECT_EQ(walk.Bias("2"), 0.0f);
+  for (const char* t : {"1", "2"}) walk.Write(t);
+  EXPECT_EQ(walk.Bias("0"), kKeyPriorBias);
+  walk.Write("0");
+  EXPECT_EQ(walk.Bias(","), kKeyPriorBias);  // 120 is complete: its end
 }
 
 // The key prior for a string enum: a member said ("the resting one") favours the key of the

@@ -38,16 +38,20 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 }
 
 StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
-                                          const CallScorer& score) {
+                                          const CallScorer& score,
+                                          std::span<const SaidArgument> said) {
   CheckedArguments out{arguments};
   if (!arguments.is_object()) return out;
+  auto kept = [&](const std::string& key, const nlohmann::json& value) {
+    return std::find(said.begin(), said.end(), SaidArgument{key, value}) != said.end();
+  };
   const text::Schema& params = tool.parameters;
   // The candidates: the call as decoded, then one per optional argument left out, then one per
   // other enum member of each argument.
   std::vector<nlohmann::json> cands = {arguments};
   std::vector<std::string> optional;
   for (const auto& [key, value] : arguments.items()) {
-    (void)value;
+    if (kept(key, value)) continue;
     if (std::find(params.required.begin(), params.required.end(), key) == params.required.end()) {
       optional.push_back(key);
       nlohmann::json without = arguments;
@@ -62,7 +66,7 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
   std::vector<Member> members;
   for (const auto& [key, value] : arguments.items()) {
     const auto prop = params.properties.find(key);
-    if (prop == params.properties.end()) continue;
+    if (prop == params.properties.end() || kept(key, value)) continue;
     for (const nlohmann::json& m : prop->second.enum_values) {
       if (m == value) continue;
       nlohmann::json with = arguments;

@@ -64,8 +64,10 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 //   - each other member of an argument's enum: taken when the request is likelier with it by
 //     more than kEnumCheckMargin (nats), the best such member; only for an argument that
 //     stays. docs/tuning.md has what each part fixes and breaks.
-// Required arguments stay, and every member is one the schema allows, so a valid call stays
-// valid. Arguments that are not an object, or a tool with no properties, ask nothing.
+// Required arguments stay, and so does an argument whose value the request says (`said`,
+// SaidArguments: "for eighty days" keeps `days` 80, which the base model found the request
+// likelier without); every member is one the schema allows, so a valid call stays valid.
+// Arguments that are not an object, or a tool with no properties, ask nothing.
 inline constexpr double kEnumCheckMargin = 2.0;
 struct CheckedArguments {
   nlohmann::json arguments;
@@ -75,7 +77,8 @@ struct CheckedArguments {
 using CallScorer =
     std::function<StatusOr<std::vector<double>>(std::span<const nlohmann::json> arguments)>;
 StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
-                                          const CallScorer& score);
+                                          const CallScorer& score,
+                                          std::span<const SaidArgument> said = {});
 
 class ToolChannel {
  public:

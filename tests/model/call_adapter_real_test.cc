@@ -24,12 +24,12 @@ namespace {
 // function and 39.4 % exact calls alone when it was trained, and 77.1 % / 54.0 % with the tool
 // prior (weight 4), the argument check and the copy prior (bias 8; 2026-12-02); 55.3 % exact
 // once the argument check also weighed enum members, 56.8 % with the key prior for said enum
-// members (2026-12-03). The eval is
+// members, 58.1 % with durations converted to the argument's unit (2026-12-03). The eval is
 // deterministic on one machine; the margin of ~2.5 points covers another ISA's kernels (rounding
 // can flip a near-tie); a larger drop is a change in the model, the runtime, the prompt or the
 // adapter.
 constexpr double kMinFunction = 0.625, kMinExact = 0.370;
-constexpr double kMinFunctionWithPrior = 0.745, kMinExactWithPrior = 0.543;
+constexpr double kMinFunctionWithPrior = 0.745, kMinExactWithPrior = 0.556;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
@@ -111,6 +111,39 @@ TEST(CallAdapterRealTest, ArgumentCheckReplacesAnEnumValueTheRequestNames) {
   auto automatic = testing::RunFgemma(call + " --copy-bias 0 --constrain auto", false);
   ASSERT_EQ(automatic.rc, 0) << automatic.out;
   EXPECT_EQ(automatic.out, debit);
+}
+
+// A duration the request says in another unit than the argument's. The adapter writes "for
+// two hours" as `minutes: 120` itself, and the argument check keeps it (the base model finds
+// the request likelier without `minutes=120`: the check dropped it until it learnt which
+// arguments the request says, call::SaidArguments). Where the adapter gets the number wrong ("a
+// quarter of an hour" -> 150), the copy prior writes the converted one (15).
+TEST(CallAdapterRealTest, ADurationInAnotherUnitIsConvertedAndKept) {
+  if (ModelPath().empty()) GTEST_SKIP() << "FGEMMA_MODEL is not set (make test sets it)";
+  auto call = [](const std::string& catalog, const std::string& request) {
+    return "call -m " + ModelPath() + " --lora " + Adapter() + " --tools " +
+           std::string(FG_SOURCE_DIR) + "/data/calls/catalogs/" + catalog + ".json -t 2 \"" +
+           request + "\"";
+  };
+  const std::string water = call("garden", "Water the side yard for two hours");
+  const std::string watered =
+      R"({"arguments":{"minutes":120,"zone":"side yard"},"name":"start_watering"})"
+      "\n";
+  auto decoded = testing::RunFgemma(water + " --no-arg-check", false);
+  auto checked = testing::RunFgemma(water, false);
+  ASSERT_EQ(decoded.rc, 0) << decoded.out;
+  ASSERT_EQ(checked.rc, 0) << checked.out;
+  EXPECT_EQ(decoded.out, watered);
+  EXPECT_EQ(checked.out, watered);
+  const std::string yoga = call("fitness", "log a quarter of an hour yoga session");
+  auto plain = testing::RunFgemma(yoga + " --copy-bias 0", false);
+  auto copied = testing::RunFgemma(yoga, false);
+  ASSERT_EQ(plain.rc, 0) << plain.out;
+  ASSERT_EQ(copied.rc, 0) << copied.out;
+  EXPECT_EQ(plain.out, R"({"arguments":{"activity":"yoga","minutes":150},"name":"log_workout"})"
+                       "\n");
+  EXPECT_EQ(copied.out, R"({"arguments":{"activity":"yoga","minutes":15},"name":"log_workout"})"
+                        "\n");
 }
 
 TEST(CallAdapterRealTest, CallAppliesItByDefault) {
