@@ -370,10 +370,10 @@ std::vector<SaidNumber> RequestDurations(std::string_view request) {
   }
   if (!w.empty()) words.push_back(std::move(w));
   static constexpr std::pair<std::string_view, double> kUnits[] = {
-      {"second", 1},     {"seconds", 1},     {"sec", 1},       {"secs", 1},
-      {"minute", 60},    {"minutes", 60},    {"min", 60},      {"mins", 60},
-      {"hour", 3600},    {"hours", 3600},    {"hr", 3600},     {"hrs", 3600},
-      {"day", 86400},    {"days", 86400},    {"week", 604800}, {"weeks", 604800}};
+      {"second", 1},  {"seconds", 1},  {"sec", 1},       {"secs", 1},
+      {"minute", 60}, {"minutes", 60}, {"min", 60},      {"mins", 60},
+      {"hour", 3600}, {"hours", 3600}, {"hr", 3600},     {"hrs", 3600},
+      {"day", 86400}, {"days", 86400}, {"week", 604800}, {"weeks", 604800}};
   auto unit = [](std::string_view word) {
     for (const auto& [name, seconds] : kUnits) {
       if (word == name) return seconds;
@@ -405,7 +405,7 @@ std::vector<SaidNumber> RequestDurations(std::string_view request) {
   for (size_t i = 0; i < words.size(); ++i) {
     const double seconds = unit(words[i]);
     if (seconds == 0) continue;
-    double q = -1;  // the quantity in this unit
+    double q = -1;       // the quantity in this unit
     bool whole = false;  // "and a half" may follow
     if (i >= 2 && is(i - 1, {"a", "an"}) && is(i - 2, {"half"})) {
       q = 0.5;  // half an hour
@@ -433,10 +433,10 @@ std::vector<SaidNumber> RequestDurations(std::string_view request) {
     // The said unit and its neighbours ("two hours" is 120 minutes; not 7,200 seconds).
     static constexpr std::pair<std::string_view, double> kPlural[] = {
         {"seconds", 1}, {"minutes", 60}, {"hours", 3600}, {"days", 86400}, {"weeks", 604800}};
-    const size_t said = static_cast<size_t>(
-        std::find_if(std::begin(kPlural), std::end(kPlural),
-                     [&](const auto& u) { return u.second == seconds; }) -
-        std::begin(kPlural));
+    const size_t said =
+        static_cast<size_t>(std::find_if(std::begin(kPlural), std::end(kPlural),
+                                         [&](const auto& u) { return u.second == seconds; }) -
+                            std::begin(kPlural));
     for (size_t u = said > 0 ? said - 1 : 0; u <= said + 1 && u < std::size(kPlural); ++u) {
       const auto& [name, per] = kPlural[u];
       const double v = q * seconds / per;

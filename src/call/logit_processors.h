@@ -23,9 +23,9 @@
 // followed by the argument's own unit ("5 minutes" for `minutes`: WordNamesKey), or a duration
 // converted to that unit ("two hours" -> 120 for `minutes`: RequestDurations), is the value
 // itself: its tokens get kKeyPriorBias from the first digit on; the others nothing at the
-// first digit, where a value converted otherwise must not be pulled to the request's number. Outside values, the key prior (MakeCopyPrior):
-// a parameter the request names (a number's unit said with a number, or a string enum's
-// member) and that the call left out.
+// first digit, where a value converted otherwise must not be pulled to the request's number.
+// Outside values, the key prior (MakeCopyPrior): a parameter the request names (a number's unit
+// said with a number, or a string enum's member) and that the call left out.
 #ifndef FGEMMA_CALL_LOGIT_PROCESSORS_H_
 #define FGEMMA_CALL_LOGIT_PROCESSORS_H_
 
