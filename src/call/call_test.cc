@@ -1220,15 +1220,41 @@ TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
               StatusIs(StatusCode::kInternal, _));
   // An argument whose value the request says is neither offered for dropping nor replaced;
   // one said with another value is checked as before.
-  const call::SaidArgument said[] = {{"color", "red"}, {"room", "kitchen"}, {"level", 10}};
+  call::SaidFacts said{{{"color", "red"}, {"room", "kitchen"}, {"level", 10}}, {}};
   part["level"] = {{"50", 0}, {"10", m + 3}, {"100", m + 1}};
-  r = call::CheckArguments(light, decoded, score, said);
+  r = call::CheckArguments(light, decoded, score, &said);
   FG_ASSERT_OK(r.status());
   ASSERT_EQ(seen.size(), 1u + 2u + 2u);  // the call, on and level left out, level's 10 and 100
   EXPECT_EQ(r->arguments,
             nlohmann::json({{"color", "red"}, {"level", 10}, {"on", true}, {"room", "kitchen"}}));
   EXPECT_EQ(r->dropped, 0);
   EXPECT_EQ(r->replaced, 1);
+  // An optional number (not an enum) the request does not say is dropped without asking; one it
+  // says (here 7, or 120 from "two hours") stays and is asked about as before.
+  auto dim = text::ParseToolCatalog(R"([{"name":"dim","parameters":{"type":"object",
+    "properties":{"room":{"type":"string"},"minutes":{"type":"integer"},"level":{"type":"number"}},
+    "required":["room"]}}])");
+  FG_ASSERT_OK(dim.status());
+  const nlohmann::json dimmed = {{"level", 7}, {"minutes", 60}, {"room", "den"}};
+  part = {};
+  asked = 0;
+  said = {{}, call::SaidNumberValues("dim the den to 7")};
+  r = call::CheckArguments(dim->tools[0], dimmed, score, &said);
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(r->arguments, nlohmann::json({{"level", 7}, {"room", "den"}}));
+  EXPECT_EQ(r->dropped, 1);
+  EXPECT_EQ(asked, 1);  // about `level`
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], nlohmann::json({{"level", 7}, {"room", "den"}}));
+  said = {{}, call::SaidNumberValues("dim the den to 7 for an hour")};
+  r = call::CheckArguments(dim->tools[0], dimmed, score, &said);
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(r->arguments, dimmed);
+  EXPECT_EQ(r->dropped, 0);
+  // Without `said`: asked about both, as before.
+  r = call::CheckArguments(dim->tools[0], dimmed, score);
+  FG_ASSERT_OK(r.status());
+  EXPECT_EQ(seen.size(), 3u);
 }
 
 // The argument check keeps a call's required arguments and drops or replaces exactly what
@@ -1276,7 +1302,8 @@ TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierW
         for (const nlohmann::json& a : cands) calls.emplace_back(tool, a);
         return (*channel)->ScoreCalls(calls, req);
       };
-      auto want = call::CheckArguments(*tool, c.arguments, score, call::SaidArguments(req, *tool));
+      const call::SaidFacts said{call::SaidArguments(req, *tool), call::SaidNumberValues(req)};
+      auto want = call::CheckArguments(*tool, c.arguments, score, &said);
       FG_ASSERT_OK(want.status());
       dropped_here += want->dropped;
       replaced_here += want->replaced;

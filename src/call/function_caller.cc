@@ -815,7 +815,8 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
 
 // Each call's arguments checked by the channel (call::CheckArguments: optional arguments the
 // request is likelier without are dropped, enum values it is much likelier with another member
-// of are replaced; not those whose value the request says, call::SaidArguments). Required arguments
+// of are replaced; not those whose value the request says, call::SaidArguments; optional numbers
+// the request does not say are dropped). Required arguments
 // stay and members are the schema's, so the call stays valid.
 Status FunctionCaller::Impl::CheckArguments(CallResult* r, std::string_view request) const {
   for (FunctionCall& c : r->calls) {
@@ -826,9 +827,10 @@ Status FunctionCaller::Impl::CheckArguments(CallResult* r, std::string_view requ
       for (const nlohmann::json& a : cands) calls.emplace_back(tool, a);
       return channel->ScoreCalls(calls, request);
     };
-    FG_ASSIGN_OR_RETURN(
-        call::CheckedArguments checked,
-        call::CheckArguments(*tool, c.arguments, score, call::SaidArguments(request, *tool)));
+    const call::SaidFacts said{call::SaidArguments(request, *tool),
+                               call::SaidNumberValues(request)};
+    FG_ASSIGN_OR_RETURN(call::CheckedArguments checked,
+                        call::CheckArguments(*tool, c.arguments, score, &said));
     c.arguments = std::move(checked.arguments);
     r->stats.dropped_arguments += checked.dropped;
     r->stats.replaced_values += checked.replaced;

@@ -1,6 +1,7 @@
 #include "src/call/logit_processors.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstddef>
@@ -76,10 +77,10 @@ class DigitGuard : public LogitProcessor {
   int digit_run_ = 0;  // digit tokens written in a row
 };
 
-// RequestNumbersWithWords' numbers and then RequestDurations', each once.
+// RequestNumbersWithWords' numbers and then RequestConversions', each once.
 std::vector<SaidNumber> SaidNumbers(std::string_view request) {
   std::vector<SaidNumber> out = RequestNumbersWithWords(request);
-  for (SaidNumber& n : RequestDurations(request)) {
+  for (SaidNumber& n : RequestConversions(request)) {
     if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
   }
   return out;
@@ -91,6 +92,13 @@ std::vector<SaidArgument> SaidArgumentsOf(std::string_view request,
                                           const text::Tool& tool) {
   std::vector<SaidArgument> out;
   for (const auto& [key, schema] : tool.parameters.properties) {
+    if (schema.type == "BOOLEAN") {
+      // The key said as a word ("mute the tv" for `mute`), not its value.
+      text::Schema named;
+      named.enum_values = {key};
+      if (SaidEnumMember(request, named) == 0) out.push_back({key, nullptr});
+      continue;
+    }
     if (schema.type == "STRING") {
       if (const int m = SaidEnumMember(request, schema); m >= 0) {
         out.push_back({key, schema.enum_values[static_cast<size_t>(m)]});
@@ -135,6 +143,13 @@ class CopyPrior : public LogitProcessor {
     in_number_ = step.grammar.InNumber(step.state);
     if (in_number_) {
       NumberBias(step, cand);
+      // After a number that does not go on to spell a said one (`level: 0` where the request
+      // says "mute"): on to a key the request names, as after any other value.
+      if (!number_.empty() && std::none_of(numbers_.begin(), numbers_.end(), [&](const SaidNumber& n) {
+            return n.text.size() > number_.size() && n.text.starts_with(number_);
+          })) {
+        KeyBias(step, cand);
+      }
     } else {
       number_.clear();
     }
@@ -352,7 +367,45 @@ std::vector<SaidArgument> SaidArguments(std::string_view request, const text::To
   return SaidArgumentsOf(request, SaidNumbers(request), tool);
 }
 
-std::vector<SaidNumber> RequestDurations(std::string_view request) {
+std::vector<double> SaidNumberValues(std::string_view request) {
+  std::vector<double> out;
+  for (const SaidNumber& n : SaidNumbers(request)) {
+    const double v = std::strtod(n.text.c_str(), nullptr);
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+  return out;
+}
+
+namespace {
+
+// A unit of measure: the words that say it, the words a key in it may use (the first is the
+// plural), its family (time, volume, mass, length) and its size in the family's smallest unit.
+// Units of a family are in order of size.
+struct MeasureUnit {
+  std::array<std::string_view, 5> said;  // "" past the last
+  std::array<std::string_view, 2> keys;
+  int family;
+  double size;
+};
+const MeasureUnit kMeasureUnits[] = {
+    {{"second", "seconds", "sec", "secs"}, {"seconds", "sec"}, 0, 1},
+    {{"minute", "minutes", "min", "mins"}, {"minutes"}, 0, 60},
+    {{"hour", "hours", "hr", "hrs"}, {"hours", "hrs"}, 0, 3600},
+    {{"day", "days"}, {"days"}, 0, 86400},
+    {{"week", "weeks"}, {"weeks"}, 0, 604800},
+    {{"milliliter", "milliliters", "millilitre", "millilitres", "ml"},
+     {"milliliters", "ml"}, 1, 1},
+    {{"liter", "liters", "litre", "litres"}, {"liters", "l"}, 1, 1000},
+    {{"gram", "grams", "g"}, {"grams", "g"}, 2, 1},
+    {{"kilogram", "kilograms", "kilo", "kilos", "kg"}, {"kilograms", "kg"}, 2, 1000},
+    {{"centimeter", "centimeters", "centimetre", "centimetres", "cm"}, {"centimeters", "cm"}, 3, 1},
+    {{"meter", "meters", "metre", "metres"}, {"meters"}, 3, 100},
+    {{"kilometer", "kilometers", "kilometre", "kilometres", "km"}, {"kilometers", "km"}, 3, 100000},
+};
+
+}  // namespace
+
+std::vector<SaidNumber> RequestConversions(std::string_view request) {
   // Lower-case words of letters and digits; a '.' between digits stays ("1.5").
   std::vector<std::string> words;
   std::string w;
@@ -369,19 +422,11 @@ std::vector<SaidNumber> RequestDurations(std::string_view request) {
     w.clear();
   }
   if (!w.empty()) words.push_back(std::move(w));
-  static constexpr std::pair<std::string_view, double> kUnits[] = {
-      {"second", 1},  {"seconds", 1},  {"sec", 1},       {"secs", 1},
-      {"minute", 60}, {"minutes", 60}, {"min", 60},      {"mins", 60},
-      {"hour", 3600}, {"hours", 3600}, {"hr", 3600},     {"hrs", 3600},
-      {"day", 86400}, {"days", 86400}, {"week", 604800}, {"weeks", 604800}};
-  auto unit = [](std::string_view word) {
-    for (const auto& [name, seconds] : kUnits) {
-      if (word == name) return seconds;
-    }
-    return 0.0;
-  };
-  auto is = [&](size_t i, std::initializer_list<std::string_view> any) {
+  auto is = [&](size_t i, std::span<const std::string_view> any) {
     return i < words.size() && std::find(any.begin(), any.end(), words[i]) != any.end();
+  };
+  auto is_one = [&](size_t i, std::initializer_list<std::string_view> any) {
+    return is(i, std::span<const std::string_view>(any.begin(), any.size()));
   };
   // The number whose last word is words[end - 1] (digits or number words), or -1.
   auto number_before = [&](size_t end) {
@@ -391,7 +436,7 @@ std::vector<SaidNumber> RequestDurations(std::string_view request) {
       return std::strtod(last.c_str(), nullptr);
     }
     size_t begin = end;
-    while (begin > 0 && (NumberWord(words[begin - 1]) != -2 || is(begin - 1, {"and", "a"}))) {
+    while (begin > 0 && (NumberWord(words[begin - 1]) != -2 || is_one(begin - 1, {"and", "a"}))) {
       --begin;
     }
     std::string run;
@@ -403,24 +448,27 @@ std::vector<SaidNumber> RequestDurations(std::string_view request) {
   };
   std::vector<SaidNumber> out;
   for (size_t i = 0; i < words.size(); ++i) {
-    const double seconds = unit(words[i]);
-    if (seconds == 0) continue;
+    const auto unit = std::find_if(std::begin(kMeasureUnits), std::end(kMeasureUnits),
+                                   [&](const MeasureUnit& u) { return is(i, u.said); });
+    if (unit == std::end(kMeasureUnits)) continue;
     double q = -1;       // the quantity in this unit
     bool whole = false;  // "and a half" may follow
-    if (i >= 2 && is(i - 1, {"a", "an"}) && is(i - 2, {"half"})) {
+    if (i >= 2 && is_one(i - 1, {"a", "an"}) && is_one(i - 2, {"half"})) {
       q = 0.5;  // half an hour
-    } else if (i >= 3 && is(i - 1, {"a", "an"}) && is(i - 2, {"of"}) &&
-               is(i - 3, {"quarter", "quarters"})) {
-      q = i >= 4 && is(i - 4, {"three"}) ? 0.75 : 0.25;  // (three) quarter(s) of an hour
-    } else if (i >= 4 && is(i - 1, {"half"}) && is(i - 2, {"a"}) && is(i - 3, {"and"})) {
+    } else if (i >= 3 && is_one(i - 1, {"a", "an"}) && is_one(i - 2, {"of"}) &&
+               is_one(i - 3, {"quarter", "quarters"})) {
+      q = i >= 4 && is_one(i - 4, {"three"}) ? 0.75 : 0.25;  // (three) quarter(s) of an hour
+    } else if (i >= 4 && is_one(i - 1, {"half"}) && is_one(i - 2, {"a"}) && is_one(i - 3, {"and"})) {
       q = number_before(i - 3);  // one and a half hours
       if (q >= 0) q += 0.5;
-    } else if (i >= 1 && is(i - 1, {"half", "quarter"})) {
-      q = is(i - 1, {"half"}) ? 0.5 : 0.25;  // a half hour, a quarter hour
-    } else if (i >= 1 && is(i - 1, {"a", "an"})) {
-      // "an hour", "for a day"; not a rate ("three times a day", "10000 steps a day")
-      if (seconds < 86400 ? i < 2 || !is(i - 2, {"times", "once", "twice", "thrice"})
-                          : i >= 2 && is(i - 2, {"for"})) {
+    } else if (i >= 1 && is_one(i - 1, {"half", "quarter"})) {
+      q = is_one(i - 1, {"half"}) ? 0.5 : 0.25;  // a half hour, a quarter hour
+    } else if (i >= 1 && is_one(i - 1, {"a", "an"})) {
+      // "an hour", "a liter", "for a day"; not a rate ("three times a day", "10000 steps a
+      // day")
+      if (unit->family == 0 && unit->size >= 86400 ? i >= 2 && is_one(i - 2, {"for"})
+                                                   : i < 2 || !is_one(i - 2, {"times", "once",
+                                                                          "twice", "thrice"})) {
         q = 1;
       }
       whole = true;
@@ -429,20 +477,19 @@ std::vector<SaidNumber> RequestDurations(std::string_view request) {
       whole = true;
     }
     if (q <= 0) continue;
-    if (whole && is(i + 1, {"and"}) && is(i + 2, {"a"}) && is(i + 3, {"half"})) q += 0.5;
-    // The said unit and its neighbours ("two hours" is 120 minutes; not 7,200 seconds).
-    static constexpr std::pair<std::string_view, double> kPlural[] = {
-        {"seconds", 1}, {"minutes", 60}, {"hours", 3600}, {"days", 86400}, {"weeks", 604800}};
-    const size_t said =
-        static_cast<size_t>(std::find_if(std::begin(kPlural), std::end(kPlural),
-                                         [&](const auto& u) { return u.second == seconds; }) -
-                            std::begin(kPlural));
-    for (size_t u = said > 0 ? said - 1 : 0; u <= said + 1 && u < std::size(kPlural); ++u) {
-      const auto& [name, per] = kPlural[u];
-      const double v = q * seconds / per;
+    if (whole && is_one(i + 1, {"and"}) && is_one(i + 2, {"a"}) && is_one(i + 3, {"half"})) q += 0.5;
+    // The said unit and those up to two steps from it in its family ("two hours" is 120
+    // minutes and 7,200 seconds; "2 weeks" is not 20,160 minutes).
+    const auto first = std::begin(kMeasureUnits), last = std::end(kMeasureUnits);
+    for (auto u = unit - std::min<ptrdiff_t>(2, unit - first); u != last && u <= unit + 2; ++u) {
+      if (u->family != unit->family) continue;
+      const double v = q * unit->size / u->size;
       if (v < 1 || v > 1e12 || std::abs(v - std::round(v)) > 1e-9) continue;
-      SaidNumber n{std::to_string(static_cast<int64_t>(std::round(v))), std::string(name)};
-      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+      for (std::string_view name : u->keys) {
+        if (name.empty()) continue;
+        SaidNumber n{std::to_string(static_cast<int64_t>(std::round(v))), std::string(name)};
+        if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+      }
     }
   }
   return out;

@@ -21,7 +21,7 @@
 // spelling one get `bias`, and once the number so far is one, so do the tokens that end it (the
 // model loses or adds digits: "50 bucks" -> 500, "one hundred and twenty" -> 12). A number
 // followed by the argument's own unit ("5 minutes" for `minutes`: WordNamesKey), or a duration
-// converted to that unit ("two hours" -> 120 for `minutes`: RequestDurations), is the value
+// converted to that unit ("two hours" -> 120 for `minutes`: RequestConversions), is the value
 // itself: its tokens get kKeyPriorBias from the first digit on; the others nothing at the
 // first digit, where a value converted otherwise must not be pulled to the request's number.
 // Outside values, the key prior (MakeCopyPrior): a parameter the request names (a number's unit
@@ -116,18 +116,19 @@ std::vector<SaidNumber> RequestNumbersWithWords(std::string_view request);
 // one of the key's parts split at '_', a final "s" dropped from both ("minutes" and "mins" for
 // `minutes`, "km" for `distance_km`; not "hours" for `minutes`).
 bool WordNamesKey(std::string_view word, std::string_view key);
-// The durations `request` says, as numbers said in each other time unit: a number with a
-// time unit ("2 hours", "ninety minutes", "1.5 hours"; seconds, minutes, hours, days, weeks
-// and their short forms) or one of the phrases "an hour", "for a day" (not a rate: "twice an
-// hour", "10000 steps a day"), "half an hour", "a half hour", "a quarter of an hour", "three
-// quarters of an hour", "an hour and a half", "2 hours and a half",
-// in that unit and converted to the units next to it (seconds, minutes, hours, days, weeks)
-// where that is a whole number: "two hours" -> {"120", "minutes"}, {"2", "hours"} (not 7,200
-// seconds, nor 1/12 of a day); "a quarter of an hour" -> {"15", "minutes"}; "an hour" ->
-// {"60", "minutes"}, {"1", "hours"}.
-// `next_word` is the unit's plural ("seconds", "minutes", "hours", "days", "weeks"), so that
-// WordNamesKey matches it to a key in that unit (`minutes`, `goal_minutes`).
-std::vector<SaidNumber> RequestDurations(std::string_view request);
+// The measures `request` says, as numbers said in the units next to theirs: a number with a
+// unit ("2 hours", "ninety minutes", "1.5 hours", "2 liters", "5 km") or one of the phrases
+// "an hour", "a liter", "for a day" (not a rate: "twice an hour", "10000 steps a day"), "half
+// an hour", "a half hour", "a quarter of an hour", "three quarters of an hour", "an hour and a
+// half", "2 hours and a half"; converted, where that is a whole number, to the units of the
+// same family up to two steps away (time: seconds, minutes, hours, days, weeks; volume:
+// milliliters, liters; mass: grams, kilograms; length: centimeters, meters, kilometers): "two
+// hours" -> {"7200", "seconds"}, {"120", "minutes"}, {"2", "hours"} (not 1/12 of a day); "two
+// weeks" -> {"14", "days"} (not 20,160 minutes); "a quarter of an hour" -> {"15", "minutes"}; "2 liters" -> {"2000", "milliliters"}, {"2000",
+// "ml"}, {"2", "liters"}, {"2", "l"}. `next_word` is a word a key in that unit uses (the
+// plural, and a short form where one is common), so that WordNamesKey matches it to a key
+// (`minutes`, `goal_minutes`, `ml`).
+std::vector<SaidNumber> RequestConversions(std::string_view request);
 // The index of the one member of a string enum `schema` that `request` says as whole words
 // (case-insensitive; '_' and punctuation separate words: "resting" for `resting`, "brake check"
 // for `brake_check`), or -1 when none or more than one is said, or the schema has no enum.
@@ -140,20 +141,26 @@ struct SaidArgument {
 };
 // The arguments of `tool` that `request` names, with their values: a number parameter whose
 // unit is said with a number ("for 45 minutes": `minutes` 45; "for two hours": `minutes` 120,
-// RequestDurations; WordNamesKey), a string enum parameter one of whose members the request
-// says (SaidEnumMember). A key comes more than once when the request says two numbers in its
+// RequestConversions; WordNamesKey), a string enum parameter one of whose members the request
+// says (SaidEnumMember), a boolean parameter whose key the request says as words ("mute the tv"
+// for `mute`, "turn on subtitles" for `subtitles`; value null: whether is the model's to say). A key comes more than once when the request says two numbers in its
 // unit. The key prior writes these keys; the argument check keeps them (CheckArguments).
 std::vector<SaidArgument> SaidArguments(std::string_view request, const text::Tool& tool);
+// The numbers `request` says, as values: RequestNumbers' and RequestConversions' (every unit
+// they give), each once, in order.
+std::vector<double> SaidNumberValues(std::string_view request);
 // The copy prior over `request` (case-sensitive); `pieces` gives a token's text and finds a
 // text's token, and must outlive the processor. With `catalog` (may be null; must outlive the
 // processor), also the key prior: a parameter of the called tool that the request names and
 // that the call has not written yet gets kKeyPriorBias on the tokens that spell its key, and
-// after a value on the tokens that go on to another key (',') rather than close the call. A
-// number parameter is named by its unit said with a number ("for 45 minutes": `minutes`,
-// WordNamesKey) or a duration in another unit ("for two hours": `minutes`), a string enum by
-// one of its members (SaidEnumMember: "what's my resting heart
-// rate" names `kind`, whose members are live and resting): the adapter leaves such arguments
-// out ("Schedule the herb garden for fifteen minutes at 3:30 am" without `minutes`).
+// after a value on the tokens that go on to another key (',') rather than close the call (after
+// a number, once it cannot go on to spell a said number). The parameters named are
+// SaidArguments': a number parameter by its unit said with a number ("for 45 minutes":
+// `minutes`, WordNamesKey) or a measure in another unit ("for two hours": `minutes`), a string
+// enum by one of its members (SaidEnumMember: "what's my resting heart rate" names `kind`,
+// whose members are live and resting), a boolean by its key ("mute the tv!": `mute`): the
+// adapter leaves such arguments out ("Schedule the herb garden for fifteen minutes at 3:30 am"
+// without `minutes`).
 std::unique_ptr<LogitProcessor> MakeCopyPrior(std::string request, double bias,
                                               const text::Tokenizer* pieces,
                                               const text::ToolCatalog* catalog = nullptr);

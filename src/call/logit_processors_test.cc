@@ -228,16 +228,16 @@ TEST(RequestNumbers, WithTheWordAfterEach) {
 }
 
 // Durations said in one time unit, as the numbers they are in the others (whole numbers only).
-TEST(RequestDurations, ConvertsSaidDurationsToTheOtherUnits) {
+TEST(RequestConversions, ConvertsSaidMeasuresToTheNeighbouringUnits) {
   auto in = [](std::string_view request, std::string_view unit) {
     std::vector<std::string> out;
-    for (const SaidNumber& n : RequestDurations(request)) {
+    for (const SaidNumber& n : RequestConversions(request)) {
       if (n.next_word == unit) out.push_back(n.text);
     }
     return out;
   };
   EXPECT_THAT(in("Water the front lawn for two hours", "minutes"), ElementsAre("120"));
-  EXPECT_THAT(in("Water the front lawn for two hours", "seconds"), ElementsAre());  // two units
+  EXPECT_THAT(in("Water the front lawn for two hours", "seconds"), ElementsAre("7200"));
   EXPECT_THAT(in("Water the front lawn for two hours", "hours"), ElementsAre("2"));
   EXPECT_THAT(in("Water the front lawn for two hours", "days"), ElementsAre());  // not whole
   EXPECT_THAT(in("run 3 hrs at 4:30 pm", "minutes"), ElementsAre("180"));
@@ -256,11 +256,22 @@ TEST(RequestDurations, ConvertsSaidDurationsToTheOtherUnits) {
   EXPECT_THAT(in("skip it for two weeks", "days"), ElementsAre("14"));
   EXPECT_THAT(in("twenty-one days", "weeks"), ElementsAre("3"));
   // No duration: a clock time, a frequency, a unit with no quantity.
-  EXPECT_THAT(RequestDurations("at 4:30 pm every day"), ElementsAre());
-  EXPECT_THAT(RequestDurations("three times a day, twice a week"), ElementsAre());
-  EXPECT_THAT(RequestDurations("10000 steps a day"), ElementsAre());
+  EXPECT_THAT(RequestConversions("at 4:30 pm every day"), ElementsAre());
+  EXPECT_THAT(RequestConversions("three times a day, twice a week"), ElementsAre());
+  EXPECT_THAT(RequestConversions("10000 steps a day"), ElementsAre());
   EXPECT_THAT(in("skip watering for a day", "hours"), ElementsAre("24"));
-  EXPECT_THAT(RequestDurations("how many minutes are left"), ElementsAre());
+  // Volume, mass and length, in both the plural and the short form a key may use.
+  EXPECT_THAT(in("I drank 2 liters of water", "ml"), ElementsAre("2000"));
+  EXPECT_THAT(in("I drank two litres of water", "milliliters"), ElementsAre("2000"));
+  EXPECT_THAT(in("log a liter of water", "ml"), ElementsAre("1000"));
+  EXPECT_THAT(in("half a liter", "ml"), ElementsAre("500"));
+  EXPECT_THAT(in("250 ml", "liters"), ElementsAre());  // 0.25: not whole
+  EXPECT_THAT(in("it weighs 1.5 kg", "grams"), ElementsAre("1500"));
+  EXPECT_THAT(in("3 kilometers", "meters"), ElementsAre("3000"));
+  EXPECT_THAT(in("3 kilometers", "cm"), ElementsAre("300000"));
+  EXPECT_THAT(in("skip it for two weeks", "minutes"), ElementsAre());  // three steps away
+  EXPECT_THAT(in("3 kilometers", "minutes"), ElementsAre());  // another family
+  EXPECT_THAT(RequestConversions("how many minutes are left"), ElementsAre());
 }
 
 TEST(WordNamesKey, UnitsOfKeys) {
@@ -374,15 +385,19 @@ TEST(CopyPrior, SaidEnumMemberFindsTheOneMemberTheRequestSays) {
 TEST(CopyPrior, SaidArgumentsAreTheParametersTheRequestNamesWithTheirValues) {
   auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
     "minutes":{"type":"integer"},"days":{"type":"number"},"kind":{"type":"string",
-    "enum":["live","resting"]},"note":{"type":"string"},"count":{"type":"integer"}}}}])");
+    "enum":["live","resting"]},"note":{"type":"string"},"count":{"type":"integer"},
+    "mute":{"type":"boolean"},"all_rooms":{"type":"boolean"}}}}])");
   FG_ASSERT_OK(cat.status());
   const text::Tool& f = cat->tools[0];
-  EXPECT_THAT(SaidArguments("resting for two hours, 3 days", f),
-              ElementsAre(SaidArgument{"days", 3}, SaidArgument{"kind", "resting"},
+  EXPECT_THAT(SaidArguments("resting for two hours, 3 weeks", f),
+              ElementsAre(SaidArgument{"days", 21}, SaidArgument{"kind", "resting"},
                           SaidArgument{"minutes", 120}));
   EXPECT_THAT(SaidArguments("5 minutes or 10 mins", f),
               ElementsAre(SaidArgument{"minutes", 5}, SaidArgument{"minutes", 10}));
   EXPECT_THAT(SaidArguments("a note about 4 things, live or resting", f), ElementsAre());
+  EXPECT_THAT(SaidArguments("Mute it in all rooms", f),
+              ElementsAre(SaidArgument{"all_rooms", nullptr}, SaidArgument{"mute", nullptr}));
+  EXPECT_THAT(SaidArguments("unmute it, muted", f), ElementsAre());
 }
 
 // A duration said in another unit ("two hours" for `minutes`) names the key, and its converted
@@ -405,6 +420,37 @@ TEST(CopyPrior, KeyPriorConvertsADurationToTheKeysUnit) {
   EXPECT_EQ(walk.Bias("0"), kKeyPriorBias);
   walk.Write("0");
   EXPECT_EQ(walk.Bias(","), kKeyPriorBias);  // 120 is complete: its end
+}
+
+// A boolean parameter whose key the request says ("mute it" for `mute`) is a key the request
+// names: its key is favoured, and after a number value that does not spell a said number, so
+// is ',' (on to `mute` rather than close the call); not while the number may still become a
+// said one ("1" of "120").
+TEST(CopyPrior, KeyPriorFavoursASaidBooleanKeyAfterANumberValue) {
+  auto tok = SmallTokenizer({"call:f{", "level:", "mute:", "true"}, 0);
+  auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
+    "level":{"type":"integer"},"mute":{"type":"boolean"}}}}])");
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  for (const char* request : {"mute it, 120 then", "turn it down, 120 then"}) {
+    SCOPED_TRACE(request);
+    const bool said = std::string_view(request).starts_with("mute");
+    auto prior = MakeCopyPrior(request, 5.0, tok.get(), &*cat);
+    PriorWalk walk(**g, *tok, *prior);
+    for (const char* t : {"<start_function_call>", "call:f{"}) walk.Write(t);
+    EXPECT_EQ(walk.Bias("mute:"), said ? kKeyPriorBias : 0.0f);
+    EXPECT_EQ(walk.Bias("level:"), said ? kKeyPriorBias : 0.0f);  // sorts before `mute`
+    walk.Write("level:");
+    EXPECT_EQ(walk.Bias("1"), 0.0f);  // (Restrict sees the number begin)
+    walk.Write("1");
+    EXPECT_EQ(walk.Bias(","), 0.0f);  // 120 may follow
+    EXPECT_EQ(walk.Bias("2"), 5.0f);  // the copy bias: on to 120
+    walk.Write("0");
+    EXPECT_EQ(walk.Bias(","), said ? kKeyPriorBias : 0.0f);  // "10" is no said number
+    walk.Write(",");
+    EXPECT_EQ(walk.Bias("mute:"), said ? kKeyPriorBias : 0.0f);
+  }
 }
 
 // The key prior for a string enum: a member said ("the resting one") favours the key of the

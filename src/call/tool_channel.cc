@@ -38,23 +38,44 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 }
 
 StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
-                                          const CallScorer& score,
-                                          std::span<const SaidArgument> said) {
+                                          const CallScorer& score, const SaidFacts* said) {
   CheckedArguments out{arguments};
   if (!arguments.is_object()) return out;
-  auto kept = [&](const std::string& key, const nlohmann::json& value) {
-    return std::find(said.begin(), said.end(), SaidArgument{key, value}) != said.end();
-  };
   const text::Schema& params = tool.parameters;
+  auto kept = [&](const std::string& key, const nlohmann::json& value) {
+    return said != nullptr && std::find(said->arguments.begin(), said->arguments.end(),
+                                        SaidArgument{key, value}) != said->arguments.end();
+  };
+  auto required = [&](const std::string& key) {
+    return std::find(params.required.begin(), params.required.end(), key) != params.required.end();
+  };
+  // Optional numbers the request does not say: dropped without asking.
+  if (said != nullptr) {
+    for (const auto& [key, value] : arguments.items()) {
+      const auto prop = params.properties.find(key);
+      if (!value.is_number() || required(key) || prop == params.properties.end() ||
+          !prop->second.enum_values.empty()) {
+        continue;
+      }
+      const double v = std::abs(value.get<double>());  // RequestNumbers reads no sign
+      if (std::none_of(said->numbers.begin(), said->numbers.end(), [&](double n) {
+            return std::abs(n - v) <= 1e-9 * std::max(1.0, v);
+          })) {
+        out.arguments.erase(key);
+        ++out.dropped;
+      }
+    }
+  }
+  const nlohmann::json checked = out.arguments;  // what is left to ask about
   // The candidates: the call as decoded, then one per optional argument left out, then one per
   // other enum member of each argument.
-  std::vector<nlohmann::json> cands = {arguments};
+  std::vector<nlohmann::json> cands = {checked};
   std::vector<std::string> optional;
-  for (const auto& [key, value] : arguments.items()) {
+  for (const auto& [key, value] : checked.items()) {
     if (kept(key, value)) continue;
-    if (std::find(params.required.begin(), params.required.end(), key) == params.required.end()) {
+    if (!required(key)) {
       optional.push_back(key);
-      nlohmann::json without = arguments;
+      nlohmann::json without = checked;
       without.erase(key);
       cands.push_back(std::move(without));
     }
@@ -64,12 +85,12 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
     size_t cand;
   };
   std::vector<Member> members;
-  for (const auto& [key, value] : arguments.items()) {
+  for (const auto& [key, value] : checked.items()) {
     const auto prop = params.properties.find(key);
     if (prop == params.properties.end() || kept(key, value)) continue;
     for (const nlohmann::json& m : prop->second.enum_values) {
       if (m == value) continue;
-      nlohmann::json with = arguments;
+      nlohmann::json with = checked;
       with[key] = m;
       members.push_back({key, cands.size()});
       cands.push_back(std::move(with));

@@ -24,12 +24,13 @@ namespace {
 // function and 39.4 % exact calls alone when it was trained, and 77.1 % / 54.0 % with the tool
 // prior (weight 4), the argument check and the copy prior (bias 8; 2026-12-02); 55.3 % exact
 // once the argument check also weighed enum members, 56.8 % with the key prior for said enum
-// members, 58.1 % with durations converted to the argument's unit (2026-12-03). The eval is
+// members, 58.1 % with durations converted to the argument's unit, 59.4 % with other units,
+// unsaid optional numbers dropped and said boolean keys (2026-12-03). The eval is
 // deterministic on one machine; the margin of ~2.5 points covers another ISA's kernels (rounding
 // can flip a near-tie); a larger drop is a change in the model, the runtime, the prompt or the
 // adapter.
 constexpr double kMinFunction = 0.625, kMinExact = 0.370;
-constexpr double kMinFunctionWithPrior = 0.745, kMinExactWithPrior = 0.556;
+constexpr double kMinFunctionWithPrior = 0.745, kMinExactWithPrior = 0.570;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
@@ -113,12 +114,12 @@ TEST(CallAdapterRealTest, ArgumentCheckReplacesAnEnumValueTheRequestNames) {
   EXPECT_EQ(automatic.out, debit);
 }
 
-// A duration the request says in another unit than the argument's. The adapter writes "for
+// A measure the request says in another unit than the argument's. The adapter writes "for
 // two hours" as `minutes: 120` itself, and the argument check keeps it (the base model finds
 // the request likelier without `minutes=120`: the check dropped it until it learnt which
 // arguments the request says, call::SaidArguments). Where the adapter gets the number wrong ("a
 // quarter of an hour" -> 150), the copy prior writes the converted one (15).
-TEST(CallAdapterRealTest, ADurationInAnotherUnitIsConvertedAndKept) {
+TEST(CallAdapterRealTest, AMeasureInAnotherUnitIsConvertedAndKept) {
   if (ModelPath().empty()) GTEST_SKIP() << "FGEMMA_MODEL is not set (make test sets it)";
   auto call = [](const std::string& catalog, const std::string& request) {
     return "call -m " + ModelPath() + " --lora " + Adapter() + " --tools " +
@@ -144,6 +145,16 @@ TEST(CallAdapterRealTest, ADurationInAnotherUnitIsConvertedAndKept) {
                        "\n");
   EXPECT_EQ(copied.out, R"({"arguments":{"activity":"yoga","minutes":15},"name":"log_workout"})"
                         "\n");
+  // A volume: "2 liters" is `ml` 2000 (the adapter alone writes 2).
+  const std::string drank = call("fitness", "I drank 2 liters of water");
+  auto liters = testing::RunFgemma(drank + " --copy-bias 0", false);
+  auto ml = testing::RunFgemma(drank, false);
+  ASSERT_EQ(liters.rc, 0) << liters.out;
+  ASSERT_EQ(ml.rc, 0) << ml.out;
+  EXPECT_EQ(liters.out, R"({"arguments":{"ml":2},"name":"log_water"})"
+                        "\n");
+  EXPECT_EQ(ml.out, R"({"arguments":{"ml":2000},"name":"log_water"})"
+                    "\n");
 }
 
 TEST(CallAdapterRealTest, CallAppliesItByDefault) {
