@@ -145,7 +145,8 @@ class CopyPrior : public LogitProcessor {
       NumberBias(step, cand);
       // After a number that does not go on to spell a said one (`level: 0` where the request
       // says "mute"): on to a key the request names, as after any other value.
-      if (!number_.empty() && std::none_of(numbers_.begin(), numbers_.end(), [&](const SaidNumber& n) {
+      if (!number_.empty() &&
+          std::none_of(numbers_.begin(), numbers_.end(), [&](const SaidNumber& n) {
             return n.text.size() > number_.size() && n.text.starts_with(number_);
           })) {
         KeyBias(step, cand);
@@ -393,8 +394,7 @@ const MeasureUnit kMeasureUnits[] = {
     {{"hour", "hours", "hr", "hrs"}, {"hours", "hrs"}, 0, 3600},
     {{"day", "days"}, {"days"}, 0, 86400},
     {{"week", "weeks"}, {"weeks"}, 0, 604800},
-    {{"milliliter", "milliliters", "millilitre", "millilitres", "ml"},
-     {"milliliters", "ml"}, 1, 1},
+    {{"milliliter", "milliliters", "millilitre", "millilitres", "ml"}, {"milliliters", "ml"}, 1, 1},
     {{"liter", "liters", "litre", "litres"}, {"liters", "l"}, 1, 1000},
     {{"gram", "grams", "g"}, {"grams", "g"}, 2, 1},
     {{"kilogram", "kilograms", "kilo", "kilos", "kg"}, {"kilograms", "kg"}, 2, 1000},
@@ -458,7 +458,8 @@ std::vector<SaidNumber> RequestConversions(std::string_view request) {
     } else if (i >= 3 && is_one(i - 1, {"a", "an"}) && is_one(i - 2, {"of"}) &&
                is_one(i - 3, {"quarter", "quarters"})) {
       q = i >= 4 && is_one(i - 4, {"three"}) ? 0.75 : 0.25;  // (three) quarter(s) of an hour
-    } else if (i >= 4 && is_one(i - 1, {"half"}) && is_one(i - 2, {"a"}) && is_one(i - 3, {"and"})) {
+    } else if (i >= 4 && is_one(i - 1, {"half"}) && is_one(i - 2, {"a"}) &&
+               is_one(i - 3, {"and"})) {
       q = number_before(i - 3);  // one and a half hours
       if (q >= 0) q += 0.5;
     } else if (i >= 1 && is_one(i - 1, {"half", "quarter"})) {
@@ -466,9 +467,9 @@ std::vector<SaidNumber> RequestConversions(std::string_view request) {
     } else if (i >= 1 && is_one(i - 1, {"a", "an"})) {
       // "an hour", "a liter", "for a day"; not a rate ("three times a day", "10000 steps a
       // day")
-      if (unit->family == 0 && unit->size >= 86400 ? i >= 2 && is_one(i - 2, {"for"})
-                                                   : i < 2 || !is_one(i - 2, {"times", "once",
-                                                                          "twice", "thrice"})) {
+      if (unit->family == 0 && unit->size >= 86400
+              ? i >= 2 && is_one(i - 2, {"for"})
+              : i < 2 || !is_one(i - 2, {"times", "once", "twice", "thrice"})) {
         q = 1;
       }
       whole = true;
@@ -477,7 +478,8 @@ std::vector<SaidNumber> RequestConversions(std::string_view request) {
       whole = true;
     }
     if (q <= 0) continue;
-    if (whole && is_one(i + 1, {"and"}) && is_one(i + 2, {"a"}) && is_one(i + 3, {"half"})) q += 0.5;
+    if (whole && is_one(i + 1, {"and"}) && is_one(i + 2, {"a"}) && is_one(i + 3, {"half"}))
+      q += 0.5;
     // The said unit and those up to two steps from it in its family ("two hours" is 120
     // minutes and 7,200 seconds; "2 weeks" is not 20,160 minutes).
     const auto first = std::begin(kMeasureUnits), last = std::end(kMeasureUnits);

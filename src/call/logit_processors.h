@@ -124,9 +124,10 @@ bool WordNamesKey(std::string_view word, std::string_view key);
 // same family up to two steps away (time: seconds, minutes, hours, days, weeks; volume:
 // milliliters, liters; mass: grams, kilograms; length: centimeters, meters, kilometers): "two
 // hours" -> {"7200", "seconds"}, {"120", "minutes"}, {"2", "hours"} (not 1/12 of a day); "two
-// weeks" -> {"14", "days"} (not 20,160 minutes); "a quarter of an hour" -> {"15", "minutes"}; "2 liters" -> {"2000", "milliliters"}, {"2000",
-// "ml"}, {"2", "liters"}, {"2", "l"}. `next_word` is a word a key in that unit uses (the
-// plural, and a short form where one is common), so that WordNamesKey matches it to a key
+// weeks" -> {"14", "days"} (not 20,160 minutes); "a quarter of an hour" -> {"15", "minutes"}; "2
+// liters" -> {"2000", "milliliters"}, {"2000", "ml"}, {"2", "liters"}, {"2", "l"}. `next_word` is a
+// word a key in that unit uses (the plural, and a short form where one is common), so that
+// WordNamesKey matches it to a key
 // (`minutes`, `goal_minutes`, `ml`).
 std::vector<SaidNumber> RequestConversions(std::string_view request);
 // The index of the one member of a string enum `schema` that `request` says as whole words
@@ -143,8 +144,9 @@ struct SaidArgument {
 // unit is said with a number ("for 45 minutes": `minutes` 45; "for two hours": `minutes` 120,
 // RequestConversions; WordNamesKey), a string enum parameter one of whose members the request
 // says (SaidEnumMember), a boolean parameter whose key the request says as words ("mute the tv"
-// for `mute`, "turn on subtitles" for `subtitles`; value null: whether is the model's to say). A key comes more than once when the request says two numbers in its
-// unit. The key prior writes these keys; the argument check keeps them (CheckArguments).
+// for `mute`, "turn on subtitles" for `subtitles`; value null: whether is the model's to say). A
+// key comes more than once when the request says two numbers in its unit. The key prior writes
+// these keys; the argument check keeps them (CheckArguments).
 std::vector<SaidArgument> SaidArguments(std::string_view request, const text::Tool& tool);
 // The numbers `request` says, as values: RequestNumbers' and RequestConversions' (every unit
 // they give), each once, in order.

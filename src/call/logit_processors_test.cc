@@ -270,7 +270,7 @@ TEST(RequestConversions, ConvertsSaidMeasuresToTheNeighbouringUnits) {
   EXPECT_THAT(in("3 kilometers", "meters"), ElementsAre("3000"));
   EXPECT_THAT(in("3 kilometers", "cm"), ElementsAre("300000"));
   EXPECT_THAT(in("skip it for two weeks", "minutes"), ElementsAre());  // three steps away
-  EXPECT_THAT(in("3 kilometers", "minutes"), ElementsAre());  // another family
+  EXPECT_THAT(in("3 kilometers", "minutes"), ElementsAre());           // another family
   EXPECT_THAT(RequestConversions("how many minutes are left"), ElementsAre());
 }
 

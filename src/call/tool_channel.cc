@@ -58,9 +58,8 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
         continue;
       }
       const double v = std::abs(value.get<double>());  // RequestNumbers reads no sign
-      if (std::none_of(said->numbers.begin(), said->numbers.end(), [&](double n) {
-            return std::abs(n - v) <= 1e-9 * std::max(1.0, v);
-          })) {
+      if (std::none_of(said->numbers.begin(), said->numbers.end(),
+                       [&](double n) { return std::abs(n - v) <= 1e-9 * std::max(1.0, v); })) {
         out.arguments.erase(key);
         ++out.dropped;
       }

@@ -68,9 +68,9 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 // (`said->arguments`, SaidArguments: "for eighty days" keeps `days` 80, which the base model
 // found the request likelier without); every member is one the schema allows, so a valid call
 // stays valid. With `said`, an optional number argument (not an enum) whose value (sign aside)
-// is none of the numbers the request says (`said->numbers`, SaidNumberValues) is dropped without asking:
-// `minutes: 60` for "water the greenhouse at 6:10 am" (the data's labels have such a value in
-// 11 of 450 optional number arguments in training, 0 of the held-out ones). Arguments that are
+// is none of the numbers the request says (`said->numbers`, SaidNumberValues) is dropped without
+// asking: `minutes: 60` for "water the greenhouse at 6:10 am" (the data's labels have such a value
+// in 11 of 450 optional number arguments in training, 0 of the held-out ones). Arguments that are
 // not an object, or a tool with no properties, ask nothing.
 inline constexpr double kEnumCheckMargin = 2.0;
 struct SaidFacts {
