@@ -125,10 +125,9 @@ bool WordNamesKey(std::string_view word, std::string_view key);
 // milliliters, liters; mass: grams, kilograms; length: centimeters, meters, kilometers): "two
 // hours" -> {"7200", "seconds"}, {"120", "minutes"}, {"2", "hours"} (not 1/12 of a day); "two
 // weeks" -> {"14", "days"} (not 20,160 minutes); "a quarter of an hour" -> {"15", "minutes"}; "2
-// liters" -> {"2000", "milliliters"}, {"2000", "ml"}, {"2", "liters"}, {"2", "l"}. `next_word` is a
-// word a key in that unit uses (the plural, and a short form where one is common), so that
-// WordNamesKey matches it to a key
-// (`minutes`, `goal_minutes`, `ml`).
+// liters" -> {"2000", "milliliters"}, {"2000", "ml"}, {"2", "liters"}, {"2", "l"}. `next_word`
+// is a word a key in that unit uses (the plural, and a short form where one is common), so
+// that WordNamesKey matches it to a key (`minutes`, `goal_minutes`, `ml`).
 std::vector<SaidNumber> RequestConversions(std::string_view request);
 // The index of the one member of a string enum `schema` that `request` says as whole words
 // (case-insensitive; '_' and punctuation separate words: "resting" for `resting`, "brake check"
