@@ -816,8 +816,8 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
 // Each call's arguments checked by the channel (call::CheckArguments: optional arguments the
 // request is likelier without are dropped, enum values it is much likelier with another member
 // of are replaced; not those whose value the request says, call::SaidArguments; optional numbers
-// the request does not say are dropped). Required arguments
-// stay and members are the schema's, so the call stays valid.
+// the request does not say are dropped). Required arguments stay and members are the schema's,
+// so the call stays valid.
 Status FunctionCaller::Impl::CheckArguments(CallResult* r, std::string_view request) const {
   for (FunctionCall& c : r->calls) {
     const text::Tool* tool = catalog.Find(c.name);

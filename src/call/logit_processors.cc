@@ -389,7 +389,7 @@ struct MeasureUnit {
   double size;
 };
 const MeasureUnit kMeasureUnits[] = {
-    {{"second", "seconds", "sec", "secs"}, {"seconds", "sec"}, 0, 1},
+    {{"second", "seconds", "sec", "secs"}, {"seconds"}, 0, 1},
     {{"minute", "minutes", "min", "mins"}, {"minutes"}, 0, 60},
     {{"hour", "hours", "hr", "hrs"}, {"hours", "hrs"}, 0, 3600},
     {{"day", "days"}, {"days"}, 0, 86400},
@@ -448,9 +448,12 @@ std::vector<SaidNumber> RequestConversions(std::string_view request) {
   };
   std::vector<SaidNumber> out;
   for (size_t i = 0; i < words.size(); ++i) {
-    const auto unit = std::find_if(std::begin(kMeasureUnits), std::end(kMeasureUnits),
-                                   [&](const MeasureUnit& u) { return is(i, u.said); });
-    if (unit == std::end(kMeasureUnits)) continue;
+    const size_t unit_at = static_cast<size_t>(
+        std::find_if(std::begin(kMeasureUnits), std::end(kMeasureUnits),
+                     [&](const MeasureUnit& u) { return is(i, u.said); }) -
+        std::begin(kMeasureUnits));
+    if (unit_at == std::size(kMeasureUnits)) continue;
+    const MeasureUnit* unit = &kMeasureUnits[unit_at];
     double q = -1;       // the quantity in this unit
     bool whole = false;  // "and a half" may follow
     if (i >= 2 && is_one(i - 1, {"a", "an"}) && is_one(i - 2, {"half"})) {
@@ -482,8 +485,9 @@ std::vector<SaidNumber> RequestConversions(std::string_view request) {
       q += 0.5;
     // The said unit and those up to two steps from it in its family ("two hours" is 120
     // minutes and 7,200 seconds; "2 weeks" is not 20,160 minutes).
-    const auto first = std::begin(kMeasureUnits), last = std::end(kMeasureUnits);
-    for (auto u = unit - std::min<ptrdiff_t>(2, unit - first); u != last && u <= unit + 2; ++u) {
+    for (size_t at = unit_at > 2 ? unit_at - 2 : 0;
+         at <= unit_at + 2 && at < std::size(kMeasureUnits); ++at) {
+      const MeasureUnit* u = &kMeasureUnits[at];
       if (u->family != unit->family) continue;
       const double v = q * unit->size / u->size;
       if (v < 1 || v > 1e12 || std::abs(v - std::round(v)) > 1e-9) continue;

@@ -116,7 +116,7 @@ std::vector<SaidNumber> RequestNumbersWithWords(std::string_view request);
 // one of the key's parts split at '_', a final "s" dropped from both ("minutes" and "mins" for
 // `minutes`, "km" for `distance_km`; not "hours" for `minutes`).
 bool WordNamesKey(std::string_view word, std::string_view key);
-// The measures `request` says, as numbers said in the units next to theirs: a number with a
+// The measures `request` says, as numbers in their unit and the units near it: a number with a
 // unit ("2 hours", "ninety minutes", "1.5 hours", "2 liters", "5 km") or one of the phrases
 // "an hour", "a liter", "for a day" (not a rate: "twice an hour", "10000 steps a day"), "half
 // an hour", "a half hour", "a quarter of an hour", "three quarters of an hour", "an hour and a

@@ -227,7 +227,8 @@ TEST(RequestNumbers, WithTheWordAfterEach) {
   EXPECT_THAT(RequestNumbers("run 5 km, 5 miles and 5"), ElementsAre("5"));
 }
 
-// Durations said in one time unit, as the numbers they are in the others (whole numbers only).
+// Measures said in one unit, as the numbers they are in the units up to two steps away in their
+// family (whole numbers only).
 TEST(RequestConversions, ConvertsSaidMeasuresToTheNeighbouringUnits) {
   auto in = [](std::string_view request, std::string_view unit) {
     std::vector<std::string> out;
@@ -255,7 +256,7 @@ TEST(RequestConversions, ConvertsSaidMeasuresToTheNeighbouringUnits) {
   EXPECT_THAT(in("ninety minutes", "seconds"), ElementsAre("5400"));
   EXPECT_THAT(in("skip it for two weeks", "days"), ElementsAre("14"));
   EXPECT_THAT(in("twenty-one days", "weeks"), ElementsAre("3"));
-  // No duration: a clock time, a frequency, a unit with no quantity.
+  // No measure: a clock time, a rate, a unit with no quantity.
   EXPECT_THAT(RequestConversions("at 4:30 pm every day"), ElementsAre());
   EXPECT_THAT(RequestConversions("three times a day, twice a week"), ElementsAre());
   EXPECT_THAT(RequestConversions("10000 steps a day"), ElementsAre());
@@ -381,7 +382,8 @@ TEST(CopyPrior, SaidEnumMemberFindsTheOneMemberTheRequestSays) {
 }
 
 // SaidArguments: a number parameter whose unit is said with a number, in that unit or converted
-// from another time unit, and a string enum one of whose members is said; with their values.
+// from another, a string enum one of whose members is said, with their values; a boolean whose
+// key is said, with no value.
 TEST(CopyPrior, SaidArgumentsAreTheParametersTheRequestNamesWithTheirValues) {
   auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
     "minutes":{"type":"integer"},"days":{"type":"number"},"kind":{"type":"string",
