@@ -448,10 +448,10 @@ std::vector<SaidNumber> RequestConversions(std::string_view request) {
   };
   std::vector<SaidNumber> out;
   for (size_t i = 0; i < words.size(); ++i) {
-    const size_t unit_at = static_cast<size_t>(
-        std::find_if(std::begin(kMeasureUnits), std::end(kMeasureUnits),
-                     [&](const MeasureUnit& u) { return is(i, u.said); }) -
-        std::begin(kMeasureUnits));
+    const size_t unit_at =
+        static_cast<size_t>(std::find_if(std::begin(kMeasureUnits), std::end(kMeasureUnits),
+                                         [&](const MeasureUnit& u) { return is(i, u.said); }) -
+                            std::begin(kMeasureUnits));
     if (unit_at == std::size(kMeasureUnits)) continue;
     const MeasureUnit* unit = &kMeasureUnits[unit_at];
     double q = -1;       // the quantity in this unit
