@@ -1302,7 +1302,7 @@ TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierW
         for (const nlohmann::json& a : cands) calls.emplace_back(tool, a);
         return (*channel)->ScoreCalls(calls, req);
       };
-      const call::SaidFacts said{call::SaidArguments(req, *tool), call::SaidNumberValues(req)};
+      const call::SaidFacts said = call::SaidFactsOf(req, *tool);
       auto want = call::CheckArguments(*tool, c.arguments, score, &said);
       FG_ASSERT_OK(want.status());
       dropped_here += want->dropped;

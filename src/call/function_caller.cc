@@ -827,8 +827,7 @@ Status FunctionCaller::Impl::CheckArguments(CallResult* r, std::string_view requ
       for (const nlohmann::json& a : cands) calls.emplace_back(tool, a);
       return channel->ScoreCalls(calls, request);
     };
-    const call::SaidFacts said{call::SaidArguments(request, *tool),
-                               call::SaidNumberValues(request)};
+    const call::SaidFacts said = call::SaidFactsOf(request, *tool);
     FG_ASSIGN_OR_RETURN(call::CheckedArguments checked,
                         call::CheckArguments(*tool, c.arguments, score, &said));
     c.arguments = std::move(checked.arguments);

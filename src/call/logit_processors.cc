@@ -13,6 +13,45 @@
 namespace fg::call {
 namespace {
 
+// Lower-case words of letters and digits; '_' and every other character separate them, except
+// a '.' between digits when `decimals` ("1.5").
+std::vector<std::string> LowerWords(std::string_view s, bool decimals = false) {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::vector<std::string> out;
+  std::string w;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+        (decimals && c == '.' && !w.empty() && digit(w.back()) && i + 1 < s.size() &&
+         digit(s[i + 1]))) {
+      w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!w.empty()) {
+      out.push_back(std::move(w));
+      w.clear();
+    }
+  }
+  if (!w.empty()) out.push_back(std::move(w));
+  return out;
+}
+
+// True when `phrase`'s words (LowerWords) come in a row in `said`.
+bool SaysPhrase(std::span<const std::string> said, std::string_view phrase) {
+  const std::vector<std::string> p = LowerWords(phrase);
+  return !p.empty() && std::search(said.begin(), said.end(), p.begin(), p.end()) != said.end();
+}
+
+// SaidEnumMember over the request's LowerWords.
+int SaidMember(std::span<const std::string> said, const text::Schema& schema) {
+  int found = -1;
+  for (size_t m = 0; m < schema.enum_values.size(); ++m) {
+    if (!schema.enum_values[m].is_string()) continue;
+    if (!SaysPhrase(said, schema.enum_values[m].get<std::string>())) continue;
+    if (found >= 0) return -1;  // two members said: no choice made
+    found = static_cast<int>(m);
+  }
+  return found;
+}
+
 // Sets the candidates whose token `drop` rules out to -inf, unless that would leave none.
 template <class Drop>
 void RuleOut(std::span<const int32_t> allowed, std::span<float> cand, Drop drop) {
@@ -91,16 +130,15 @@ std::vector<SaidArgument> SaidArgumentsOf(std::string_view request,
                                           std::span<const SaidNumber> numbers,
                                           const text::Tool& tool) {
   std::vector<SaidArgument> out;
+  const std::vector<std::string> said = LowerWords(request);
   for (const auto& [key, schema] : tool.parameters.properties) {
     if (schema.type == "BOOLEAN") {
-      // The key said as a word ("mute the tv" for `mute`), not its value.
-      text::Schema named;
-      named.enum_values = {key};
-      if (SaidEnumMember(request, named) == 0) out.push_back({key, nullptr});
+      // The key said as words ("mute the tv" for `mute`), not its value.
+      if (SaysPhrase(said, key)) out.push_back({key, nullptr});
       continue;
     }
     if (schema.type == "STRING") {
-      if (const int m = SaidEnumMember(request, schema); m >= 0) {
+      if (const int m = SaidMember(said, schema); m >= 0) {
         out.push_back({key, schema.enum_values[static_cast<size_t>(m)]});
       }
       continue;
@@ -364,17 +402,31 @@ std::vector<std::string> RequestNumbers(std::string_view request) {
   return out;
 }
 
+namespace {
+
+// The values of `numbers`, each once, in order.
+std::vector<double> NumberValues(std::span<const SaidNumber> numbers) {
+  std::vector<double> out;
+  for (const SaidNumber& n : numbers) {
+    const double v = std::strtod(n.text.c_str(), nullptr);
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<SaidArgument> SaidArguments(std::string_view request, const text::Tool& tool) {
   return SaidArgumentsOf(request, SaidNumbers(request), tool);
 }
 
 std::vector<double> SaidNumberValues(std::string_view request) {
-  std::vector<double> out;
-  for (const SaidNumber& n : SaidNumbers(request)) {
-    const double v = std::strtod(n.text.c_str(), nullptr);
-    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
-  }
-  return out;
+  return NumberValues(SaidNumbers(request));
+}
+
+SaidFacts SaidFactsOf(std::string_view request, const text::Tool& tool) {
+  const std::vector<SaidNumber> numbers = SaidNumbers(request);
+  return {SaidArgumentsOf(request, numbers, tool), NumberValues(numbers)};
 }
 
 namespace {
@@ -406,27 +458,10 @@ const MeasureUnit kMeasureUnits[] = {
 }  // namespace
 
 std::vector<SaidNumber> RequestConversions(std::string_view request) {
-  // Lower-case words of letters and digits; a '.' between digits stays ("1.5").
-  std::vector<std::string> words;
-  std::string w;
+  const std::vector<std::string> words = LowerWords(request, /*decimals=*/true);
   auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  for (size_t i = 0; i < request.size(); ++i) {
-    const char c = request[i];
-    if (std::isalnum(static_cast<unsigned char>(c)) != 0 ||
-        (c == '.' && !w.empty() && digit(w.back()) && i + 1 < request.size() &&
-         digit(request[i + 1]))) {
-      w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      continue;
-    }
-    if (!w.empty()) words.push_back(std::move(w));
-    w.clear();
-  }
-  if (!w.empty()) words.push_back(std::move(w));
-  auto is = [&](size_t i, std::span<const std::string_view> any) {
+  auto is = [&](size_t i, std::initializer_list<std::string_view> any) {
     return i < words.size() && std::find(any.begin(), any.end(), words[i]) != any.end();
-  };
-  auto is_one = [&](size_t i, std::initializer_list<std::string_view> any) {
-    return is(i, std::span<const std::string_view>(any.begin(), any.size()));
   };
   // The number whose last word is words[end - 1] (digits or number words), or -1.
   auto number_before = [&](size_t end) {
@@ -436,7 +471,7 @@ std::vector<SaidNumber> RequestConversions(std::string_view request) {
       return std::strtod(last.c_str(), nullptr);
     }
     size_t begin = end;
-    while (begin > 0 && (NumberWord(words[begin - 1]) != -2 || is_one(begin - 1, {"and", "a"}))) {
+    while (begin > 0 && (NumberWord(words[begin - 1]) != -2 || is(begin - 1, {"and", "a"}))) {
       --begin;
     }
     std::string run;
@@ -448,31 +483,32 @@ std::vector<SaidNumber> RequestConversions(std::string_view request) {
   };
   std::vector<SaidNumber> out;
   for (size_t i = 0; i < words.size(); ++i) {
-    const size_t unit_at =
-        static_cast<size_t>(std::find_if(std::begin(kMeasureUnits), std::end(kMeasureUnits),
-                                         [&](const MeasureUnit& u) { return is(i, u.said); }) -
-                            std::begin(kMeasureUnits));
+    const size_t unit_at = static_cast<size_t>(
+        std::find_if(std::begin(kMeasureUnits), std::end(kMeasureUnits),
+                     [&](const MeasureUnit& u) {
+                       return std::find(u.said.begin(), u.said.end(), words[i]) != u.said.end();
+                     }) -
+        std::begin(kMeasureUnits));
     if (unit_at == std::size(kMeasureUnits)) continue;
     const MeasureUnit* unit = &kMeasureUnits[unit_at];
     double q = -1;       // the quantity in this unit
     bool whole = false;  // "and a half" may follow
-    if (i >= 2 && is_one(i - 1, {"a", "an"}) && is_one(i - 2, {"half"})) {
+    if (i >= 2 && is(i - 1, {"a", "an"}) && is(i - 2, {"half"})) {
       q = 0.5;  // half an hour
-    } else if (i >= 3 && is_one(i - 1, {"a", "an"}) && is_one(i - 2, {"of"}) &&
-               is_one(i - 3, {"quarter", "quarters"})) {
-      q = i >= 4 && is_one(i - 4, {"three"}) ? 0.75 : 0.25;  // (three) quarter(s) of an hour
-    } else if (i >= 4 && is_one(i - 1, {"half"}) && is_one(i - 2, {"a"}) &&
-               is_one(i - 3, {"and"})) {
+    } else if (i >= 3 && is(i - 1, {"a", "an"}) && is(i - 2, {"of"}) &&
+               is(i - 3, {"quarter", "quarters"})) {
+      q = i >= 4 && is(i - 4, {"three"}) ? 0.75 : 0.25;  // (three) quarter(s) of an hour
+    } else if (i >= 4 && is(i - 1, {"half"}) && is(i - 2, {"a"}) && is(i - 3, {"and"})) {
       q = number_before(i - 3);  // one and a half hours
       if (q >= 0) q += 0.5;
-    } else if (i >= 1 && is_one(i - 1, {"half", "quarter"})) {
-      q = is_one(i - 1, {"half"}) ? 0.5 : 0.25;  // a half hour, a quarter hour
-    } else if (i >= 1 && is_one(i - 1, {"a", "an"})) {
+    } else if (i >= 1 && is(i - 1, {"half", "quarter"})) {
+      q = is(i - 1, {"half"}) ? 0.5 : 0.25;  // a half hour, a quarter hour
+    } else if (i >= 1 && is(i - 1, {"a", "an"})) {
       // "an hour", "a liter", "for a day"; not a rate ("three times a day", "10000 steps a
       // day")
       if (unit->family == 0 && unit->size >= 86400
-              ? i >= 2 && is_one(i - 2, {"for"})
-              : i < 2 || !is_one(i - 2, {"times", "once", "twice", "thrice"})) {
+              ? i >= 2 && is(i - 2, {"for"})
+              : i < 2 || !is(i - 2, {"times", "once", "twice", "thrice"})) {
         q = 1;
       }
       whole = true;
@@ -481,8 +517,7 @@ std::vector<SaidNumber> RequestConversions(std::string_view request) {
       whole = true;
     }
     if (q <= 0) continue;
-    if (whole && is_one(i + 1, {"and"}) && is_one(i + 2, {"a"}) && is_one(i + 3, {"half"}))
-      q += 0.5;
+    if (whole && is(i + 1, {"and"}) && is(i + 2, {"a"}) && is(i + 3, {"half"})) q += 0.5;
     // The said unit and those up to two steps from it in its family ("two hours" is 120
     // minutes and 7,200 seconds; "2 weeks" is not 20,160 minutes).
     for (size_t at = unit_at > 2 ? unit_at - 2 : 0;
@@ -519,38 +554,7 @@ bool WordNamesKey(std::string_view word, std::string_view key) {
 
 int SaidEnumMember(std::string_view request, const text::Schema& schema) {
   if (schema.enum_values.empty()) return -1;  // not worth splitting the request
-  // Lower-case words of letters and digits; '_' and every other character separate them.
-  auto words = [](std::string_view s) {
-    std::vector<std::string> out;
-    std::string w;
-    for (char c : s) {
-      if (std::isalnum(static_cast<unsigned char>(c)) != 0) {
-        w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      } else if (!w.empty()) {
-        out.push_back(std::move(w));
-        w.clear();
-      }
-    }
-    if (!w.empty()) out.push_back(std::move(w));
-    return out;
-  };
-  const std::vector<std::string> said = words(request);
-  int found = -1;
-  for (size_t m = 0; m < schema.enum_values.size(); ++m) {
-    if (!schema.enum_values[m].is_string()) continue;
-    const std::vector<std::string> member = words(schema.enum_values[m].get<std::string>());
-    if (member.empty() || member.size() > said.size()) continue;
-    for (size_t i = 0; i + member.size() <= said.size(); ++i) {
-      if (!std::equal(member.begin(), member.end(),
-                      said.begin() + static_cast<std::ptrdiff_t>(i))) {
-        continue;
-      }
-      if (found >= 0) return -1;  // two members said: no choice made
-      found = static_cast<int>(m);
-      break;
-    }
-  }
-  return found;
+  return SaidMember(LowerWords(request), schema);
 }
 
 std::vector<SaidNumber> RequestNumbersWithWords(std::string_view request) {

@@ -150,6 +150,13 @@ std::vector<SaidArgument> SaidArguments(std::string_view request, const text::To
 // The numbers `request` says, as values: RequestNumbers' and RequestConversions' (every unit
 // they give), each once, in order.
 std::vector<double> SaidNumberValues(std::string_view request);
+// What the argument check (CheckArguments) needs of a request, for one tool's call.
+struct SaidFacts {
+  std::vector<SaidArgument> arguments;  // SaidArguments(request, tool)
+  std::vector<double> numbers;          // SaidNumberValues(request)
+};
+// Both, reading the request's numbers once.
+SaidFacts SaidFactsOf(std::string_view request, const text::Tool& tool);
 // The copy prior over `request` (case-sensitive); `pieces` gives a token's text and finds a
 // text's token, and must outlive the processor. With `catalog` (may be null; must outlive the
 // processor), also the key prior: a parameter of the called tool that the request names and

@@ -400,6 +400,11 @@ TEST(CopyPrior, SaidArgumentsAreTheParametersTheRequestNamesWithTheirValues) {
   EXPECT_THAT(SaidArguments("Mute it in all rooms", f),
               ElementsAre(SaidArgument{"all_rooms", nullptr}, SaidArgument{"mute", nullptr}));
   EXPECT_THAT(SaidArguments("unmute it, muted", f), ElementsAre());
+  // SaidFactsOf: the same arguments, and every number said, converted ones included.
+  const SaidFacts facts = SaidFactsOf("resting for two hours, 3 weeks", f);
+  EXPECT_EQ(facts.arguments, SaidArguments("resting for two hours, 3 weeks", f));
+  EXPECT_EQ(facts.numbers, SaidNumberValues("resting for two hours, 3 weeks"));
+  EXPECT_THAT(facts.numbers, ::testing::IsSupersetOf({2.0, 3.0, 120.0, 7200.0, 21.0}));
 }
 
 // A duration said in another unit ("two hours" for `minutes`) names the key, and its converted

@@ -73,10 +73,6 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 // in 11 of 450 optional number arguments in training, 0 of the held-out ones). Arguments that are
 // not an object, or a tool with no properties, ask nothing.
 inline constexpr double kEnumCheckMargin = 2.0;
-struct SaidFacts {
-  std::vector<SaidArgument> arguments;  // SaidArguments(request, tool)
-  std::vector<double> numbers;          // SaidNumberValues(request)
-};
 struct CheckedArguments {
   nlohmann::json arguments;
   int64_t dropped = 0;   // optional arguments left out
