@@ -93,6 +93,39 @@ TEST_F(CliLoraTest, CallTakesAdapters) {
   EXPECT_THAT(r.out, HasSubstr("\"name\":\"set_light\""));
 }
 
+// The shipped call adapter ($FGEMMA_CALL_LORA here) follows the default model ($FGEMMA_MODEL):
+// applied without -m, with -m naming it, and with -m naming a copy of it; not to another model
+// of the same shapes, nor with --no-lora.
+TEST_F(CliLoraTest, TheShippedCallAdapterFollowsTheDefaultModel) {
+  const std::string catalog = Tmp("notes.json");
+  FILE* f = std::fopen(catalog.c_str(), "w");
+  std::fputs(R"([{"name":"add_note","description":"Write a note",
+    "parameters":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}])",
+             f);
+  std::fclose(f);
+  const std::string copy = Tmp("copy.gguf");
+  std::filesystem::copy_file(*model_, copy, std::filesystem::copy_options::overwrite_existing);
+  const std::string other = Tmp("other.gguf");  // the same preset and shapes, other weights
+  ASSERT_EQ(Fgemma("mkmodel -o " + other + " --preset small --seed 5").rc, 0);
+  auto call = [&](const std::string& flags) {
+    Result r = ::fg::testing::RunCommand(
+        "FGEMMA_MODEL=" + *model_ + " FGEMMA_CALL_LORA=" + *lora_ + " " + FG_CLI_PATH +
+            " call --tools " + catalog + " -n 24 " + flags + " 'note that the milk is out'",
+        /*with_stderr=*/false);
+    EXPECT_EQ(r.rc, 0) << flags << ": " << r.out;
+    return r.out;
+  };
+  const std::string adapted = call("-m " + *model_ + " --lora " + *lora_);
+  const std::string base = call("-m " + *model_ + " --no-lora");
+  ASSERT_NE(adapted, base);  // the adapter changes this call
+  EXPECT_EQ(call(""), adapted);
+  EXPECT_EQ(call("-m " + *model_), adapted);
+  EXPECT_EQ(call("-m " + copy), adapted);
+  EXPECT_EQ(call("--no-lora"), base);
+  EXPECT_EQ(call("-m " + other), call("-m " + other + " --no-lora"));
+  EXPECT_NE(call("-m " + other), call("-m " + other + " --lora " + *lora_));
+}
+
 TEST_F(CliLoraTest, BadInput) {
   // A missing adapter file: runtime error naming it.
   Result missing = Ids("--lora " + Tmp("nope.gguf"));

@@ -5,8 +5,8 @@
 // right function and 75 % exact calls, are not reached yet: see there), alone (--tool-channel 0
 // --copy-bias 0) and with what fgemma applies by default for a base model: the noisy-channel
 // tool prior and argument check (src/call/tool_channel.h) and the copy prior.
-// And `fgemma call` without -m applies the adapter by default; --no-lora runs the base model
-// alone.
+// And `fgemma call` applies the adapter by default to the default model, also when -m names
+// it; --no-lora runs the base model alone.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -169,6 +169,8 @@ TEST(CallAdapterRealTest, CallAppliesItByDefault) {
   ASSERT_EQ(base.rc, 0) << base.out;
   EXPECT_EQ(tuned.out, named.out);
   EXPECT_NE(tuned.out, base.out);
+  // -m naming the default model changes nothing (it used to drop the adapter silently).
+  EXPECT_EQ(testing::RunFgemma(call + " -m " + ModelPath(), false).out, tuned.out);
   const nlohmann::json j = nlohmann::json::parse(tuned.out);
   EXPECT_EQ(j["name"], "set_light") << tuned.out;
   EXPECT_EQ(j["arguments"]["room"], "kitchen") << tuned.out;

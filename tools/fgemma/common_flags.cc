@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "src/base/thread_pool.h"
+#include "src/gguf/reader.h"
 
 namespace fg::cli {
 
@@ -47,8 +49,9 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
   if (which & kLora) lora_.Register(p);
   if (which & kCallLora) {
     p.AddBool("--no-lora", &no_lora_,
-              "Without -m and --lora, the shipped call adapter (models/fgemma-call-lora.gguf) "
-              "is applied to the default model; --no-lora runs the base model alone");
+              "Without --lora, the shipped call adapter (models/fgemma-call-lora.gguf) is "
+              "applied to the default model, also when -m names it or a copy of it (the same "
+              "size and GGUF header); --no-lora runs the base model alone");
   }
   if (which & kToolChannel) {
     p.AddDouble("--tool-channel", &tool_channel_, "W",
@@ -140,9 +143,45 @@ std::vector<LoraAdapterFile> CommonFlags::Adapters() const {
 
 std::vector<LoraAdapterFile> CommonFlags::CallAdapters() const {
   std::vector<LoraAdapterFile> out = Adapters();
-  if (!out.empty() || no_lora_ || !model_.empty()) return out;
+  if (!out.empty() || no_lora_ || (!model_.empty() && !IsDefaultModel(model_))) return out;
   if (std::string path = DefaultCallAdapterPath(); !path.empty()) out.push_back({path, 1.0f});
   return out;
+}
+
+namespace {
+
+// `n` bytes of a file from `at`, or "" when they cannot be read.
+std::string Bytes(std::ifstream& in, uint64_t at, uint64_t n) {
+  std::string out(n, '\0');
+  in.seekg(static_cast<std::streamoff>(at));
+  if (!in.read(out.data(), static_cast<std::streamsize>(n))) return "";
+  return out;
+}
+
+}  // namespace
+
+bool IsDefaultModel(const std::string& path) {
+  const StatusOr<std::string> dflt = DefaultModelPath();
+  if (!dflt.ok()) return false;
+  std::error_code ec;
+  if (std::filesystem::equivalent(path, *dflt, ec)) return true;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size != std::filesystem::file_size(*dflt, ec) || ec) return false;
+  auto a = gguf::File::Open(path);
+  auto b = gguf::File::Open(*dflt);
+  if (!a.ok() || !b.ok() || (*a)->data_offset() != (*b)->data_offset()) return false;
+  std::ifstream fa(path, std::ios::binary), fb(*dflt, std::ios::binary);
+  const uint64_t header = (*a)->data_offset();
+  const std::string ha = Bytes(fa, 0, header);
+  if (ha.empty() || ha != Bytes(fb, 0, header)) return false;
+  // The same header with other weights (a fine-tune or a merged adapter, quantized alike): each
+  // tensor's first bytes differ where its weights do.
+  for (const gguf::TensorInfo& t : (*a)->tensors()) {
+    const uint64_t at = header + t.offset, n = std::min<uint64_t>(t.size_bytes, 256);
+    const std::string ta = Bytes(fa, at, n);
+    if (ta.empty() || ta != Bytes(fb, at, n)) return false;
+  }
+  return true;
 }
 
 std::string DefaultCallAdapterPath() {

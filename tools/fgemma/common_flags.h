@@ -33,8 +33,9 @@ class CommonFlags {
     kThreads = 4,        // -t N in [1, kMaxThreads]; default: the cores this process may use
     kContext = 8,        // -c N in [1, kMaxContext], at most the model's trained context
     kLora = 16,          // --lora, --lora-scaled
-    // With kLora: --no-lora, and without -m or any --lora the shipped call adapter
-    // (DefaultCallAdapterPath) is applied to the default model (call, eval).
+    // With kLora: --no-lora, and without any --lora the shipped call adapter
+    // (DefaultCallAdapterPath) is applied to the default model, also when -m names it or a copy
+    // of it (call, eval, serve).
     kCallLora = 32,
     // --tool-channel W, --no-arg-check, --copy-bias B: FunctionCallerOptions::tool_channel,
     // argument_check and copy_bias (call, eval, serve).
@@ -64,8 +65,8 @@ class CommonFlags {
   // The adapters in flag order (Check() has checked their spelling).
   std::vector<runtime::LoraSpec> Loras() const;
   std::vector<LoraAdapterFile> Adapters() const;
-  // Adapters() for kCallLora commands: the shipped call adapter when none is named, -m is not
-  // given and --no-lora is not.
+  // Adapters() for kCallLora commands: the shipped call adapter when none is named, --no-lora is
+  // not given, and -m is not given or names the default model (IsDefaultModel).
   std::vector<LoraAdapterFile> CallAdapters() const;
   // --tool-channel as given, -1 (the caller's default) when not.
   double ToolChannel() const { return tool_channel_; }
@@ -90,6 +91,12 @@ class CommonFlags {
 // $FGEMMA_CALL_LORA if set (empty: none), else next to the binary's ../models/ (a build tree) or
 // ../share/fgemma/ (an install); "" when there is none.
 std::string DefaultCallAdapterPath();
+
+// True when `path` is the default model (DefaultModelPath, the one the shipped call adapter was
+// trained on): the same file, or a copy of it (the same size, the same GGUF header: metadata and
+// tensor table, which hold the tokenizer and every tensor's type, shape and offset; and the
+// same first 256 bytes of every tensor, which differ where a fine-tune changed the weights).
+bool IsDefaultModel(const std::string& path);
 
 }  // namespace fg::cli
 
