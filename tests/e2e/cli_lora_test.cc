@@ -108,10 +108,10 @@ TEST_F(CliLoraTest, TheShippedCallAdapterFollowsTheDefaultModel) {
   const std::string other = Tmp("other.gguf");  // the same preset and shapes, other weights
   ASSERT_EQ(Fgemma("mkmodel -o " + other + " --preset small --seed 5").rc, 0);
   auto call = [&](const std::string& flags) {
-    Result r = ::fg::testing::RunCommand(
-        "FGEMMA_MODEL=" + *model_ + " FGEMMA_CALL_LORA=" + *lora_ + " " + FG_CLI_PATH +
-            " call --tools " + catalog + " -n 24 " + flags + " 'note that the milk is out'",
-        /*with_stderr=*/false);
+    Result r = ::fg::testing::RunCommand("FGEMMA_MODEL=" + *model_ + " FGEMMA_CALL_LORA=" + *lora_ +
+                                             " " + FG_CLI_PATH + " call --tools " + catalog +
+                                             " -n 24 " + flags + " 'note that the milk is out'",
+                                         /*with_stderr=*/false);
     EXPECT_EQ(r.rc, 0) << flags << ": " << r.out;
     return r.out;
   };
