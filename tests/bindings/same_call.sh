@@ -3,7 +3,9 @@
 # (examples/python) and Java (examples/java): every binding must print the CLI's bytes.
 # Usage: same_call.sh SOURCE_DIR, with FGEMMA_CLI, FGEMMA_C_EXAMPLE, FGEMMA_CPP_EXAMPLE,
 # FGEMMA_LIBRARY, FGEMMA_JNI + FGEMMA_JAR (empty: no JVM binding built), FGEMMA_SYNTHETIC_MODEL;
-# on the real model when FGEMMA_MODEL names a file.
+# on the real model when FGEMMA_MODEL names a file. The library applies the adapters its caller
+# names and no others; the CLI adds its shipped call adapter when -m names the default model
+# (README), so the CLI runs with --no-lora here.
 set -uo pipefail
 src=$1
 if [ -n "${FGEMMA_MODEL:-}" ] && [ -f "${FGEMMA_MODEL}" ]; then
@@ -21,7 +23,7 @@ java_bin=$(command -v java || true)
 passed=0
 failed=0
 for req in "${requests[@]}"; do
-  want=$("$FGEMMA_CLI" call -m "$model" --tools "$catalog" "$req")
+  want=$("$FGEMMA_CLI" call -m "$model" --no-lora --tools "$catalog" "$req")
   if [ -z "$want" ]; then
     echo "FAILED: the CLI printed nothing for '$req'"; failed=$((failed + 1)); continue
   fi
