@@ -1112,6 +1112,34 @@ TEST(ToolChannel, CallTextNamesTheCallWithItsArgumentsInKeyOrder) {
             "Function set_light(): Called as set_light().");
 }
 
+TEST(ToolChannel, ToolTextListsEnumMembersAndParameterDescriptions) {
+  auto cat = text::ParseToolCatalog(R"([
+    {"name": "log_activity", "description": "Logs an activity.",
+     "parameters": {"type": "object", "properties": {
+       "kind": {"type": "string", "enum": ["run", "swim"], "description": "The sport."},
+       "laps": {"type": "integer", "enum": [1, 2]},
+       "minutes": {"type": "integer", "description": "How long, in minutes. "}},
+       "required": ["kind"]}},
+    {"name": "pick", "description": "",
+     "parameters": {"type": "object", "properties": {
+       "n": {"type": "string", "enum": ["a","b","c","d","e","f","g","h","i","j","k","l"]}}}},
+    {"name": "ping", "description": "Pings.",
+     "parameters": {"type": "object", "properties": {"host": {"type": "string"}}}},
+    {"name": "echo", "description": "",
+     "parameters": {"type": "object", "properties": {
+       "text": {"type": "string", "description": "What to say"}}}}
+  ])");
+  FG_ASSERT_OK(cat.status());
+  EXPECT_EQ(call::ChannelToolText(cat->tools[0]),
+            "Function log_activity(kind: run|swim, laps: 1|2, minutes): Logs an activity. "
+            "Parameters: "
+            "kind: The sport; minutes: How long, in minutes.");
+  // An enum's first kChannelEnumMembers members only.
+  EXPECT_EQ(call::ChannelToolText(cat->tools[1]), "Function pick(n: a|b|c|d|e|f|g|h|i|j|...): ");
+  EXPECT_EQ(call::ChannelToolText(cat->tools[2]), "Function ping(host): Pings.");
+  EXPECT_EQ(call::ChannelToolText(cat->tools[3]), "Function echo(text): Parameters: text: What to say.");
+}
+
 TEST(ToolChannel, CallScoresAreTheRequestsLogProbabilityAfterEachCall) {
   const text::Tokenizer& tk = call::CallTokenizer(*TinyModel());
   auto cat = text::ParseToolCatalog(kOptionalCatalog);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "src/kernels/grad.h"
@@ -13,13 +14,30 @@
 namespace fg::call {
 
 std::string ChannelToolText(const text::Tool& tool) {
-  std::string params;
+  std::string params, descriptions;
   for (const auto& [key, schema] : tool.parameters.properties) {
-    (void)schema;
     if (!params.empty()) params += ", ";
     params += key;
+    if (!schema.enum_values.empty()) {
+      params += ": ";
+      const size_t n = std::min(schema.enum_values.size(), kChannelEnumMembers);
+      for (size_t i = 0; i < n; ++i) {
+        if (i > 0) params += "|";
+        const nlohmann::json& e = schema.enum_values[i];
+        params += e.is_string() ? e.get<std::string>() : e.dump();
+      }
+      if (schema.enum_values.size() > n) params += "|...";
+    }
+    if (!schema.description.empty()) {
+      std::string_view d = schema.description;
+      while (!d.empty() && (d.back() == '.' || d.back() == ' ')) d.remove_suffix(1);
+      descriptions += (descriptions.empty() ? " Parameters: " : "; ") + key + ": ";
+      descriptions += d;
+    }
   }
-  return "Function " + tool.name + "(" + params + "): " + tool.description;
+  std::string out = "Function " + tool.name + "(" + params + "): " + tool.description;
+  if (!descriptions.empty()) out += (tool.description.empty() ? descriptions.substr(1) : descriptions) + ".";
+  return out;
 }
 
 std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& arguments,
