@@ -1137,7 +1137,8 @@ TEST(ToolChannel, ToolTextListsEnumMembersAndParameterDescriptions) {
   // An enum's first kChannelEnumMembers members only.
   EXPECT_EQ(call::ChannelToolText(cat->tools[1]), "Function pick(n: a|b|c|d|e|f|g|h|i|j|...): ");
   EXPECT_EQ(call::ChannelToolText(cat->tools[2]), "Function ping(host): Pings.");
-  EXPECT_EQ(call::ChannelToolText(cat->tools[3]), "Function echo(text): Parameters: text: What to say.");
+  EXPECT_EQ(call::ChannelToolText(cat->tools[3]),
+            "Function echo(text): Parameters: text: What to say.");
 }
 
 TEST(ToolChannel, CallScoresAreTheRequestsLogProbabilityAfterEachCall) {

@@ -36,7 +36,8 @@ std::string ChannelToolText(const text::Tool& tool) {
     }
   }
   std::string out = "Function " + tool.name + "(" + params + "): " + tool.description;
-  if (!descriptions.empty()) out += (tool.description.empty() ? descriptions.substr(1) : descriptions) + ".";
+  if (!descriptions.empty())
+    out += (tool.description.empty() ? descriptions.substr(1) : descriptions) + ".";
   return out;
 }
 
