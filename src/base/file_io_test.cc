@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "src/base/mapped_file.h"
 #include "src/base/status_matchers.h"
@@ -49,6 +52,51 @@ TEST(FileIoTest, NonRegularFilesAreRefusedWithoutBlocking) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("(a device)")));
   EXPECT_THAT(ReadFileToString(::testing::TempDir()),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("(a folder)")));
+}
+
+// The resident KiB of the mapping that holds `p` (/proc/self/smaps), or -1.
+long MappingRssKiB(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in = false;
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(smaps, line)) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2 && line.find(' ') != 0 &&
+        line.find(':') > line.find('-')) {
+      in = begin <= at && at < end;
+    } else if (in && line.rfind("Rss:", 0) == 0) {
+      return std::atol(line.c_str() + 4);
+    }
+  }
+  return -1;
+}
+
+TEST(MappedFileTest, ReleaseDropsResidentPagesAndKeepsTheBytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t pages = 64, size = pages * page;
+  std::string pattern(size, '\0');
+  for (size_t i = 0; i < size; ++i) pattern[i] = static_cast<char>(i * 31 % 251);
+  const std::string p = Temp("release.bin");
+  std::ofstream(p, std::ios::binary) << pattern;
+  auto m = MappedFile::Open(p);
+  FG_ASSERT_OK(m.status());
+  const std::span<const uint8_t> bytes = (*m)->bytes();
+  ASSERT_EQ(std::string(bytes.begin(), bytes.end()), pattern);  // every page read
+  const long before = MappingRssKiB(bytes.data());
+  ASSERT_GE(before, static_cast<long>(size / 1024)) << "smaps has no Rss for the mapping";
+  // Not page-aligned: the first and last pages are only partly inside and stay.
+  (*m)->Release(bytes.subspan(10, size - 20));
+  const long after = MappingRssKiB(bytes.data());
+  EXPECT_LE(after, static_cast<long>(2 * page / 1024)) << before << " KiB before";
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), pattern);  // read back from the file
+  // Memory outside the mapping (a heap buffer) is never touched.
+  std::vector<uint8_t> heap(pattern.begin(), pattern.end());
+  (*m)->Release({heap.data(), heap.size()});
+  EXPECT_EQ(std::string(heap.begin(), heap.end()), pattern);
+  (*m)->Release(bytes.subspan(size - 1, 1));  // less than a page: nothing
+  (*m)->Release({});
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), pattern);
 }
 
 TEST(FileIoTest, SizeLimitIsCheckedBeforeReading) {

@@ -1,6 +1,7 @@
 #include "src/base/mapped_file.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -18,6 +19,19 @@ StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) 
     data = static_cast<const uint8_t*>(p);
   }
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
+}
+
+void MappedFile::Release(std::span<const uint8_t> range) const {
+  if (data_ == nullptr || range.empty() || range.data() < data_ ||
+      range.data() + range.size() > data_ + size_) {
+    return;
+  }
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(range.data());
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + range.size()) / page * page;
+  if (last <= first) return;
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

@@ -26,6 +26,12 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Lets the kernel drop the resident pages wholly inside `range` (a part of bytes()); the bytes
+  // stay readable and unchanged (the mapping is read-only and private, never written: a later
+  // read pages them in again from the file). For data read once and kept in another form (an
+  // adapter's B, transposed to f32). Ranges outside the mapping, and a failed madvise, do
+  // nothing: it saves memory, it never changes a result.
+  void Release(std::span<const uint8_t> range) const;
 
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size)

@@ -450,6 +450,10 @@ const Value* File::Find(std::string_view key) const {
   return it == key_index_.end() ? nullptr : &metadata_[it->second].value;
 }
 
+void File::ReleasePages(const TensorInfo& t) const {
+  if (mapping_ != nullptr && t.data != nullptr) mapping_->Release({t.data, t.size_bytes});
+}
+
 const TensorInfo* File::FindTensor(std::string_view name) const {
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];

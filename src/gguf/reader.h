@@ -130,6 +130,9 @@ class File {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }  // start of tensor data in the file
   std::span<const uint8_t> bytes() const { return bytes_; }
+  // MappedFile::Release for a tensor's data read once and kept in another form; nothing for a
+  // File made FromBytes.
+  void ReleasePages(const TensorInfo& t) const;
 
   const std::vector<KeyValue>& metadata() const { return metadata_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }

@@ -41,6 +41,8 @@ Status Model::AddLora(std::unique_ptr<model::LoraAdapter> adapter, float scale) 
     FG_ASSIGN_OR_RETURN(std::vector<float> bt, model::LoraValues(*p.b, true));
     lora_f32_[model::LoraTransposedName(p.b->name, index)] = {{p.b->shape[1], p.b->shape[0]},
                                                               std::move(bt)};
+    // The mapped B is not read again: its pages need not stay resident beside the copy.
+    adapter->file().ReleasePages(*p.b);
   }
   weights_.loras.push_back({adapter.get(), scale});
   adapters_.push_back(std::move(adapter));
