@@ -1249,7 +1249,7 @@ TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
               StatusIs(StatusCode::kInternal, _));
   // An argument whose value the request says is neither offered for dropping nor replaced;
   // one said with another value is checked as before.
-  call::SaidFacts said{{{"color", "red"}, {"room", "kitchen"}, {"level", 10}}, {}};
+  call::SaidFacts said{{{"color", "red"}, {"room", "kitchen"}, {"level", 10}}, {}, ""};
   part["level"] = {{"50", 0}, {"10", m + 3}, {"100", m + 1}};
   r = call::CheckArguments(light, decoded, score, &said);
   FG_ASSERT_OK(r.status());
@@ -1267,7 +1267,7 @@ TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
   const nlohmann::json dimmed = {{"level", 7}, {"minutes", 60}, {"room", "den"}};
   part = {};
   asked = 0;
-  said = {{}, call::SaidNumberValues("dim the den to 7")};
+  said = {{}, call::SaidNumberValues("dim the den to 7"), "dim the den to 7"};
   r = call::CheckArguments(dim->tools[0], dimmed, score, &said);
   FG_ASSERT_OK(r.status());
   EXPECT_EQ(r->arguments, nlohmann::json({{"level", 7}, {"room", "den"}}));
@@ -1275,7 +1275,8 @@ TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
   EXPECT_EQ(asked, 1);  // about `level`
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0], nlohmann::json({{"level", 7}, {"room", "den"}}));
-  said = {{}, call::SaidNumberValues("dim the den to 7 for an hour")};
+  said = {
+      {}, call::SaidNumberValues("dim the den to 7 for an hour"), "dim the den to 7 for an hour"};
   r = call::CheckArguments(dim->tools[0], dimmed, score, &said);
   FG_ASSERT_OK(r.status());
   EXPECT_EQ(r->arguments, dimmed);
@@ -1284,6 +1285,42 @@ TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
   r = call::CheckArguments(dim->tools[0], dimmed, score);
   FG_ASSERT_OK(r.status());
   EXPECT_EQ(seen.size(), 3u);
+}
+
+// A free string that ran on into another argument's said value ("Max 12" beside `kg` 12 for
+// "Max 12 kilos") loses it; a number the request does not say with the other key's unit, a
+// number no argument has, an enum and a string that is only the number stay.
+TEST(ArgumentCheck, CutsAnotherArgumentsSaidNumberOffTheEndOfACopy) {
+  auto cat = text::ParseToolCatalog(R"([{"name":"weigh","parameters":{"type":"object",
+    "properties":{"pet":{"type":"string"},"kg":{"type":"number"},"note":{"type":"string"},
+    "unit":{"type":"string","enum":["a 12","b"]}},"required":["pet","kg","note","unit"]}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& weigh = cat->tools[0];
+  const call::CallScorer score = [](std::span<const nlohmann::json> cands) {
+    return StatusOr<std::vector<double>>(std::vector<double>(cands.size(), 0.0));
+  };
+  auto check = [&](std::string_view request, const nlohmann::json& decoded) {
+    const call::SaidFacts said = call::SaidFactsOf(request, weigh);
+    auto r = call::CheckArguments(weigh, decoded, score, &said);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : call::CheckedArguments{};
+  };
+  call::CheckedArguments r =
+      check("Max 12 kilos", {{"pet", "Max 12"}, {"kg", 12}, {"note", "12"}, {"unit", "a 12"}});
+  EXPECT_EQ(r.arguments,
+            nlohmann::json({{"pet", "Max"}, {"kg", 12}, {"note", "12"}, {"unit", "a 12"}}));
+  EXPECT_EQ(r.replaced, 1);
+  r = check("Max, 6.2 kilograms", {{"pet", "Max, 6.2"}, {"kg", 6.2}, {"note", "x"}, {"unit", "b"}});
+  EXPECT_EQ(r.arguments["pet"], "Max");
+  // 12 said without kg's unit after the copy (a title's number), a number that is not kg's
+  // value, a string that is not a copy.
+  for (const auto& [request, pet] : {std::pair{"Inside Out 2 at 3:15, 2 kilos", "Inside Out 2"},
+                                     std::pair{"call Max 3 kilos, 12 kilos", "call Max 3"},
+                                     std::pair{"Max 12 kilos", "Maxi 12"}}) {
+    r = check(request, {{"pet", pet}, {"kg", 12}, {"note", "x"}, {"unit", "b"}});
+    EXPECT_EQ(r.arguments["pet"], pet) << request;
+    EXPECT_EQ(r.replaced, 0);
+  }
 }
 
 // The argument check keeps a call's required arguments and drops or replaces exactly what

@@ -40,6 +40,22 @@ bool SaysPhrase(std::span<const std::string> said, std::string_view phrase) {
   return !p.empty() && std::search(said.begin(), said.end(), p.begin(), p.end()) != said.end();
 }
 
+// True when `said` has a word "un" + X, X of 4 letters at least, where X names `key`
+// (WordNamesKey: "unmute" for `mute`, "unlock" for `locked`) or is a word of `description`
+// ("unfreeze" for `frozen`, "True to freeze").
+bool SaysUndo(std::span<const std::string> said, std::string_view key,
+              std::string_view description) {
+  std::vector<std::string> described;
+  for (const std::string& w : said) {
+    if (w.size() < 6 || !w.starts_with("un")) continue;
+    const std::string_view x = std::string_view(w).substr(2);
+    if (WordNamesKey(x, key)) return true;
+    if (described.empty()) described = LowerWords(description);
+    if (std::find(described.begin(), described.end(), x) != described.end()) return true;
+  }
+  return false;
+}
+
 // SaidEnumMember over the request's LowerWords.
 int SaidMember(std::span<const std::string> said, const text::Schema& schema) {
   int found = -1;
@@ -133,8 +149,14 @@ std::vector<SaidArgument> SaidArgumentsOf(std::string_view request,
   const std::vector<std::string> said = LowerWords(request);
   for (const auto& [key, schema] : tool.parameters.properties) {
     if (schema.type == "BOOLEAN") {
-      // The key said as words ("mute the tv" for `mute`), not its value.
-      if (SaysPhrase(said, key)) out.push_back({key, nullptr});
+      // The key said as words ("mute the tv" for `mute`), not its value; or its negation, "un"
+      // and a word of the key or of its description ("unmute" for `mute`, "unfreeze" for
+      // `frozen`, "True to freeze"), with the value false.
+      if (SaysPhrase(said, key)) {
+        out.push_back({key, nullptr});
+      } else if (SaysUndo(said, key, schema.description)) {
+        out.push_back({key, false});
+      }
       continue;
     }
     if (schema.type == "STRING") {
@@ -170,9 +192,10 @@ class CopyPrior : public LogitProcessor {
         std::vector<SaidKey>& keys = said_keys_[t.name];
         if (std::any_of(keys.begin(), keys.end(), [&](const SaidKey& k) { return k.key == a.key; }))
           continue;
-        keys.push_back({std::move(a.key), a.value.is_string()
-                                              ? "<escape>" + a.value.get<std::string>() + "<escape>"
-                                              : std::string()});
+        std::string value;  // the said value as the call spells it ("" for none)
+        if (a.value.is_string()) value = "<escape>" + a.value.get<std::string>() + "<escape>";
+        if (a.value.is_boolean()) value = a.value.dump();
+        keys.push_back({std::move(a.key), std::move(value)});
       }
     }
   }
@@ -363,8 +386,9 @@ class CopyPrior : public LogitProcessor {
   bool in_number_ = false;  // the last Restrict was in a number value
   std::string number_;      // the number value's text so far
   std::string output_;      // the output's text so far
-  // A parameter the request names: a number's unit said with a number (`value` empty) or a
-  // string enum's member (`value`: that member as the call spells it, <escape>d).
+  // A parameter the request names: a number's unit said with a number or a boolean's key
+  // (`value` empty), a string enum's member (`value`: that member as the call spells it,
+  // <escape>d) or a boolean's negation (`value` "false").
   struct SaidKey {
     std::string key;
     std::string value;
@@ -426,7 +450,7 @@ std::vector<double> SaidNumberValues(std::string_view request) {
 
 SaidFacts SaidFactsOf(std::string_view request, const text::Tool& tool) {
   const std::vector<SaidNumber> numbers = SaidNumbers(request);
-  return {SaidArgumentsOf(request, numbers, tool), NumberValues(numbers)};
+  return {SaidArgumentsOf(request, numbers, tool), NumberValues(numbers), std::string(request)};
 }
 
 namespace {
@@ -525,10 +549,14 @@ std::vector<SaidNumber> RequestConversions(std::string_view request) {
       const MeasureUnit* u = &kMeasureUnits[at];
       if (u->family != unit->family) continue;
       const double v = q * unit->size / u->size;
-      if (v < 1 || v > 1e12 || std::abs(v - std::round(v)) > 1e-9) continue;
+      const bool whole_v = std::abs(v - std::round(v)) <= 1e-9;
+      // In the said unit, the quantity as said ("6.2 kilograms": 6.2 kg); converted, whole only.
+      if (v > 1e12 || (at != unit_at && (v < 1 || !whole_v))) continue;
       for (std::string_view name : u->keys) {
         if (name.empty()) continue;
-        SaidNumber n{std::to_string(static_cast<int64_t>(std::round(v))), std::string(name)};
+        SaidNumber n{whole_v ? std::to_string(static_cast<int64_t>(std::round(v)))
+                             : nlohmann::json(v).dump(),
+                     std::string(name)};
         if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
       }
     }

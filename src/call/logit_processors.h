@@ -120,7 +120,8 @@ bool WordNamesKey(std::string_view word, std::string_view key);
 // unit ("2 hours", "ninety minutes", "1.5 hours", "2 liters", "5 km") or one of the phrases
 // "an hour", "a liter", "for a day" (not a rate: "twice an hour", "10000 steps a day"), "half
 // an hour", "a half hour", "a quarter of an hour", "three quarters of an hour", "an hour and a
-// half", "2 hours and a half"; converted, where that is a whole number, to the units of the
+// half", "2 hours and a half"; in the said unit as said ("6.2 kilograms": {"6.2", "kilograms"},
+// {"6.2", "kg"}) and converted, where that is a whole number, to the units of the
 // same family up to two steps away (time: seconds, minutes, hours, days, weeks; volume:
 // milliliters, liters; mass: grams, kilograms; length: centimeters, meters, kilometers): "two
 // hours" -> {"7200", "seconds"}, {"120", "minutes"}, {"2", "hours"} (not 1/12 of a day); "two
@@ -143,7 +144,9 @@ struct SaidArgument {
 // unit is said with a number ("for 45 minutes": `minutes` 45; "for two hours": `minutes` 120,
 // RequestConversions; WordNamesKey), a string enum parameter one of whose members the request
 // says (SaidEnumMember), a boolean parameter whose key the request says as words ("mute the tv"
-// for `mute`, "turn on subtitles" for `subtitles`; value null: whether is the model's to say). A
+// for `mute`, "turn on subtitles" for `subtitles`; value null: whether is the model's to say) or
+// undoes ("un" and a word of the key or of its description: "unmute" for `mute`, "unfreeze" for
+// `frozen` described "True to freeze"; value false, what the data's labels say every time). A
 // key comes more than once when the request says two numbers in its unit. The key prior writes
 // these keys; the argument check keeps them (CheckArguments).
 std::vector<SaidArgument> SaidArguments(std::string_view request, const text::Tool& tool);
@@ -154,6 +157,7 @@ std::vector<double> SaidNumberValues(std::string_view request);
 struct SaidFacts {
   std::vector<SaidArgument> arguments;  // SaidArguments(request, tool)
   std::vector<double> numbers;          // SaidNumberValues(request)
+  std::string request;                  // the request itself
 };
 // Both, reading the request's numbers once.
 SaidFacts SaidFactsOf(std::string_view request, const text::Tool& tool);
@@ -166,7 +170,8 @@ SaidFacts SaidFactsOf(std::string_view request, const text::Tool& tool);
 // SaidArguments': a number parameter by its unit said with a number ("for 45 minutes":
 // `minutes`, WordNamesKey) or a measure in another unit ("for two hours": `minutes`), a string
 // enum by one of its members (SaidEnumMember: "what's my resting heart rate" names `kind`,
-// whose members are live and resting), a boolean by its key ("mute the tv!": `mute`): the
+// whose members are live and resting), a boolean by its key ("mute the tv!": `mute`; "unmute":
+// `mute` and then the tokens of false): the
 // adapter leaves such arguments out ("Schedule the herb garden for fifteen minutes at 3:30 am"
 // without `minutes`).
 std::unique_ptr<LogitProcessor> MakeCopyPrior(std::string request, double bias,

@@ -228,7 +228,7 @@ TEST(RequestNumbers, WithTheWordAfterEach) {
 }
 
 // Measures said in one unit, as the numbers they are in the units up to two steps away in their
-// family (whole numbers only).
+// family (whole numbers only), and in the said unit as said (a fraction too).
 TEST(RequestConversions, ConvertsSaidMeasuresToTheNeighbouringUnits) {
   auto in = [](std::string_view request, std::string_view unit) {
     std::vector<std::string> out;
@@ -268,6 +268,10 @@ TEST(RequestConversions, ConvertsSaidMeasuresToTheNeighbouringUnits) {
   EXPECT_THAT(in("half a liter", "ml"), ElementsAre("500"));
   EXPECT_THAT(in("250 ml", "liters"), ElementsAre());  // 0.25: not whole
   EXPECT_THAT(in("it weighs 1.5 kg", "grams"), ElementsAre("1500"));
+  EXPECT_THAT(in("it weighs 1.5 kg", "kg"), ElementsAre("1.5"));
+  EXPECT_THAT(in("Max 6.2 kilograms", "kilograms"), ElementsAre("6.2"));
+  EXPECT_THAT(in("for 1.5 hours", "hours"), ElementsAre("1.5"));
+  EXPECT_THAT(in("for half an hour", "hours"), ElementsAre("0.5"));
   EXPECT_THAT(in("3 kilometers", "meters"), ElementsAre("3000"));
   EXPECT_THAT(in("3 kilometers", "cm"), ElementsAre("300000"));
   EXPECT_THAT(in("skip it for two weeks", "minutes"), ElementsAre());  // three steps away
@@ -388,7 +392,8 @@ TEST(CopyPrior, SaidArgumentsAreTheParametersTheRequestNamesWithTheirValues) {
   auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
     "minutes":{"type":"integer"},"days":{"type":"number"},"kind":{"type":"string",
     "enum":["live","resting"]},"note":{"type":"string"},"count":{"type":"integer"},
-    "mute":{"type":"boolean"},"all_rooms":{"type":"boolean"}}}}])");
+    "mute":{"type":"boolean"},"all_rooms":{"type":"boolean"},
+    "frozen":{"type":"boolean","description":"True to freeze"}}}}])");
   FG_ASSERT_OK(cat.status());
   const text::Tool& f = cat->tools[0];
   EXPECT_THAT(SaidArguments("resting for two hours, 3 weeks", f),
@@ -399,7 +404,11 @@ TEST(CopyPrior, SaidArgumentsAreTheParametersTheRequestNamesWithTheirValues) {
   EXPECT_THAT(SaidArguments("a note about 4 things, live or resting", f), ElementsAre());
   EXPECT_THAT(SaidArguments("Mute it in all rooms", f),
               ElementsAre(SaidArgument{"all_rooms", nullptr}, SaidArgument{"mute", nullptr}));
-  EXPECT_THAT(SaidArguments("unmute it, muted", f), ElementsAre());
+  // "un" and a word of the key or its description: the key, with the value false.
+  EXPECT_THAT(SaidArguments("unmute it, muted", f), ElementsAre(SaidArgument{"mute", false}));
+  EXPECT_THAT(SaidArguments("Unfreeze the card", f), ElementsAre(SaidArgument{"frozen", false}));
+  EXPECT_THAT(SaidArguments("freeze it, I understand, until noon, unmuted", f), ElementsAre());
+  EXPECT_THAT(SaidArguments("mute, then unmute", f), ElementsAre(SaidArgument{"mute", nullptr}));
   // SaidFactsOf: the same arguments, and every number said, converted ones included.
   const SaidFacts facts = SaidFactsOf("resting for two hours, 3 weeks", f);
   EXPECT_EQ(facts.arguments, SaidArguments("resting for two hours, 3 weeks", f));
@@ -457,6 +466,33 @@ TEST(CopyPrior, KeyPriorFavoursASaidBooleanKeyAfterANumberValue) {
     EXPECT_EQ(walk.Bias(","), said ? kKeyPriorBias : 0.0f);  // "10" is no said number
     walk.Write(",");
     EXPECT_EQ(walk.Bias("mute:"), said ? kKeyPriorBias : 0.0f);
+  }
+}
+
+// A boolean the request undoes ("unmute" for `mute`): its key is favoured, then the tokens of
+// false, not true; a request that says the key ("mute it") favours the key and leaves the value
+// to the model.
+TEST(CopyPrior, KeyPriorWritesFalseForABooleanTheRequestUndoes) {
+  auto tok = SmallTokenizer({"call:f{", "level:", "mute:", "true", "false", "fa", "lse"}, 0);
+  auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
+    "level":{"type":"integer"},"mute":{"type":"boolean"}}}}])");
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  for (const char* request : {"unmute the tv", "mute the tv"}) {
+    SCOPED_TRACE(request);
+    const bool undone = std::string_view(request).starts_with("un");
+    auto prior = MakeCopyPrior(request, 5.0, tok.get(), &*cat);
+    PriorWalk walk(**g, *tok, *prior);
+    for (const char* t : {"<start_function_call>", "call:f{"}) walk.Write(t);
+    EXPECT_EQ(walk.Bias("mute:"), kKeyPriorBias);
+    walk.Write("mute:");
+    EXPECT_EQ(walk.Bias("false"), undone ? kKeyPriorBias : 0.0f);
+    EXPECT_EQ(walk.Bias("fa"), undone ? kKeyPriorBias : 0.0f);
+    EXPECT_EQ(walk.Bias("true"), 0.0f);
+    if (!undone) continue;
+    walk.Write("fa");
+    EXPECT_EQ(walk.Bias("lse"), kKeyPriorBias);
   }
 }
 

@@ -81,13 +81,17 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 // stays valid. With `said`, an optional number argument (not an enum) whose value (sign aside)
 // is none of the numbers the request says (`said->numbers`, SaidNumberValues) is dropped without
 // asking: `minutes: 60` for "water the greenhouse at 6:10 am" (the data's labels have such a value
-// in 11 of 450 optional number arguments in training, 0 of the held-out ones). Arguments that are
-// not an object, or a tool with no properties, ask nothing.
+// in 11 of 450 optional number arguments in training, 0 of the held-out ones); and a free string
+// copied from the request that ends with " N", where the request goes on with a word that makes
+// N the value of another argument the call has with that value, loses the N ("Max 12 kilos":
+// `pet` "Max 12" -> "Max" beside `kg` 12; not "Inside Out 2" in "Inside Out 2 at 3:15" beside
+// `tickets` 2).
+// Arguments that are not an object, or a tool with no properties, ask nothing.
 inline constexpr double kEnumCheckMargin = 2.0;
 struct CheckedArguments {
   nlohmann::json arguments;
   int64_t dropped = 0;   // optional arguments left out
-  int64_t replaced = 0;  // enum values changed
+  int64_t replaced = 0;  // values changed: enum members taken, numbers cut off a string
 };
 using CallScorer =
     std::function<StatusOr<std::vector<double>>(std::span<const nlohmann::json> arguments)>;
