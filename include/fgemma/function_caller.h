@@ -170,7 +170,7 @@ struct CallStats {
   double channel_ms = 0;          // the tool prior's scoring of the request (tool_channel)
   double argument_check_ms = 0;   // the argument check (argument_check)
   int64_t dropped_arguments = 0;  // optional arguments the argument check dropped
-  int64_t replaced_values = 0;    // enum values the argument check replaced
+  int64_t replaced_values = 0;    // values the argument check changed: enum members, copies cut
 };
 
 // Why decoding stopped.

@@ -56,6 +56,41 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
   return out + "Called as " + call + ".";
 }
 
+namespace {
+
+// `copy` (argument `key`'s string) cut back when it is a copy of the request that ends with " N"
+// where the request goes on with a word that makes N the value of another argument that the
+// call `arguments` has with that value ("Max 12 kilos": "Max 12" -> "Max" beside `kg` 12; not
+// "Inside Out 2" in "Inside Out 2 at 3:15"); nullopt otherwise.
+std::optional<std::string> WithoutRunOnNumber(const text::Tool& tool, std::string_view request,
+                                              const std::string& key, const nlohmann::json& copy,
+                                              const nlohmann::json& arguments) {
+  const std::string& v = copy.get_ref<const std::string&>();
+  const size_t space = v.find_last_of(' ');
+  const size_t at = request.find(v);
+  if (space == std::string::npos || at == std::string_view::npos) return std::nullopt;
+  const std::string_view last = std::string_view(v).substr(space + 1);
+  if (last.find_first_not_of("0123456789.") != std::string_view::npos) return std::nullopt;
+  const nlohmann::json n = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  if (!n.is_number()) return std::nullopt;
+  // The word after the copy: N with it must name another argument, one the call has as N.
+  size_t b = at + v.size(), e = b;
+  while (b < request.size() && request[b] == ' ') ++b;
+  for (e = b; e < request.size() && std::isalpha(static_cast<unsigned char>(request[e])); ++e) {
+  }
+  if (b == at + v.size() || e == b) return std::nullopt;
+  const std::vector<SaidArgument> named =
+      SaidArguments(std::string(last) + " " + std::string(request.substr(b, e - b)), tool);
+  const bool other = std::any_of(named.begin(), named.end(), [&](const SaidArgument& a) {
+    return a.key != key && a.value == n && arguments.contains(a.key) && arguments.at(a.key) == n;
+  });
+  const size_t keep = v.find_last_not_of(" ,", space);
+  if (!other || keep == std::string::npos) return std::nullopt;
+  return v.substr(0, keep + 1);
+}
+
+}  // namespace
+
 StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
                                           const CallScorer& score, const SaidFacts* said) {
   CheckedArguments out{arguments};
@@ -84,41 +119,18 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
       }
     }
   }
-  // A free string copied from the request that ends with " N", where the request goes on with
-  // a word that makes N another argument's value in its unit, and the call has that value ("Max
-  // 12 kilos": `pet` "Max 12" beside `kg` 12): the copy ran on into the other value; N is cut off.
+  // Free strings that ran on into another argument's number: cut back.
   if (said != nullptr) {
-    const std::string& request = said->request;
     for (auto& [key, value] : out.arguments.items()) {
       const auto prop = params.properties.find(key);
       if (!value.is_string() || prop == params.properties.end() ||
           !prop->second.enum_values.empty()) {
         continue;
       }
-      const std::string& v = value.get_ref<const std::string&>();
-      const size_t space = v.find_last_of(' ');
-      const size_t at = request.find(v);
-      if (space == std::string::npos || at == std::string::npos) continue;
-      const std::string_view last = std::string_view(v).substr(space + 1);
-      const nlohmann::json n = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
-      if (!n.is_number() || last.find_first_not_of("0123456789.") != std::string_view::npos) {
-        continue;
+      if (auto cut = WithoutRunOnNumber(tool, said->request, key, value, out.arguments)) {
+        value = std::move(*cut);
+        ++out.replaced;
       }
-      size_t b = at + v.size(), e;  // the word after the copy
-      while (b < request.size() && request[b] == ' ') ++b;
-      for (e = b; e < request.size() && std::isalpha(static_cast<unsigned char>(request[e])); ++e) {
-      }
-      if (b == at + v.size() || e == b) continue;
-      const std::vector<SaidArgument> unit =
-          SaidArguments(std::string(last) + " " + request.substr(b, e - b), tool);
-      const bool other = std::any_of(unit.begin(), unit.end(), [&](const SaidArgument& a) {
-        return a.key != key && a.value == n && out.arguments.contains(a.key) &&
-               out.arguments[a.key] == n;
-      });
-      const size_t keep = v.find_last_not_of(" ,", space);
-      if (!other || keep == std::string::npos) continue;
-      value = v.substr(0, keep + 1);
-      ++out.replaced;
     }
   }
   const nlohmann::json checked = out.arguments;  // what is left to ask about
