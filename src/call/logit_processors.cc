@@ -132,13 +132,23 @@ class DigitGuard : public LogitProcessor {
   int digit_run_ = 0;  // digit tokens written in a row
 };
 
-// RequestNumbersWithWords' numbers and then RequestConversions', each once.
+// RequestNumbersWithWords' numbers, then RequestConversions' and RequestAmounts', each once.
 std::vector<SaidNumber> SaidNumbers(std::string_view request) {
   std::vector<SaidNumber> out = RequestNumbersWithWords(request);
-  for (SaidNumber& n : RequestConversions(request)) {
-    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+  for (auto more : {RequestConversions, RequestAmounts}) {
+    for (SaidNumber& n : more(request)) {
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(std::move(n));
+    }
   }
   return out;
+}
+
+// True when a number said as `n` is the value of parameter `key` of `tool`: said in the key's
+// unit ("5 minutes" for `minutes`: WordNamesKey), or said as money and `key` is the tool's money
+// parameter (MoneyKey).
+bool NumberNamesKey(const SaidNumber& n, std::string_view key, const text::Tool* tool) {
+  if (n.next_word == kMoneyWord) return tool != nullptr && !key.empty() && MoneyKey(*tool) == key;
+  return WordNamesKey(n.next_word, key);
 }
 
 // SaidArguments with the request's SaidNumbers given.
@@ -167,7 +177,7 @@ std::vector<SaidArgument> SaidArgumentsOf(std::string_view request,
     }
     if (schema.type != "INTEGER" && schema.type != "NUMBER") continue;
     for (const SaidNumber& n : numbers) {
-      if (!WordNamesKey(n.next_word, key)) continue;
+      if (!NumberNamesKey(n, key, &tool)) continue;
       SaidArgument a{key, nlohmann::json::parse(n.text, nullptr, /*allow_exceptions=*/false)};
       if (a.value.is_number() && std::find(out.begin(), out.end(), a) == out.end()) {
         out.push_back(std::move(a));
@@ -331,6 +341,16 @@ class CopyPrior : public LogitProcessor {
                          [&](const std::string& k) { return k.starts_with(p); });
     });
   }
+  // The tool whose call is being written: null before its '{' (or without a catalog).
+  const text::Tool* CalledTool() const {
+    if (catalog_ == nullptr) return nullptr;
+    const std::string_view out(output_);
+    const size_t call = out.rfind("call:");
+    if (call == std::string_view::npos) return nullptr;
+    const size_t open = out.find('{', call);
+    if (open == std::string_view::npos) return nullptr;
+    return catalog_->Find(out.substr(call + 5, open - call - 5));
+  }
   // The key of the value being written: the name before the output's last ':'.
   std::string_view Key() const {
     const size_t colon = output_.rfind(':');
@@ -348,16 +368,19 @@ class CopyPrior : public LogitProcessor {
   // character: the value may be the request's number converted ("two hours" -> minutes 120),
   // which the model often writes right; it is the digits after the first that it loses or adds.
   // The numbers said with the key's own unit ("5 minutes" for `minutes`, "fifty one days" for
-  // `days`) are the value itself: theirs get kKeyPriorBias, from the first character on (the
-  // model repeats digits past them: "fifty one days" -> 511111111111).
+  // `days`) or as money for the tool's money key ("one hundred and twenty dollars" for
+  // `amount`: NumberNamesKey) are the value itself: theirs get kKeyPriorBias, from the first
+  // character on (the model repeats digits past them, "fifty one days" -> 511111111111, or
+  // loses them, "one hundred and twenty dollars" -> 12).
   void NumberBias(const SampleStep& step, std::span<float> cand) const {
     const std::string_view key = Key();
+    const text::Tool* tool = CalledTool();
     for (const bool unit : {true, false}) {
       if (!unit && number_.empty()) return;
       bool complete = false;
       std::vector<std::string_view> rest;
       for (const SaidNumber& n : numbers_) {
-        if (unit && !WordNamesKey(n.next_word, key)) continue;
+        if (unit && !NumberNamesKey(n, key, tool)) continue;
         const std::string& t = n.text;
         if (t.size() < number_.size() || t.compare(0, number_.size(), number_) != 0) continue;
         if (t.size() == number_.size()) {
@@ -578,6 +601,55 @@ bool WordNamesKey(std::string_view word, std::string_view key) {
     b = e + 1;
   }
   return false;
+}
+
+std::vector<SaidNumber> RequestAmounts(std::string_view request) {
+  std::vector<SaidNumber> out;
+  auto add = [&](std::string n) {
+    SaidNumber said{std::move(n), std::string(kMoneyWord)};
+    if (std::find(out.begin(), out.end(), said) == out.end()) out.push_back(std::move(said));
+  };
+  // A number and a currency word: "60 dollars", "thirty bucks", "50 euros".
+  static constexpr std::string_view kCurrencies[] = {"dollar", "dollars", "buck", "bucks", "usd",
+                                                     "euro",   "euros",   "eur",  "quid"};
+  for (SaidNumber& n : RequestNumbersWithWords(request)) {
+    if (std::find(std::begin(kCurrencies), std::end(kCurrencies), n.next_word) !=
+        std::end(kCurrencies)) {
+      add(std::move(n.text));
+    }
+  }
+  // A currency sign and a number: "$60", "$ 1,200", "€50", "£20".
+  for (std::string_view sign : {"$", "\xe2\x82\xac", "\xc2\xa3"}) {
+    for (size_t at = request.find(sign); at != std::string_view::npos;
+         at = request.find(sign, at + 1)) {
+      size_t d = at + sign.size();
+      if (d < request.size() && request[d] == ' ') ++d;
+      if (d >= request.size() || request[d] < '0' || request[d] > '9') continue;
+      // The number that starts there: the first of RequestNumbersWithWords' digit runs.
+      std::vector<SaidNumber> from = RequestNumbersWithWords(request.substr(d));
+      if (!from.empty() && std::isdigit(static_cast<unsigned char>(from[0].text[0])) != 0) {
+        add(std::move(from[0].text));
+      }
+    }
+  }
+  return out;
+}
+
+std::string MoneyKey(const text::Tool& tool) {
+  static constexpr std::string_view kMoney[] = {"amount",  "price", "cost",  "bill",   "dollar",
+                                                "dollars", "usd",   "money", "budget", "fee"};
+  std::string found;
+  for (const auto& [key, schema] : tool.parameters.properties) {
+    if (schema.type != "NUMBER" && schema.type != "INTEGER") continue;
+    const std::vector<std::string> words = LowerWords(key + " " + schema.description);
+    auto says = [&](std::string_view w) {
+      return std::find(words.begin(), words.end(), w) != words.end();
+    };
+    if (says("percent") || std::none_of(std::begin(kMoney), std::end(kMoney), says)) continue;
+    if (!found.empty()) return "";  // two money parameters: which one a sum is, is not said
+    found = key;
+  }
+  return found;
 }
 
 int SaidEnumMember(std::string_view request, const text::Schema& schema) {

@@ -33,6 +33,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fgemma/function_caller.h"
@@ -130,6 +131,17 @@ bool WordNamesKey(std::string_view word, std::string_view key);
 // is a word a key in that unit uses (the plural, and a short form where one is common), so
 // that WordNamesKey matches it to a key (`minutes`, `goal_minutes`, `ml`).
 std::vector<SaidNumber> RequestConversions(std::string_view request);
+// The word RequestAmounts gives as a money number's `next_word`.
+inline constexpr std::string_view kMoneyWord = "$";
+// The sums of money `request` says, as {number, kMoneyWord}: a number before a currency word
+// ("60 dollars", "thirty bucks", "one hundred and twenty dollars", "50 euros"; dollar, buck, usd,
+// euro, eur, quid) or after a currency sign ("$60", "$1,200", "$ 5", "€50", "£20"), each
+// once, in order of the currency words and then the signs.
+std::vector<SaidNumber> RequestAmounts(std::string_view request);
+// The key of `tool`'s one number parameter for money: its key or description has the word
+// amount, price, cost, bill, dollar(s), usd, money, budget or fee, and not percent ("Amount in
+// dollars", "Total price paid"; not "Tip percent"); "" when the tool has none or more than one.
+std::string MoneyKey(const text::Tool& tool);
 // The index of the one member of a string enum `schema` that `request` says as whole words
 // (case-insensitive; '_' and punctuation separate words: "resting" for `resting`, "brake check"
 // for `brake_check`), or -1 when none or more than one is said, or the schema has no enum.
@@ -142,16 +154,17 @@ struct SaidArgument {
 };
 // The arguments of `tool` that `request` names, with their values: a number parameter whose
 // unit is said with a number ("for 45 minutes": `minutes` 45; "for two hours": `minutes` 120,
-// RequestConversions; WordNamesKey), a string enum parameter one of whose members the request
-// says (SaidEnumMember), a boolean parameter whose key the request says as words ("mute the tv"
-// for `mute`, "turn on subtitles" for `subtitles`; value null: whether is the model's to say) or
-// undoes ("un" and a word of the key or of its description: "unmute" for `mute`, "unfreeze" for
-// `frozen` described "True to freeze"; value false, what the data's labels say every time). A
-// key comes more than once when the request says two numbers in its unit. The key prior writes
-// these keys; the argument check keeps them (CheckArguments).
+// RequestConversions; WordNamesKey), the tool's money parameter when a sum is said ("pay $60 on
+// the gas bill": `amount` 60; RequestAmounts, MoneyKey), a string enum parameter one of whose
+// members the request says (SaidEnumMember), a boolean parameter whose key the request says as
+// words ("mute the tv" for `mute`, "turn on subtitles" for `subtitles`; value null: whether is the
+// model's to say) or undoes ("un" and a word of the key or of its description: "unmute" for `mute`,
+// "unfreeze" for `frozen` described "True to freeze"; value false, what the data's labels say every
+// time). A key comes more than once when the request says two numbers in its unit. The key prior
+// writes these keys; the argument check keeps them (CheckArguments).
 std::vector<SaidArgument> SaidArguments(std::string_view request, const text::Tool& tool);
-// The numbers `request` says, as values: RequestNumbers' and RequestConversions' (every unit
-// they give), each once, in order.
+// The numbers `request` says, as values: RequestNumbers', RequestConversions' (every unit
+// they give) and RequestAmounts', each once, in order.
 std::vector<double> SaidNumberValues(std::string_view request);
 // What the argument check (CheckArguments) needs of a request, for one tool's call.
 struct SaidFacts {

@@ -416,6 +416,77 @@ TEST(CopyPrior, SaidArgumentsAreTheParametersTheRequestNamesWithTheirValues) {
   EXPECT_THAT(facts.numbers, ::testing::IsSupersetOf({2.0, 3.0, 120.0, 7200.0, 21.0}));
 }
 
+TEST(RequestAmounts, SumsSaidWithACurrencyWordOrSign) {
+  auto texts = [](std::string_view request) {
+    std::vector<std::string> out;
+    for (const SaidNumber& n : RequestAmounts(request)) {
+      EXPECT_EQ(n.next_word, kMoneyWord);
+      out.push_back(n.text);
+    }
+    return out;
+  };
+  EXPECT_THAT(texts("Pay $60 on the gas bill"), ElementsAre("60"));
+  EXPECT_THAT(texts("pay the gym $1,200 or $ 5.50 today"), ElementsAre("1200", "5.50"));
+  EXPECT_THAT(texts("transfer one hundred and twenty dollars, thirty bucks"),
+              ElementsAre("120", "30"));
+  EXPECT_THAT(texts("50 euros or \u20ac20 or \u00a37, 9 USD"), ElementsAre("50", "9", "20", "7"));
+  // Not money: a bare number, a sign with no number, pounds (a weight too).
+  EXPECT_THAT(texts("3 apples, $ and 4 pounds, 10 dollar-ish"), ElementsAre("10"));
+  EXPECT_THAT(texts("send money to Anna"), ElementsAre());
+}
+
+TEST(MoneyKey, TheToolsOneNumberParameterForMoney) {
+  auto key = [](const char* properties) {
+    auto cat = text::ParseToolCatalog(std::string(R"([{"name":"f","parameters":{"type":"object",
+      "properties":)") + properties + "}}]");
+    EXPECT_TRUE(cat.ok()) << cat.status().ToString();
+    return cat.ok() ? MoneyKey(cat->tools[0]) : "?";
+  };
+  EXPECT_EQ(key(R"({"biller":{"type":"string"},"amount":{"type":"number",
+      "description":"Amount, the full bill when not given"}})"),
+            "amount");
+  EXPECT_EQ(key(R"({"total":{"type":"number","description":"Total price paid"},
+      "liters":{"type":"number"}})"),
+            "total");
+  EXPECT_EQ(key(R"({"bill":{"type":"number","description":"Bill amount"},
+      "percent":{"type":"integer","description":"Tip percent"}})"),
+            "bill");
+  // A percent is not money; two money parameters leave it unsaid which one a sum is; a string
+  // is not a number.
+  EXPECT_EQ(key(R"({"open":{"type":"integer","description":"Open amount in percent"}})"), "");
+  EXPECT_EQ(key(R"({"min_price":{"type":"number"},"max_price":{"type":"number"}})"), "");
+  EXPECT_EQ(key(R"({"amount":{"type":"string"},"count":{"type":"integer"}})"), "");
+}
+
+// A sum said as money names the tool's money parameter: the key prior writes it, and its digits
+// are favoured from the first on, as a number said in the key's unit is.
+TEST(CopyPrior, KeyPriorWritesTheMoneyKeyOfASaidSum) {
+  auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
+    "amount":{"type":"number","description":"Amount in dollars"},"biller":{"type":"string"},
+    "count":{"type":"integer"}},"required":["biller"]}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& f = cat->tools[0];
+  EXPECT_THAT(SaidArguments("Pay $60 on the gas bill, 2 times", f),
+              ElementsAre(SaidArgument{"amount", 60}));
+  EXPECT_THAT(SaidArguments("pay one hundred and twenty dollars", f),
+              ElementsAre(SaidArgument{"amount", 120}));
+  EXPECT_THAT(SaidArguments("pay 120 for gas", f), ElementsAre());
+
+  auto tok = SmallTokenizer({"call:f{", "amount:", "biller:", "count:", "1", "2", "0"}, 0);
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  auto prior = MakeCopyPrior("pay one hundred and twenty dollars", 5.0, tok.get(), &*cat);
+  PriorWalk walk(**g, *tok, *prior);
+  for (const char* t : {"<start_function_call>", "call:f{"}) walk.Write(t);
+  EXPECT_EQ(walk.Bias("amount:"), kKeyPriorBias);
+  EXPECT_EQ(walk.Bias("count:"), 0.0f);
+  walk.Write("amount:");
+  EXPECT_EQ(walk.Bias("1"), kKeyPriorBias);  // from the first digit
+  EXPECT_EQ(walk.Bias("2"), 0.0f);
+  for (const char* t : {"1", "2"}) walk.Write(t);
+  EXPECT_EQ(walk.Bias("0"), kKeyPriorBias);  // not 12: the sum is 120
+}
+
 // A duration said in another unit ("two hours" for `minutes`) names the key, and its converted
 // value is favoured as the unit's own number is, from the first digit; the number said is not.
 TEST(CopyPrior, KeyPriorConvertsADurationToTheKeysUnit) {
