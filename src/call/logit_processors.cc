@@ -196,6 +196,12 @@ class CopyPrior : public LogitProcessor {
         bias_(static_cast<float>(bias)),
         tk_(tk),
         catalog_(catalog) {
+    for (size_t b = 0; b < request_.size();) {
+      size_t e = b;
+      while (e < request_.size() && WordByte(request_[e])) ++e;
+      if (e > b) request_words_.push_back(request_.substr(b, e - b));
+      b = e + 1;
+    }
     if (catalog == nullptr) return;
     for (const text::Tool& t : catalog->tools) {
       for (SaidArgument& a : SaidArgumentsOf(request_, numbers_, t)) {
@@ -252,6 +258,7 @@ class CopyPrior : public LogitProcessor {
       if (it != step.allowed.end() && *it == id)
         cand[static_cast<size_t>(it - step.allowed.begin())] += bias_;
     }
+    WordGuard(step, cand);
   }
   void Written(int32_t tok) override {
     const std::string piece = tk_->TokenToPiece(tok, /*special=*/true);
@@ -267,6 +274,69 @@ class CopyPrior : public LogitProcessor {
   }
 
  private:
+  static bool WordByte(char c) {
+    return std::isalpha(static_cast<unsigned char>(c)) != 0 ||
+           static_cast<unsigned char>(c) >= 0x80;
+  }
+  // True when `text` (the string so far and a token's text) has a word, ending past `from`
+  // (the token's part), that begins as a word of the request does (its first kWordStem bytes,
+  // case-sensitive) but is no start of any of them: "Milano" or "Millo" for "Milo",
+  // "raininference" for "raining".
+  bool Garbles(std::string_view text, size_t from) const {
+    for (size_t b = 0; b < text.size();) {
+      size_t e = b;
+      while (e < text.size() && WordByte(text[e])) ++e;
+      if (e > from && e - b >= kWordStem) {
+        const std::string_view w = text.substr(b, e - b);
+        bool stem = false, prefix = false;
+        for (const std::string& r : request_words_) {
+          if (r.size() < kWordStem || r.compare(0, kWordStem, w.substr(0, kWordStem)) != 0)
+            continue;
+          stem = true;
+          if (r.size() >= w.size() && r.compare(0, w.size(), w) == 0) prefix = true;
+        }
+        if (stem && !prefix) return true;
+      }
+      b = e + 1;
+    }
+    return false;
+  }
+  // The word guard: among the kGuarded likeliest candidates of a free string, those whose text
+  // garbles a word of the request (Garbles) are ruled out, so that a word begun as the
+  // request's goes on as the request's or ends (unless that leaves none: RuleOut). The
+  // project's labels never have such a word (0 of 7,693 words of free-string values in
+  // data/calls/); the adapter writes them ("Milano" for Milo, `zone: "raininference"`).
+  // The likeliest kGuarded at a time, until one is not garbled (kGuardedMost at most): exact
+  // for greedy decoding (every candidate above the pick is looked at), and it spares a look at
+  // every token of the vocabulary; a sampler may still draw a garbled one from further down.
+  void WordGuard(const SampleStep& step, std::span<float> cand) const {
+    std::vector<size_t> order;
+    for (size_t j = 0; j < cand.size(); ++j) {
+      if (std::isfinite(cand[j])) order.push_back(j);
+    }
+    auto likelier = [&](size_t a, size_t b) {
+      return cand[a] > cand[b] || (cand[a] == cand[b] && a < b);
+    };
+    std::vector<size_t> garbled;
+    // kGuarded at a time, until one is not garbled (then no candidate left above it is).
+    for (size_t at = 0; at < order.size() && at < kGuardedMost; at += kGuarded) {
+      const size_t end = std::min(order.size(), at + kGuarded);
+      std::partial_sort(order.begin() + static_cast<std::ptrdiff_t>(at),
+                        order.begin() + static_cast<std::ptrdiff_t>(end), order.end(), likelier);
+      bool clean = false;
+      for (size_t k = at; k < end; ++k) {
+        const size_t j = order[k];
+        if (Garbles(text_ + tk_->TokenToPiece(step.allowed[j], /*special=*/true), text_.size())) {
+          garbled.push_back(j);
+        } else {
+          clean = true;
+        }
+      }
+      if (clean) break;
+    }
+    if (garbled.size() == order.size()) return;  // none left to write
+    for (size_t j : garbled) cand[j] = -INFINITY;
+  }
   static bool NumberChar(char c) {
     return (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E';
   }
@@ -400,6 +470,10 @@ class CopyPrior : public LogitProcessor {
   }
 
   static constexpr size_t kMaxPiece = 32;  // bytes of a token's text looked up at most
+  static constexpr size_t kWordStem = 3;   // bytes that make a word begin as a request's does
+  static constexpr size_t kGuarded = 16;   // candidates the word guard looks at a time
+  static constexpr size_t kGuardedMost = 256;  // and at most per step
+  std::vector<std::string> request_words_;     // the request's words (WordByte runs), as written
   const std::string request_;
   const std::vector<SaidNumber> numbers_;  // SaidNumbers(request_)
   const float bias_;

@@ -15,8 +15,10 @@
 // and the copy prior (FunctionCallerOptions::copy_bias): in a free string, the tokens that
 // continue a span of the request's text (the string so far followed by the token's text, the
 // first token at the start of a word) get `bias` added to their logits, so that a value the
-// request spells ("wanderlust", "grazie mille") is copied, not paraphrased. In a number value
-// the same holds for the numbers the request says (RequestNumbers: "$50" -> 50, "one hundred
+// request spells ("wanderlust", "grazie mille") is copied, not paraphrased; and the word guard
+// rules out, among the likeliest tokens, those that make a word begun as a request's word (its
+// first 3 bytes) go on as no word of the request ("Milano" or "Millo" for "Milo"). In a number
+// value the same holds for the numbers the request says (RequestNumbers: "$50" -> 50, "one hundred
 // and twenty" -> 120), once the number has begun as one of them: the tokens that go on
 // spelling one get `bias`, and once the number so far is one, so do the tokens that end it (the
 // model loses or adds digits: "50 bucks" -> 500, "one hundred and twenty" -> 12). A number

@@ -202,6 +202,60 @@ TEST(CopyPrior, BiasesTheTokensThatContinueTheRequestsText) {
   EXPECT_THAT(biases(s, names), ElementsAre(0, 0, 0, 0, 5, 0));
 }
 
+// The word guard: a word of a free string that begins as a request's word does (3 bytes, case-
+// sensitive) must go on as that word or end; among the likeliest candidates, the others are
+// ruled out, unless every candidate is.
+TEST(CopyPrior, WordGuardRulesOutWordsThatGarbleTheRequests) {
+  auto tok = SmallTokenizer({"call:f{", "s:", "n:", "Milano", "Milo", "Mil", "ano", "o", "Mi",
+                             "DIS", "xyz", SpaceToPiece(" Milo"), SpaceToPiece(" Milky")},
+                            0);
+  auto cat = text::ParseToolCatalog(kCatalog);
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  auto prior = MakeCopyPrior("book Milo at Disney", 5.0, tok.get());
+  text::CallGrammar::State s = (*g)->Start();
+  auto write = [&](const char* t) {
+    prior->Written(Id(*tok, t));
+    FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, t)));
+  };
+  for (const char* t : {"<start_function_call>", "call:f{", "s:", "<escape>"}) write(t);
+  ASSERT_TRUE((*g)->InFreeString(s));
+  // The named tokens ruled out when `hi` (text -> logit) are above every other token's 0.
+  auto ruled_out = [&](const std::vector<std::pair<std::string, float>>& hi) {
+    std::span<const int32_t> allowed = (*g)->Allowed(s);
+    std::vector<float> cand(allowed.size(), 0.0f);
+    for (const auto& [text, logit] : hi) {
+      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, text));
+      cand[static_cast<size_t>(it - allowed.begin())] = logit;
+    }
+    prior->Restrict({**g, s, allowed}, cand);
+    std::vector<std::string> out;
+    for (const auto& [text, logit] : hi) {
+      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, text));
+      if (std::isinf(cand[static_cast<size_t>(it - allowed.begin())])) out.push_back(text);
+    }
+    return out;
+  };
+  // "Milano" begins as "Milo" and is no start of it; "DIS" is not "Dis" (case); "Mi" is too
+  // short to tell; "xyz" is no request word's.
+  EXPECT_THAT(ruled_out({{"Milano", 30}, {"Milo", 20}, {"DIS", 19}, {"Mi", 18}, {"xyz", 17}}),
+              ElementsAre("Milano"));
+  // Below the pick too, among the likeliest looked at (a sampler may draw it).
+  EXPECT_THAT(ruled_out({{"Milo", 30}, {"Milano", 20}}), ElementsAre("Milano"));
+  write("Mil");
+  EXPECT_THAT(ruled_out({{"ano", 30}, {" Milky", 25}, {"o", 20}, {" Milo", 10}}),
+              ElementsAre("ano", " Milky"));
+  // Every candidate garbles: none is ruled out.
+  std::span<const int32_t> allowed = (*g)->Allowed(s);
+  std::vector<float> all(allowed.size(), -INFINITY);
+  const size_t ano = static_cast<size_t>(
+      std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, "ano")) - allowed.begin());
+  all[ano] = 1.0f;
+  prior->Restrict({**g, s, allowed}, all);
+  EXPECT_EQ(all[ano], 1.0f);
+}
+
 TEST(RequestNumbers, DigitsAndNumberWords) {
   EXPECT_THAT(RequestNumbers("send 50 bucks"), ElementsAre("50"));
   EXPECT_THAT(RequestNumbers("move $1,200 to savings, then $50.75"), ElementsAre("1200", "50.75"));
