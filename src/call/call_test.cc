@@ -1287,6 +1287,48 @@ TEST(ArgumentCheck, DropsAndReplacesByTheScoresOfItsCandidates) {
   EXPECT_EQ(seen.size(), 3u);
 }
 
+// An optional free string with a word that starts no word of the request (`zone:
+// "raininference"` for "it's raining, turn the water off") is dropped without asking; one whose
+// every word starts one (case aside), a required one, an enum member and any without `said`
+// stay.
+TEST(ArgumentCheck, DropsAnOptionalStringWithAWordTheRequestDoesNotSay) {
+  auto cat = text::ParseToolCatalog(R"([{"name":"stop","parameters":{"type":"object",
+    "properties":{"zone":{"type":"string"},"room":{"type":"string"},
+    "mode":{"type":"string","enum":["eco","fast"]}},"required":["room"]}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& stop = cat->tools[0];
+  int asked = 0;
+  const call::CallScorer score = [&](std::span<const nlohmann::json> cands) {
+    ++asked;
+    // The call as decoded scores best: nothing is dropped by asking.
+    std::vector<double> s(cands.size(), -1.0);
+    s[0] = 0.0;
+    return StatusOr<std::vector<double>>(s);
+  };
+  const std::string request = "it's raining, turn the Water off in the Back yard";
+  const call::SaidFacts said = call::SaidFactsOf(request, stop);
+  auto check = [&](const nlohmann::json& decoded, const call::SaidFacts* facts) {
+    auto r = call::CheckArguments(stop, decoded, score, facts);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : call::CheckedArguments{};
+  };
+  call::CheckedArguments r = check({{"zone", "raininference"}, {"room", "hall"}}, &said);
+  EXPECT_EQ(r.arguments, nlohmann::json({{"room", "hall"}}));
+  EXPECT_EQ(r.dropped, 1);
+  r = check({{"zone", "rain drogue"}, {"room", "x"}}, &said);
+  EXPECT_EQ(r.arguments, nlohmann::json({{"room", "x"}}));
+  for (const char* zone : {"rain", "back Yard", "the water", "turn-off"}) {
+    asked = 0;
+    r = check({{"zone", zone}, {"room", "hall"}, {"mode", "fast"}}, &said);
+    EXPECT_EQ(r.arguments, nlohmann::json({{"zone", zone}, {"room", "hall"}, {"mode", "fast"}}))
+        << zone;
+    EXPECT_EQ(r.dropped, 0);
+    EXPECT_EQ(asked, 1);  // about zone and mode, as before
+  }
+  r = check({{"zone", "raininference"}, {"room", "hall"}}, nullptr);
+  EXPECT_EQ(r.arguments, nlohmann::json({{"zone", "raininference"}, {"room", "hall"}}));
+}
+
 // A free string that ran on into another argument's said value ("Max 12" beside `kg` 12 for
 // "Max 12 kilos") loses it; a number the request does not say with the other key's unit, a
 // number no argument has, an enum and a string that is only the number stay.

@@ -1,6 +1,7 @@
 #include "src/call/tool_channel.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -58,6 +59,22 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 
 namespace {
 
+// The lower-case runs of ASCII letters and digits of `s`.
+std::vector<std::string> AlnumWords(std::string_view s) {
+  std::vector<std::string> out;
+  std::string w;
+  for (const char c : s) {
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0) {
+      w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!w.empty()) {
+      out.push_back(std::move(w));
+      w.clear();
+    }
+  }
+  if (!w.empty()) out.push_back(std::move(w));
+  return out;
+}
+
 // `copy` (argument `key`'s string) cut back when it is a copy of the request that ends with " N"
 // where the request goes on with a word that makes N the value of another argument that the
 // call `arguments` has with that value ("Max 12 kilos": "Max 12" -> "Max" beside `kg` 12; not
@@ -103,17 +120,27 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
   auto required = [&](const std::string& key) {
     return std::find(params.required.begin(), params.required.end(), key) != params.required.end();
   };
-  // Optional numbers the request does not say: dropped without asking.
+  // Optional numbers the request does not say, and optional free strings with a word that
+  // starts no word of the request: dropped without asking.
   if (said != nullptr) {
+    const std::vector<std::string> request_words = AlnumWords(said->request);
     for (const auto& [key, value] : arguments.items()) {
       const auto prop = params.properties.find(key);
-      if (!value.is_number() || required(key) || prop == params.properties.end() ||
-          !prop->second.enum_values.empty()) {
+      if (required(key) || prop == params.properties.end() || !prop->second.enum_values.empty()) {
         continue;
       }
-      const double v = std::abs(value.get<double>());  // RequestNumbers reads no sign
-      if (std::none_of(said->numbers.begin(), said->numbers.end(),
-                       [&](double n) { return std::abs(n - v) <= 1e-9 * std::max(1.0, v); })) {
+      bool unsaid = false;
+      if (value.is_number()) {
+        const double v = std::abs(value.get<double>());  // RequestNumbers reads no sign
+        unsaid = std::none_of(said->numbers.begin(), said->numbers.end(),
+                              [&](double n) { return std::abs(n - v) <= 1e-9 * std::max(1.0, v); });
+      } else if (value.is_string()) {
+        for (const std::string& w : AlnumWords(value.get<std::string>())) {
+          unsaid = unsaid || std::none_of(request_words.begin(), request_words.end(),
+                                          [&](const std::string& r) { return r.starts_with(w); });
+        }
+      }
+      if (unsaid) {
         out.arguments.erase(key);
         ++out.dropped;
       }

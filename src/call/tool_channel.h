@@ -81,7 +81,10 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 // stays valid. With `said`, an optional number argument (not an enum) whose value (sign aside)
 // is none of the numbers the request says (`said->numbers`, SaidNumberValues) is dropped without
 // asking: `minutes: 60` for "water the greenhouse at 6:10 am" (the data's labels have such a value
-// in 11 of 450 optional number arguments in training, 0 of the held-out ones); and a free string
+// in 11 of 450 optional number arguments in training, 0 of the held-out ones); so is an optional
+// free string (not an enum) with a word that starts no word of the request, case aside
+// (`zone: "rainin drogue"` for "it's raining, turn the water off"; 4 of the data's 1,103 optional
+// free-string labels have such a word: "all" for "everyone"); and a free string
 // copied from the request that ends with " N", where the request goes on with a word that makes
 // N the value of another argument the call has with that value, loses the N ("Max 12 kilos":
 // `pet` "Max 12" -> "Max" beside `kg` 12; not "Inside Out 2" in "Inside Out 2 at 3:15" beside
