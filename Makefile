@@ -71,7 +71,7 @@ TUNE_FLAGS ?= --epochs 3 --prefix-store 16384 -t 2
 adapter: build model
 	@mkdir -p $(dir $(ADAPTER))
 	$(BUILD)/fgemma tune -m "$$(cat $(BUILD)/model_path.txt)" --data data/calls/train.jsonl \
-	  -o $(ADAPTER) --checkpoint $(BUILD)/adapter.ckpt $(TUNE_FLAGS)
+	  -o $(ADAPTER) --checkpoint $(BUILD)/adapter.ckpt --init-lora none $(TUNE_FLAGS)
 
 bench: build
 	@for b in $(BUILD)/*_benchmark; do echo "== $$b"; $$b --benchmark_min_time=0.2; done

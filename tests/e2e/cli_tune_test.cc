@@ -222,6 +222,54 @@ TEST_F(CliTuneTest, AugmentAddsValueSwappedExamples) {
   EXPECT_GT(tokens(r.out), tokens(plain.out)) << r.out;
 }
 
+// Without --init-lora, tuning the default model starts from the shipped call adapter (here
+// $FGEMMA_MODEL and $FGEMMA_CALL_LORA name them), as `fgemma call` applies it; --init-lora
+// none, a chosen adapter shape or another model start fresh. Fewer than 300 examples get
+// 64-token batches and 480 examples' worth of epochs (at most 32), more get 1024 and 1.
+TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
+  const std::string shipped = Tmp("shipped.gguf");
+  ASSERT_EQ(Fgemma(Tune(shipped, "--max-steps 1 -q")).rc, 0);
+  auto tune = [&](const std::string& out, const std::string& flags) {
+    Result r =
+        ::fg::testing::RunCommand("FGEMMA_MODEL=" + *model_ + " FGEMMA_CALL_LORA=" + shipped + " " +
+                                  FG_CLI_PATH + " tune --tools " + *tools_ + " --data " + *data_ +
+                                  " -o " + out + " --max-steps 2 -t 1 " + flags);
+    EXPECT_EQ(r.rc, 0) << flags << ": " << r.out;
+    return r.out;
+  };
+  const std::string a = Tmp("d_auto.gguf"), b = Tmp("d_named.gguf"), c = Tmp("d_none.gguf"),
+                    d = Tmp("d_rank.gguf");
+  const std::string log = tune(a, "");
+  EXPECT_THAT(log, HasSubstr("starting from the shipped call adapter " + shipped));
+  EXPECT_THAT(log, HasSubstr("4 examples"));
+  EXPECT_THAT(log, HasSubstr("32 epochs of 2 steps (batches of 64 tokens)"));
+  tune(b, "--init-lora " + shipped);
+  EXPECT_TRUE(Read(a) == Read(b));
+  EXPECT_THAT(tune(c, "--init-lora none"), ::testing::Not(HasSubstr("starting from")));
+  EXPECT_FALSE(Read(a) == Read(c));
+  EXPECT_THAT(tune(d, "--lora-rank 16"), ::testing::Not(HasSubstr("starting from")));
+  EXPECT_TRUE(Read(c) == Read(d));
+  // Another model of the same shapes: fresh.
+  const std::string other = Tmp("d_other_model.gguf");
+  ASSERT_EQ(Fgemma("mkmodel -o " + other + " --preset small --seed 5").rc, 0);
+  EXPECT_THAT(tune(Tmp("d_other.gguf"), "-m " + other), ::testing::Not(HasSubstr("starting from")));
+  // 300 examples: the defaults of a corpus.
+  const std::string many = Tmp("many.jsonl");
+  std::string lines;
+  for (int i = 0; i < 300; ++i) {
+    lines += "{\"request\":\"timer for " + std::to_string(i + 1) +
+             " minutes\",\"calls\":[{\"name\":\"start_timer\",\"arguments\":{\"minutes\":" +
+             std::to_string(i + 1) + "}}]}\n";
+  }
+  Write(many, lines);
+  Result r = Fgemma("tune -m " + *model_ + " --tools " + *tools_ + " --data " + many + " -o " +
+                    Tmp("many.gguf") + " --max-steps 1 -t 1");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("300 examples"));
+  EXPECT_THAT(r.out, HasSubstr(" 1 epoch of "));
+  EXPECT_THAT(r.out, HasSubstr("(batches of 1024 tokens)"));
+}
+
 TEST_F(CliTuneTest, BadFlagsAndData) {
   const std::string out = Tmp("bad.gguf");
   Result help = Fgemma("tune --help", false);
@@ -232,7 +280,8 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
   for (const std::string flag :
        {"--lora-rank 0", "--lr 0", "--lr nan", "--epochs 0", "--val-split 1", "--prefix sideways",
         "--lora-modules attn_x", "--batch-tokens 0", "--warmup 2", "--stop-after -1",
-        "--augment -1", "--prefix-run 0", "--prefix-store -1", "--loss-softmax sideways"}) {
+        "--augment -1", "--prefix-run 0", "--prefix-store -1", "--loss-softmax sideways",
+        "--lora-rank -1", "--lora-alpha -1", "--epochs -1", "--batch-tokens -1"}) {
     Result r = Fgemma(Tune(out, flag));
     EXPECT_EQ(r.rc, 2) << flag << ": " << r.out;
   }

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,14 +81,23 @@ StatusOr<double> Validate(const std::string& model_path, const std::string& adap
 
 }  // namespace
 
+// Fewer training examples than this are an app's few labelled requests: smaller batches and
+// more epochs by default (kFewExamplePasses examples in all: 16 epochs of 30).
+constexpr size_t kFewExamples = 300;
+constexpr int64_t kFewExamplePasses = 480;
+// A flag not given.
+constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
+constexpr double kUnsetAlpha = std::numeric_limits<double>::lowest();
+
 int CmdTune(int argc, char** argv) {
-  std::string data_path, tools_path, out_path, checkpoint, resume, modules = "attn_q,attn_k,attn_v,attn_o,ffn_gate,ffn_up,ffn_down";
+  // kUnset, kUnsetAlpha and "": not given; the defaults below depend on the data and model.
+  std::string data_path, tools_path, out_path, checkpoint, resume, modules;
   std::string prefix = "base", init_lora, loss_tokens = "free", loss_softmax = "vocab";
-  int64_t rank = 16, epochs = 1, batch_tokens = 1024, max_steps = 0, checkpoint_every = 50,
-          prefix_run = 1, prefix_store = 8192;
+  int64_t rank = kUnset, epochs = kUnset, batch_tokens = kUnset, max_steps = 0,
+          checkpoint_every = 50, prefix_run = 1, prefix_store = 8192;
   int64_t stop_after = 0;
   int64_t seed = 1, augment = 0;
-  double alpha = 32, lr = 1e-3, wd = 0.0, warmup = 0.05, val_split = 0.0, clip = 1.0;
+  double alpha = kUnsetAlpha, lr = 1e-3, wd = 0.0, warmup = 0.05, val_split = 0.0, clip = 1.0;
   bool quiet = false;
   FlagParser p("tune",
                "LoRA fine-tuning on labelled function calls: trains an adapter (llama.cpp's "
@@ -109,9 +119,11 @@ int CmdTune(int argc, char** argv) {
   p.AddString("--lora-modules", &modules, "LIST",
               "Adapted projections, comma-separated (default all seven: attn_q,attn_k,attn_v,"
               "attn_o,ffn_gate,ffn_up,ffn_down)");
-  p.AddString("--init-lora", &init_lora, "FILE",
-              "Start from this adapter (e.g. the shipped one, to tune it for one app) instead of "
-              "a fresh one; its rank, alpha and modules are kept");
+  p.AddString("--init-lora", &init_lora, "FILE|none",
+              "Start from this adapter instead of a fresh one; its rank, alpha and modules are "
+              "kept. Default: the shipped call adapter when the base model is the default model "
+              "(or a copy), with --prefix base and no --lora-rank, --lora-alpha or "
+              "--lora-modules (tuning it for one app); none: a fresh adapter");
   p.AddString("--loss-tokens", &loss_tokens, "free|all",
               "free (default): the loss skips call tokens the call grammar forces (fgemma call "
               "never asks the model for them); all: every call token");
@@ -127,7 +139,9 @@ int CmdTune(int argc, char** argv) {
   p.AddDouble("--wd", &wd, "X", "AdamW weight decay (default 0)");
   p.AddDouble("--warmup", &warmup, "F", "Share of steps with a linear warmup (default 0.05); then cosine");
   p.AddDouble("--clip", &clip, "X", "Clip the gradient's global norm to X (default 1; 0: off)");
-  p.AddInt("--batch-tokens", &batch_tokens, "N", "Trained tokens per step, at least (default 1024)");
+  p.AddInt("--batch-tokens", &batch_tokens, "N",
+           "Trained tokens per step, at least (default 1024; 64 for fewer than 300 training "
+           "examples, an app's few labelled requests)");
   p.AddInt("--prefix-run", &prefix_run, "N",
            "Examples of one catalog prompt trained one after the other, sharing one computed "
            "prefix (--prefix base; default 1): without --prefix-store, longer runs compute fewer "
@@ -136,7 +150,9 @@ int CmdTune(int argc, char** argv) {
            "Keep each catalog prompt's K/V once computed (--prefix base), up to MIB MiB in an "
            "unlinked file of the temporary folder ($TMPDIR), and read them back instead of "
            "computing them again (default 8192; 0: off; the adapter is the same)");
-  p.AddInt("--epochs", &epochs, "N", "Passes over the data (default 1)");
+  p.AddInt("--epochs", &epochs, "N",
+           "Passes over the data (default 1; for fewer than 300 training examples, enough for "
+           "about 480 examples in all, at most 32: 16 for 30)");
   p.AddInt("--max-steps", &max_steps, "N", "Stop after N steps in all (default 0: the epochs')");
   p.AddInt("--seed", &seed, "N", "Seed of the initial adapter and the example order (default 1)");
   p.AddDouble("--val-split", &val_split, "F",
@@ -161,16 +177,22 @@ int CmdTune(int argc, char** argv) {
   if (data_path.empty()) return usage("--data FILE is required");
   if (out_path.empty()) return usage("-o FILE is required");
   if (Status s = common.Check(); !s.ok()) return usage(s.message());
+  // Whether the adapter's shape was chosen (then a fresh adapter, not the shipped one).
+  const bool shape_given = rank != kUnset || alpha != kUnsetAlpha || !modules.empty();
+  if (rank == kUnset) rank = 16;
+  if (alpha == kUnsetAlpha) alpha = 32;
+  if (modules.empty()) modules = "attn_q,attn_k,attn_v,attn_o,ffn_gate,ffn_up,ffn_down";
   if (rank < 1 || rank > 1024) return usage("--lora-rank must be in [1, 1024]");
   if (!(alpha > 0) || !std::isfinite(alpha)) return usage("--lora-alpha must be > 0");
   if (!(lr > 0) || !std::isfinite(lr) || lr > 1) return usage("--lr must be in (0, 1]");
   if (!(wd >= 0) || !std::isfinite(wd)) return usage("--wd must be >= 0");
   if (!(warmup >= 0 && warmup <= 1)) return usage("--warmup must be in [0, 1]");
   if (!(clip >= 0) || !std::isfinite(clip)) return usage("--clip must be >= 0");
-  if (batch_tokens < 1) return usage("--batch-tokens must be >= 1");
+  if (batch_tokens < 1 && batch_tokens != kUnset) return usage("--batch-tokens must be >= 1");
   if (prefix_run < 1) return usage("--prefix-run must be >= 1");
   if (prefix_store < 0) return usage("--prefix-store must be >= 0");
-  if (epochs < 1 || epochs > 1000) return usage("--epochs must be in [1, 1000]");
+  if ((epochs < 1 && epochs != kUnset) || epochs > 1000)
+    return usage("--epochs must be in [1, 1000]");
   if (max_steps < 0) return usage("--max-steps must be >= 0");
   if (checkpoint_every < 0) return usage("--checkpoint-every must be >= 0");
   if (stop_after < 0) return usage("--stop-after must be >= 0");
@@ -242,6 +264,27 @@ int CmdTune(int argc, char** argv) {
                                             static_cast<uint64_t>(seed));
   }
   const size_t n_added = train_set.size() - n_original;
+  // Defaults for an app's few labelled requests (the per-app runs of docs/tuning.md: 30 requests,
+  // 16 epochs of 64-token batches, from the shipped adapter).
+  const bool few = train_set.size() < kFewExamples;
+  if (batch_tokens == kUnset) batch_tokens = few ? 64 : 1024;
+  if (epochs == kUnset) {
+    epochs = few ? std::min<int64_t>(
+                       32, (kFewExamplePasses + static_cast<int64_t>(train_set.size()) - 1) /
+                               static_cast<int64_t>(train_set.size()))
+                 : 1;
+  }
+  if (init_lora == "none") {
+    init_lora.clear();
+  } else if (init_lora.empty() && !shape_given && prefix == "base" && IsDefaultModel(*model_path)) {
+    init_lora = DefaultCallAdapterPath();
+    if (!init_lora.empty() && !quiet) {
+      std::fprintf(
+          stderr,
+          "tune: starting from the shipped call adapter %s (--init-lora none: a fresh adapter)\n",
+          init_lora.c_str());
+    }
+  }
 
   train::TuneOptions o;
   o.lora.rank = rank;
@@ -272,16 +315,17 @@ int CmdTune(int argc, char** argv) {
   }
   const bool tty = isatty(fileno(stderr));
   if (!quiet) {
-    std::fprintf(stderr,
-                 "tune: %zu examples (%zu for validation, %zu added by --augment), %lld trained "
-                 "tokens per epoch, %lld steps per epoch, rank %lld, %lld parameters, prefix %s, "
-                 "%d threads\n",
-                 n_examples, val_set.size(), n_added,
-                 static_cast<long long>((*trainer)->trained_tokens_per_epoch()),
-                 static_cast<long long>((*trainer)->steps_per_epoch()),
-                 static_cast<long long>((*trainer)->params().tensors()[0].shape[0]),
-                 static_cast<long long>((*trainer)->params().parameters()), prefix.c_str(),
-                 o.threads);
+    std::fprintf(
+        stderr,
+        "tune: %zu examples (%zu for validation, %zu added by --augment), %lld trained "
+        "tokens per epoch, %lld epoch%s of %lld steps (batches of %lld tokens), rank "
+        "%lld, %lld parameters, prefix %s, %d threads\n",
+        n_examples, val_set.size(), n_added,
+        static_cast<long long>((*trainer)->trained_tokens_per_epoch()),
+        static_cast<long long>(epochs), epochs == 1 ? "" : "s",
+        static_cast<long long>((*trainer)->steps_per_epoch()), static_cast<long long>(batch_tokens),
+        static_cast<long long>((*trainer)->params().tensors()[0].shape[0]),
+        static_cast<long long>((*trainer)->params().parameters()), prefix.c_str(), o.threads);
   }
   struct sigaction sa = {}, old_int = {}, old_term = {};
   sa.sa_handler = OnInterrupt;
