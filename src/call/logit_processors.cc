@@ -310,31 +310,41 @@ class CopyPrior : public LogitProcessor {
   // for greedy decoding (every candidate above the pick is looked at), and it spares a look at
   // every token of the vocabulary; a sampler may still draw a garbled one from further down.
   void WordGuard(const SampleStep& step, std::span<float> cand) const {
-    std::vector<size_t> order;
-    for (size_t j = 0; j < cand.size(); ++j) {
-      if (std::isfinite(cand[j])) order.push_back(j);
-    }
     auto likelier = [&](size_t a, size_t b) {
       return cand[a] > cand[b] || (cand[a] == cand[b] && a < b);
     };
-    std::vector<size_t> garbled;
-    // kGuarded at a time, until one is not garbled (then no candidate left above it is).
-    for (size_t at = 0; at < order.size() && at < kGuardedMost; at += kGuarded) {
-      const size_t end = std::min(order.size(), at + kGuarded);
-      std::partial_sort(order.begin() + static_cast<std::ptrdiff_t>(at),
-                        order.begin() + static_cast<std::ptrdiff_t>(end), order.end(), likelier);
+    std::vector<size_t> batch, garbled;  // no copy of the vocabulary's candidates: scans
+    size_t finite = 0, looked = 0;
+    bool first = true, below = false;
+    size_t last = 0;  // the least likely candidate looked at so far
+    // kGuarded at a time, likeliest first, until one is not garbled (then no candidate left
+    // above it is).
+    while (looked < kGuardedMost) {
+      batch.clear();
+      for (size_t j = 0; j < cand.size(); ++j) {
+        if (!std::isfinite(cand[j])) continue;
+        if (first) ++finite;
+        if (below && !likelier(last, j)) continue;
+        if (batch.size() == kGuarded && !likelier(j, batch.back())) continue;
+        batch.insert(std::upper_bound(batch.begin(), batch.end(), j, likelier), j);
+        if (batch.size() > kGuarded) batch.pop_back();
+      }
+      first = false;
+      if (batch.empty()) break;
       bool clean = false;
-      for (size_t k = at; k < end; ++k) {
-        const size_t j = order[k];
+      for (size_t j : batch) {
         if (Garbles(text_ + tk_->TokenToPiece(step.allowed[j], /*special=*/true), text_.size())) {
           garbled.push_back(j);
         } else {
           clean = true;
         }
       }
+      looked += batch.size();
       if (clean) break;
+      last = batch.back();
+      below = true;
     }
-    if (garbled.size() == order.size()) return;  // none left to write
+    if (garbled.size() == finite) return;  // none left to write
     for (size_t j : garbled) cand[j] = -INFINITY;
   }
   static bool NumberChar(char c) {
