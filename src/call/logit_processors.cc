@@ -687,6 +687,8 @@ bool WordNamesKey(std::string_view word, std::string_view key) {
   return false;
 }
 
+std::vector<std::string> LowerCaseWords(std::string_view s) { return LowerWords(s); }
+
 std::vector<SaidNumber> RequestAmounts(std::string_view request) {
   std::vector<SaidNumber> out;
   auto add = [&](std::string n) {

@@ -133,6 +133,9 @@ bool WordNamesKey(std::string_view word, std::string_view key);
 // is a word a key in that unit uses (the plural, and a short form where one is common), so
 // that WordNamesKey matches it to a key (`minutes`, `goal_minutes`, `ml`).
 std::vector<SaidNumber> RequestConversions(std::string_view request);
+// The words of `s`: its runs of ASCII letters and digits, lower case ("Turn-off 2x" -> "turn",
+// "off", "2x").
+std::vector<std::string> LowerCaseWords(std::string_view s);
 // The word RequestAmounts gives as a money number's `next_word`.
 inline constexpr std::string_view kMoneyWord = "$";
 // The sums of money `request` says, as {number, kMoneyWord}: a number before a currency word

@@ -59,22 +59,6 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 
 namespace {
 
-// The lower-case runs of ASCII letters and digits of `s`.
-std::vector<std::string> AlnumWords(std::string_view s) {
-  std::vector<std::string> out;
-  std::string w;
-  for (const char c : s) {
-    if (std::isalnum(static_cast<unsigned char>(c)) != 0) {
-      w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    } else if (!w.empty()) {
-      out.push_back(std::move(w));
-      w.clear();
-    }
-  }
-  if (!w.empty()) out.push_back(std::move(w));
-  return out;
-}
-
 // `copy` (argument `key`'s string) cut back when it is a copy of the request that ends with " N"
 // where the request goes on with a word that makes N the value of another argument that the
 // call `arguments` has with that value ("Max 12 kilos": "Max 12" -> "Max" beside `kg` 12; not
@@ -123,7 +107,7 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
   // Optional numbers the request does not say, and optional free strings with a word that
   // starts no word of the request: dropped without asking.
   if (said != nullptr) {
-    const std::vector<std::string> request_words = AlnumWords(said->request);
+    const std::vector<std::string> request_words = LowerCaseWords(said->request);
     for (const auto& [key, value] : arguments.items()) {
       const auto prop = params.properties.find(key);
       if (required(key) || prop == params.properties.end() || !prop->second.enum_values.empty()) {
@@ -135,7 +119,7 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
         unsaid = std::none_of(said->numbers.begin(), said->numbers.end(),
                               [&](double n) { return std::abs(n - v) <= 1e-9 * std::max(1.0, v); });
       } else if (value.is_string()) {
-        for (const std::string& w : AlnumWords(value.get<std::string>())) {
+        for (const std::string& w : LowerCaseWords(value.get<std::string>())) {
           unsaid = unsaid || std::none_of(request_words.begin(), request_words.end(),
                                           [&](const std::string& r) { return r.starts_with(w); });
         }
