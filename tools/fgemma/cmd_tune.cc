@@ -1,6 +1,7 @@
 // fgemma tune: LoRA fine-tuning of a base model on labelled function calls (src/train).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -8,10 +9,9 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fgemma/function_caller.h"
 #include "src/base/file_io.h"
@@ -269,10 +269,8 @@ int CmdTune(int argc, char** argv) {
   const bool few = train_set.size() < kFewExamples;
   if (batch_tokens == kUnset) batch_tokens = few ? 64 : 1024;
   if (epochs == kUnset) {
-    epochs = few ? std::min<int64_t>(
-                       32, (kFewExamplePasses + static_cast<int64_t>(train_set.size()) - 1) /
-                               static_cast<int64_t>(train_set.size()))
-                 : 1;
+    const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(train_set.size()));
+    epochs = few ? std::min<int64_t>(32, (kFewExamplePasses + n - 1) / n) : 1;
   }
   if (init_lora == "none") {
     init_lora.clear();
