@@ -143,12 +143,20 @@ std::vector<SaidNumber> SaidNumbers(std::string_view request) {
   return out;
 }
 
-// True when a number said as `n` is the value of parameter `key` of `tool`: said in the key's
-// unit ("5 minutes" for `minutes`: WordNamesKey), or said as money and `key` is the tool's money
-// parameter (MoneyKey).
-bool NumberNamesKey(const SaidNumber& n, std::string_view key, const text::Tool* tool) {
-  if (n.next_word == kMoneyWord) return tool != nullptr && !key.empty() && MoneyKey(*tool) == key;
+// True when a number said as `n` is the value of parameter `key`: said in the key's unit ("5
+// minutes" for `minutes`: WordNamesKey), or said as money and `key` is `money`, its tool's
+// money parameter (MoneyKey; "" when none).
+bool NumberNamesKey(const SaidNumber& n, std::string_view key, std::string_view money) {
+  if (n.next_word == kMoneyWord) return !key.empty() && key == money;
   return WordNamesKey(n.next_word, key);
+}
+
+// MoneyKey(tool) when `numbers` has a sum of money (RequestAmounts), else "" (not worth
+// reading the tool's descriptions).
+std::string MoneyKeyIfSaid(std::span<const SaidNumber> numbers, const text::Tool* tool) {
+  const bool money = std::any_of(numbers.begin(), numbers.end(),
+                                 [](const SaidNumber& n) { return n.next_word == kMoneyWord; });
+  return money && tool != nullptr ? MoneyKey(*tool) : "";
 }
 
 // SaidArguments with the request's SaidNumbers given.
@@ -157,6 +165,7 @@ std::vector<SaidArgument> SaidArgumentsOf(std::string_view request,
                                           const text::Tool& tool) {
   std::vector<SaidArgument> out;
   const std::vector<std::string> said = LowerWords(request);
+  const std::string money = MoneyKeyIfSaid(numbers, &tool);
   for (const auto& [key, schema] : tool.parameters.properties) {
     if (schema.type == "BOOLEAN") {
       // The key said as words ("mute the tv" for `mute`), not its value; or its negation, "un"
@@ -177,7 +186,7 @@ std::vector<SaidArgument> SaidArgumentsOf(std::string_view request,
     }
     if (schema.type != "INTEGER" && schema.type != "NUMBER") continue;
     for (const SaidNumber& n : numbers) {
-      if (!NumberNamesKey(n, key, &tool)) continue;
+      if (!NumberNamesKey(n, key, money)) continue;
       SaidArgument a{key, nlohmann::json::parse(n.text, nullptr, /*allow_exceptions=*/false)};
       if (a.value.is_number() && std::find(out.begin(), out.end(), a) == out.end()) {
         out.push_back(std::move(a));
@@ -283,7 +292,10 @@ class CopyPrior : public LogitProcessor {
   // case-sensitive) but is no start of any of them: "Milano" or "Millo" for "Milo",
   // "raininference" for "raining".
   bool Garbles(std::string_view text, size_t from) const {
-    for (size_t b = 0; b < text.size();) {
+    // Words that end before `from` are not the token's: start at the word `from` is in.
+    size_t start = from;
+    while (start > 0 && WordByte(text[start - 1])) --start;
+    for (size_t b = start; b < text.size();) {
       size_t e = b;
       while (e < text.size() && WordByte(text[e])) ++e;
       if (e > from && e - b >= kWordStem) {
@@ -454,13 +466,13 @@ class CopyPrior : public LogitProcessor {
   // loses them, "one hundred and twenty dollars" -> 12).
   void NumberBias(const SampleStep& step, std::span<float> cand) const {
     const std::string_view key = Key();
-    const text::Tool* tool = CalledTool();
+    const std::string money = MoneyKeyIfSaid(numbers_, CalledTool());
     for (const bool unit : {true, false}) {
       if (!unit && number_.empty()) return;
       bool complete = false;
       std::vector<std::string_view> rest;
       for (const SaidNumber& n : numbers_) {
-        if (unit && !NumberNamesKey(n, key, tool)) continue;
+        if (unit && !NumberNamesKey(n, key, money)) continue;
         const std::string& t = n.text;
         if (t.size() < number_.size() || t.compare(0, number_.size(), number_) != 0) continue;
         if (t.size() == number_.size()) {

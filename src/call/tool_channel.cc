@@ -119,10 +119,11 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
         unsaid = std::none_of(said->numbers.begin(), said->numbers.end(),
                               [&](double n) { return std::abs(n - v) <= 1e-9 * std::max(1.0, v); });
       } else if (value.is_string()) {
-        for (const std::string& w : LowerCaseWords(value.get<std::string>())) {
-          unsaid = unsaid || std::none_of(request_words.begin(), request_words.end(),
-                                          [&](const std::string& r) { return r.starts_with(w); });
-        }
+        const std::vector<std::string> words = LowerCaseWords(value.get<std::string>());
+        unsaid = std::any_of(words.begin(), words.end(), [&](const std::string& w) {
+          return std::none_of(request_words.begin(), request_words.end(),
+                              [&](const std::string& r) { return r.starts_with(w); });
+        });
       }
       if (unsaid) {
         out.arguments.erase(key);
