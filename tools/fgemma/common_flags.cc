@@ -64,7 +64,8 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
               "optional one is dropped when the request is more likely without it, an enum "
               "value replaced by a member the request is much likelier with (not an argument "
               "whose value the request says: \"for 80 days\" keeps days 80), an optional number "
-              "the request does not say dropped, a copied string cut before another argument's "
+              "the request does not say dropped, and an optional string with a word it does not say, "
+              "a copied string cut before another argument's "
               "number (\"Max 12 kilos\": pet Max, kg 12); --no-arg-check keeps the arguments as "
               "decoded");
     p.AddDouble("--copy-bias", &copy_bias_, "B",
@@ -74,7 +75,9 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
                 "converted to it, \"two hours\" -> 120 for minutes, \"2 liters\" -> 2000 for ml); "
                 "with it, an argument the request names (a number's unit, \"for 5 minutes\", an "
                 "enum member, \"resting\", or a boolean's key, \"mute\", or its undoing, "
-                "\"unmute\": false) is not left out (default 8 for a base Gemma 3 model taught "
+                "\"unmute\": false, or a sum of money for the money parameter, \"$60\") is not left "
+                "out, and a word begun as one of the request's goes on as one of its words "
+                "(\"Milo\", not \"Milano\") (default 8 for a base Gemma 3 model taught "
                 "by an adapter, 0 for FunctionGemma; 0: off)");
   }
 }
