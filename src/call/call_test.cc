@@ -27,6 +27,7 @@
 #include "src/call/runtime_model.h"
 #include "src/call/tool_channel.h"
 #include "src/gguf_tools/synthetic.h"
+#include "src/model/gemma3/lora.h"
 #include "src/runtime/model.h"
 #include "src/runtime/session.h"
 #include "src/text/call_grammar.h"
@@ -1030,9 +1031,11 @@ TEST(FunctionCaller, SeveralCallsGiveAnArray) {
 
 // log p(request | tool text), from a fresh session over the whole text and an independent
 // log-softmax in double.
+// `model` (default: the tiny model) runs with its adapters from `lora_from` on (default: none).
 double ChannelOracle(const text::Tokenizer& tk, const std::string& text, int64_t cut,
-                     std::string_view request) {
-  const runtime::Model& model = call::RuntimeModel(*TinyModel());
+                     std::string_view request, const runtime::Model* adapted = nullptr,
+                     int64_t lora_from = 512) {
+  const runtime::Model& model = adapted ? *adapted : call::RuntimeModel(*TinyModel());
   std::vector<int32_t> ids = {tk.vocab().bos};
   std::vector<int32_t> body = tk.Encode(text, false, false);
   if (static_cast<int64_t>(body.size()) > cut) body.resize(static_cast<size_t>(cut));
@@ -1045,6 +1048,7 @@ double ChannelOracle(const text::Tokenizer& tk, const std::string& text, int64_t
   }
   runtime::SessionOptions so;
   so.context = 512;
+  so.lora_from = lora_from;
   auto session = runtime::Session::Create(model, so);
   EXPECT_TRUE(session.ok());
   EXPECT_TRUE((*session)->Append(ids, runtime::LogitsRequest::Full()).ok());
@@ -1084,6 +1088,59 @@ TEST(ToolChannel, ScoresAreTheRequestsLogProbabilityAfterEachTool) {
     }
   }
   EXPECT_THAT((*channel)->Score("").status(), StatusIs(StatusCode::kInvalidArgument, _));
+}
+
+// An adapter trained for the prior (fgemma.lora.channel = "adapted") runs the request's rows:
+// from each tool's text's last token on, the tool's text itself stays the base model's; an
+// adapter without the mark leaves the prior the base model's.
+TEST(ToolChannel, AnAdapterTrainedForThePriorRunsTheRequestsRows) {
+  const text::Tokenizer& tk = call::CallTokenizer(*TinyModel());
+  const text::ToolCatalog cat = Catalog();
+  std::vector<double> base;
+  {
+    auto channel = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()), tk, cat, nullptr);
+    FG_ASSERT_OK(channel.status());
+    FG_ASSERT_OK_AND_ASSIGN(base, (*channel)->Score("turn the light on"));
+  }
+  for (const bool marked : {true, false}) {
+    FG_ASSERT_OK_AND_ASSIGN(auto model, runtime::Model::Load(TinyModelPath()));
+    model::SyntheticLoraSpec spec;
+    spec.amplitude = 0.5f;
+    FG_ASSERT_OK_AND_ASSIGN(gguf::Writer w, model::SyntheticLora(model->file(), spec));
+    w.SetString("fgemma.lora.prefix", "base");
+    if (marked) w.SetString("fgemma.lora.channel", "adapted");
+    const std::string path =
+        ::testing::TempDir() + "/channel_lora_" + std::to_string(marked) + ".gguf";
+    FG_ASSERT_OK(w.WriteFile(path));
+    FG_ASSERT_OK(model->AddLora({path, 1.0f}));
+    ASSERT_EQ(model->adapters_in_channel(), marked);
+    auto channel = call::ToolChannel::Create(*model, tk, cat, nullptr);
+    FG_ASSERT_OK(channel.status());
+    FG_ASSERT_OK_AND_ASSIGN(const std::vector<double> got, (*channel)->Score("turn the light on"));
+    ASSERT_EQ(got.size(), cat.tools.size());
+    for (size_t t = 0; t < cat.tools.size(); ++t) {
+      if (!marked) {
+        EXPECT_EQ(got[t], base[t]) << t;
+        continue;
+      }
+      const std::vector<int32_t> prompt = call::ChannelPromptTokens(tk, cat.tools[t]);
+      const double want =
+          ChannelOracle(tk, call::ChannelToolText(cat.tools[t]), call::kChannelToolTokens,
+                        "turn the light on", model.get(), static_cast<int64_t>(prompt.size()) - 1);
+      EXPECT_NEAR(got[t], want, 1e-4 * std::max(1.0, std::fabs(want))) << t;
+      EXPECT_GT(std::fabs(got[t] - base[t]), 1e-3) << t;
+    }
+    // The argument check's scores stay the base model's.
+    const std::pair<const text::Tool*, nlohmann::json> one[] = {
+        {&cat.tools[0], nlohmann::json::object()}};
+    auto calls = (*channel)->ScoreCalls(one, "turn the light on");
+    FG_ASSERT_OK(calls.status());
+    auto plain = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()), tk, cat, nullptr);
+    FG_ASSERT_OK(plain.status());
+    auto want_calls = (*plain)->ScoreCalls(one, "turn the light on");
+    FG_ASSERT_OK(want_calls.status());
+    EXPECT_EQ((*calls)[0], (*want_calls)[0]);
+  }
 }
 
 // A catalog whose tools have optional arguments (enums, so the tiny model's calls stay short).

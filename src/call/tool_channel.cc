@@ -219,6 +219,25 @@ double LogSumExp(const std::vector<double>& v, const std::vector<size_t>& ids) {
 
 }  // namespace
 
+std::vector<int32_t> ChannelPromptTokens(const text::Tokenizer& tk, const text::Tool& tool) {
+  std::vector<int32_t> ids = {tk.vocab().bos};
+  std::vector<int32_t> body =
+      tk.Encode(ChannelToolText(tool), /*add_special=*/false, /*parse_special=*/false);
+  if (static_cast<int64_t>(body.size()) > kChannelToolTokens) body.resize(kChannelToolTokens);
+  ids.insert(ids.end(), body.begin(), body.end());
+  const std::vector<int32_t> ask = tk.Encode(kAsk, /*add_special=*/false, /*parse_special=*/false);
+  ids.insert(ids.end(), ask.begin(), ask.end());
+  return ids;
+}
+
+StatusOr<std::vector<int32_t>> ChannelRequestTokens(const text::Tokenizer& tk,
+                                                    std::string_view request) {
+  std::vector<int32_t> req = tk.Encode(request, /*add_special=*/false, /*parse_special=*/false);
+  if (req.empty()) return InvalidArgumentError("tool channel: the request is empty");
+  if (static_cast<int64_t>(req.size()) > kChannelRequestTokens) req.resize(kChannelRequestTokens);
+  return req;
+}
+
 StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model& model,
                                                            const text::Tokenizer& tk,
                                                            const text::ToolCatalog& catalog,
@@ -233,27 +252,21 @@ StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model&
   }
   c->head_ = *head;
   c->ask_ = tk.Encode(kAsk, /*add_special=*/false, /*parse_special=*/false);
-  const std::vector<int32_t>& ask = c->ask_;
   // Each tool's prompt: <bos>, its text (cut), the ask; the session holds the longest and a
   // request after it.
   std::vector<std::vector<int32_t>> prompts;
   // (A call's text for the argument check fits too.)
-  int64_t longest = 1 + kChannelCallTokens + static_cast<int64_t>(ask.size());
+  int64_t longest = 1 + kChannelCallTokens + static_cast<int64_t>(c->ask_.size());
   for (const text::Tool& tool : catalog.tools) {
     c->names_.push_back(tool.name);
-    std::vector<int32_t> ids = {tk.vocab().bos};
-    std::vector<int32_t> body =
-        tk.Encode(ChannelToolText(tool), /*add_special=*/false, /*parse_special=*/false);
-    if (static_cast<int64_t>(body.size()) > kChannelToolTokens) body.resize(kChannelToolTokens);
-    ids.insert(ids.end(), body.begin(), body.end());
-    ids.insert(ids.end(), ask.begin(), ask.end());
+    std::vector<int32_t> ids = ChannelPromptTokens(tk, tool);
     longest = std::max(longest, static_cast<int64_t>(ids.size()));
     prompts.push_back(std::move(ids));
   }
   runtime::SessionOptions so;
   so.context = longest + kChannelRequestTokens;
   so.pool = pool;
-  so.lora_from = so.context;  // the base model everywhere
+  so.lora_from = so.context;  // the base model, but for Score's request rows (below)
   FG_ASSIGN_OR_RETURN(c->session_, runtime::Session::Create(model, so));
   for (std::vector<int32_t>& ids : prompts) {
     c->last_.push_back(ids.back());
@@ -266,10 +279,7 @@ StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model&
 }
 
 StatusOr<std::vector<int32_t>> ToolChannel::RequestTokens(std::string_view request) const {
-  std::vector<int32_t> req = tk_->Encode(request, /*add_special=*/false, /*parse_special=*/false);
-  if (req.empty()) return InvalidArgumentError("tool channel: the request is empty");
-  if (static_cast<int64_t>(req.size()) > kChannelRequestTokens) req.resize(kChannelRequestTokens);
-  return req;
+  return ChannelRequestTokens(*tk_, request);
 }
 
 StatusOr<std::vector<double>> ToolChannel::SumRuns(std::span<const int32_t> req, int64_t runs) {
@@ -294,15 +304,25 @@ StatusOr<std::vector<double>> ToolChannel::Score(std::string_view request) {
   // tokens (its text's last token's and every request token's but the last); the LM head then
   // runs once over all tools' rows (ApplyHead), so its weights are packed once per request.
   hidden_.resize(static_cast<size_t>(tools * n * hidden_size_));
+  // An adapter trained for the prior (Model::adapters_in_channel) applies to these rows: from
+  // the tool's text's last token on, as `fgemma tune --objective` trained it.
+  const bool adapted = session_->model().adapters_in_channel();
   std::vector<int32_t> seq(static_cast<size_t>(n));
-  for (int64_t t = 0; t < tools; ++t) {
-    FG_RETURN_IF_ERROR(session_->Restore(tools_[static_cast<size_t>(t)]));
+  Status run = OkStatus();
+  for (int64_t t = 0; t < tools && run.ok(); ++t) {
+    const runtime::Session::Snapshot& tool = tools_[static_cast<size_t>(t)];
+    run = session_->Restore(tool);
+    if (!run.ok()) break;
+    if (adapted) session_->set_lora_from(tool.position);
     seq[0] = last_[static_cast<size_t>(t)];
     std::copy(req.begin(), req.end() - 1, seq.begin() + 1);
-    FG_RETURN_IF_ERROR(session_->Append(seq, runtime::LogitsRequest::Hidden(n)));
+    run = session_->Append(seq, runtime::LogitsRequest::Hidden(n));
+    if (!run.ok()) break;
     const std::span<const float> h = session_->last_hidden();
     std::copy(h.begin(), h.end(), hidden_.begin() + t * n * hidden_size_);
   }
+  session_->set_lora_from(session_->context());  // ScoreCalls runs the base model
+  FG_RETURN_IF_ERROR(run);
   return SumRuns(req, tools);
 }
 

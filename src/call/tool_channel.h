@@ -5,7 +5,9 @@
 //   channel(t) = log p_base(request | TOOL TEXT + "\nA user asks for it: \"")
 //
 // where TOOL TEXT is "Function NAME(params): DESCRIPTION Parameters: key: its description; ..."
-// with each enum's members after its key (ChannelToolText).
+// with each enum's members after its key (ChannelToolText). An adapter trained for it (`fgemma
+// tune --objective both`, metadata fgemma.lora.channel) runs the request's rows instead of the
+// base model: p_adapted(request | TOOL TEXT ...), the text's K/V still the base model's.
 //
 // summed over the request's tokens. It asks "which tool explains this request" instead of
 // "which name follows this prompt", so it does not share the direct model's attractor tools
@@ -62,6 +64,14 @@ inline constexpr int64_t kChannelCallTokens = 96;
 // parameters' descriptions took the right function from 597 to 613 of 774 requests and the
 // exact call from 460 to 480 over the names alone.
 std::string ChannelToolText(const text::Tool& tool);
+// A tool's channel prompt: <bos>, ChannelToolText cut to kChannelToolTokens, the ask line
+// "\nA user asks for it: \"". The request's tokens (ChannelRequestTokens) follow it; ToolChannel
+// and `fgemma tune --objective` (call::RenderTrainingExample) both render it here.
+std::vector<int32_t> ChannelPromptTokens(const text::Tokenizer& tk, const text::Tool& tool);
+// The request's first kChannelRequestTokens tokens, the ones the prior sums over;
+// InvalidArgument for an empty request.
+StatusOr<std::vector<int32_t>> ChannelRequestTokens(const text::Tokenizer& tk,
+                                                    std::string_view request);
 // The argument check's text of one call: "Function NAME(): DESCRIPTION Called as
 // NAME(k1=V1, k2=V2)." (keys in order, values as JSON); `with_description` false leaves the
 // description out.
@@ -103,8 +113,10 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
 
 class ToolChannel {
  public:
-  // Runs the model with no adapter (SessionOptions::lora_from past the context); `pool` is the
-  // caller's (not owned, may be null).
+  // Runs the model with no adapter (SessionOptions::lora_from past the context), but where the
+  // model's adapters were trained for the prior (Model::adapters_in_channel): Score then runs
+  // each tool's request rows, from its text's last token on, with them (the tool texts' K/V
+  // stay the base model's). `pool` is the caller's (not owned, may be null).
   static StatusOr<std::unique_ptr<ToolChannel>> Create(const runtime::Model& model,
                                                        const text::Tokenizer& tk,
                                                        const text::ToolCatalog& catalog,

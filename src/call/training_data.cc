@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "src/base/splitmix.h"
-
 #include "src/call/prompt.h"
+#include "src/call/tool_channel.h"
 #include "src/text/call_parser.h"
 
 namespace fg::call {
@@ -244,9 +244,38 @@ StatusOr<std::vector<TrainingExample>> ParseTrainingData(
   return out;
 }
 
+std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>& examples) {
+  std::vector<TrainingExample> out;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const TrainingExample& e : examples) {
+    if (e.channel || e.calls.size() != 1) continue;
+    const text::Tool* tool = e.catalog->Find(e.calls[0].first);
+    if (tool == nullptr) continue;
+    TrainingExample c = e;
+    c.channel = true;
+    c.catalog_key = "channel\n" + ChannelToolText(*tool);
+    if (!seen.insert({c.catalog_key, e.request}).second) continue;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 StatusOr<TrainingTokens> RenderTrainingExample(const text::Tokenizer& tk,
                                                const TrainingExample& e) {
   TrainingTokens t;
+  if (e.channel) {
+    // As ToolChannel::Score runs it: the prompt but its last token is the prefix (the base
+    // model's K/V); that token's row predicts the request's first token.
+    const text::Tool* tool = e.calls.size() == 1 ? e.catalog->Find(e.calls[0].first) : nullptr;
+    if (tool == nullptr)
+      return InvalidArgumentError("a tool prior example needs one call of its tools");
+    t.tokens = ChannelPromptTokens(tk, *tool);
+    t.prefix_len = static_cast<int64_t>(t.tokens.size()) - 1;
+    t.target_start = static_cast<int64_t>(t.tokens.size());
+    FG_ASSIGN_OR_RETURN(std::vector<int32_t> request, ChannelRequestTokens(tk, e.request));
+    t.tokens.insert(t.tokens.end(), request.begin(), request.end());
+    return t;
+  }
   t.tokens = PrefixTokens(tk, text::Dialect::kOfficial, *e.catalog, e.prompt);
   t.prefix_len = static_cast<int64_t>(t.tokens.size());
   FG_ASSIGN_OR_RETURN(std::vector<int32_t> request, RequestTokens(tk, e.request));

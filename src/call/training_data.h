@@ -2,6 +2,8 @@
 // FunctionGemma's docs use, or the short form with a catalog given separately, each rendered
 // by the code `fgemma call` uses, so the prompt a model is trained on is byte for byte the one
 // it is asked with.
+// A channel example (TrainingExample::channel) renders as the tool prior asks: the tool's
+// channel prompt, then the request, whose tokens are the target (call::ToolChannel).
 //
 //   TRL:   {"tools": [OpenAI function schemas], "messages": [{"role": "developer"|"system",
 //           "content": ...}, {"role": "user", "content": ...}, {"role": "assistant",
@@ -38,6 +40,9 @@ struct TrainingExample {
   text::PromptOptions prompt;
   std::string request;
   std::vector<std::pair<std::string, nlohmann::json>> calls;  // name, arguments (an object)
+  // A tool prior example (ChannelExamples): the target is the request after the channel prompt
+  // of its one call's tool (call::ChannelPromptTokens), not the call after the catalog prompt.
+  bool channel = false;
 };
 
 // Parses every non-empty line of `jsonl` (`source` names it in errors: "FILE line N: ...").
@@ -55,6 +60,12 @@ StatusOr<std::vector<TrainingExample>> ParseTrainingData(
 // not added twice. Deterministic for a seed; the originals come first, unchanged.
 std::vector<TrainingExample> AugmentSwappingValues(const std::vector<TrainingExample>& examples,
                                                    int variants, uint64_t seed);
+
+// The tool prior's examples (`fgemma tune --objective both|channel`): for each example with one
+// call, the request after the called tool's channel prompt (TrainingExample::channel; its
+// catalog_key is the tool's text, so examples of one tool share their prefix). A request said
+// twice to one tool gives one example. In the examples' order.
+std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>& examples);
 
 // The tokens of one example: <bos> + prefix + request (call::PrefixTokens, call::RequestTokens:
 // what FunctionCaller prefills) then the target, the calls as the model writes them

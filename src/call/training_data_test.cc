@@ -3,16 +3,17 @@
 // tokens atomic) followed by the calls' tokens.
 #include "src/call/training_data.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <set>
 #include <string>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "src/base/status_matchers.h"
+#include "src/call/tool_channel.h"
 #include "src/gguf_tools/synthetic.h"
 #include "src/text/call_parser.h"
 
@@ -194,6 +195,49 @@ TEST(TrainingData, AugmentLeavesValuesNotInTheRequestAlone) {
   // Pools hold only values seen verbatim: payee {Anna}, amount {30} (25 is not in its line's
   // request). One value per pool: nothing to swap to.
   EXPECT_EQ(aug.size(), ex->size());
+}
+
+TEST(TrainingData, ChannelExamplesRenderAsTheToolPriorAsks) {
+  constexpr const char* kTwo =
+      R"([{"name":"set_light","description":"Switch a light","parameters":{"type":"object",)"
+      R"("properties":{"room":{"type":"string"}}}},)"
+      R"({"name":"stop","description":"Stop","parameters":{"type":"object","properties":{}}}])";
+  auto cat = text::ParseToolCatalog(kTwo);
+  ASSERT_TRUE(cat.ok());
+  auto catalog = std::make_shared<const text::ToolCatalog>(std::move(*cat));
+  const std::string jsonl =
+      R"({"request":"lights on in the hall","calls":[{"name":"set_light","arguments":{"room":"hall"}}]})"
+      "\n"
+      R"({"request":"lights on in the hall","calls":[{"name":"set_light","arguments":{}}]})"
+      "\n"
+      R"({"request":"stop it","calls":[{"name":"stop","arguments":{}}]})"
+      "\n"
+      R"({"request":"both","calls":[{"name":"stop","arguments":{}},{"name":"set_light","arguments":{}}]})"
+      "\n";
+  auto ex = ParseTrainingData(jsonl, "train.jsonl", catalog);
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  const std::vector<TrainingExample> prior = ChannelExamples(*ex);
+  // The same request to the same tool once; a two-call example gives none.
+  ASSERT_EQ(prior.size(), 2u);
+  EXPECT_TRUE(prior[0].channel && prior[1].channel);
+  EXPECT_EQ(prior[0].request, "lights on in the hall");
+  EXPECT_EQ(prior[1].request, "stop it");
+  EXPECT_EQ(prior[0].catalog_key, "channel\n" + ChannelToolText(catalog->tools[0]));
+  EXPECT_NE(prior[0].catalog_key, prior[1].catalog_key);
+
+  auto tk = SyntheticTokenizer();
+  auto t = RenderTrainingExample(*tk, prior[1]);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const std::vector<int32_t> prompt = ChannelPromptTokens(*tk, catalog->tools[1]);
+  auto req = ChannelRequestTokens(*tk, "stop it");
+  ASSERT_TRUE(req.ok());
+  std::vector<int32_t> want = prompt;
+  want.insert(want.end(), req->begin(), req->end());
+  EXPECT_EQ(t->tokens, want);
+  EXPECT_EQ(t->tokens[0], tk->vocab().bos);
+  // The prompt's last token is the first adapted row: its row predicts the request's first token.
+  EXPECT_EQ(t->prefix_len, static_cast<int64_t>(prompt.size()) - 1);
+  EXPECT_EQ(t->target_start, static_cast<int64_t>(prompt.size()));
 }
 
 }  // namespace

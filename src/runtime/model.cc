@@ -34,6 +34,11 @@ Status Model::AddLora(std::unique_ptr<model::LoraAdapter> adapter, float scale) 
                                 "': adapters trained with and without the base model's catalog "
                                 "prefix (fgemma.lora.prefix) cannot be applied together");
   }
+  if (!adapters_.empty() && adapters_[0]->channel() != adapter->channel()) {
+    return InvalidArgumentError("LoRA adapter '" + adapter->path() +
+                                "': adapters trained with and without the tool prior "
+                                "(fgemma.lora.channel) cannot be applied together");
+  }
   for (const model::LoraPair& p : adapter->pairs()) {
     // lora_a is read as stored (a matmul, or token_embd's row lookup); lora_b transposed, in
     // f32, by the graph's low_rank op: made once here, shared by every graph.

@@ -48,6 +48,9 @@ class Model {
   // The adapters apply after the catalog prefix only (LoraAdapter::after_prefix; all or none
   // of them).
   bool adapters_after_prefix() const { return !adapters_.empty() && adapters_[0]->after_prefix(); }
+  // The adapters were trained for the tool prior too (LoraAdapter::channel; all or none of
+  // them): call::ToolChannel runs the request's tokens with them.
+  bool adapters_in_channel() const { return !adapters_.empty() && adapters_[0]->channel(); }
   // Resolves graph weights by GGUF tensor name (adapter tensors by model::LoraWeightName).
   exec::WeightResolver resolver() const;
 

@@ -94,6 +94,9 @@ class Session {
   int64_t position() const { return position_; }
   int64_t context() const { return options_.context; }
   const Model& model() const { return model_; }
+  // SessionOptions::lora_from for the Appends from now on (the tool prior's runs start each
+  // tool's adapted rows where its text ends).
+  void set_lora_from(int64_t position) { options_.lora_from = position; }
 
   struct Snapshot {
     int64_t position = 0;

@@ -50,6 +50,7 @@ struct Trainer::Impl {
   TuneOptions opt;
   std::vector<call::TrainingTokens> data;
   std::vector<std::string> keys;  // catalog_key of each example
+  bool channel = false;           // some examples train the tool prior (call::ChannelExamples)
   // Per example: the indices i whose row predicts a trained target token i + 1, and per such
   // row the tokens its softmax covers (empty: the whole vocabulary).
   std::vector<std::vector<int32_t>> loss_rows;
@@ -419,7 +420,14 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
       return InvalidArgumentError("tune: line " + std::to_string(e.line) + ": no call tokens");
     }
     std::vector<int32_t> rows;
-    if (!options.loss_free_tokens_only && !options.softmax_allowed) {
+    if (e.channel && options.prefix != PrefixMode::kBase) {
+      return InvalidArgumentError(
+          "tune: the tool prior's examples need --prefix base (the prior "
+          "runs the base model over each tool's text)");
+    }
+    impl->channel |= e.channel;
+    // A tool prior example learns every request token over the whole vocabulary (no grammar).
+    if (e.channel || (!options.loss_free_tokens_only && !options.softmax_allowed)) {
       for (int64_t i = t.target_start; i < static_cast<int64_t>(t.tokens.size()); ++i) {
         rows.push_back(static_cast<int32_t>(i - 1));
       }
@@ -441,6 +449,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
     // and number of calls at a time (a grammar holds megabytes of tables), handed back after.
     std::map<std::pair<std::string, size_t>, std::vector<size_t>> groups;
     for (size_t i = 0; i < examples.size(); ++i) {
+      if (examples[i].channel) continue;
       groups[{examples[i].catalog_key, examples[i].calls.size()}].push_back(i);
     }
     for (const auto& [key, members] : groups) {
@@ -705,6 +714,8 @@ StatusOr<gguf::Writer> Trainer::AdapterWriter() const {
   auto w = s.params->ToWriter(use_best ? &s.best : nullptr);
   FG_RETURN_IF_ERROR(w.status());
   w->SetString("fgemma.lora.prefix", PrefixModeName(s.opt.prefix));
+  // Trained for the tool prior now or before (an adapter trained on from one that was).
+  if (s.channel || s.params->adapter().channel()) w->SetString("fgemma.lora.channel", "adapted");
   w->SetString("training.method", "fgemma tune");
   w->SetUint64("training.steps", static_cast<uint64_t>(s.step));
   w->SetUint64("training.examples", static_cast<uint64_t>(s.data.size()));

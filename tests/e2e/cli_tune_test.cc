@@ -195,7 +195,8 @@ TEST_F(CliTuneTest, ValidationKeepsTheBestEpoch) {
   const std::string out = Tmp("val.gguf");
   Result r = Fgemma(Tune(out, "--epochs 3 --val-split 0.5"));
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("4 examples (2 for validation, 0 added by --augment)"));
+  EXPECT_THAT(
+      r.out, HasSubstr("4 examples (2 for validation, 0 added by --augment, 0 of the tool prior)"));
   int scored = 0;
   for (size_t p = r.out.find("validation score"); p != std::string::npos;
        p = r.out.find("validation score", p + 1)) {
@@ -214,10 +215,12 @@ TEST_F(CliTuneTest, AugmentAddsValueSwappedExamples) {
   ASSERT_EQ(plain.rc, 0) << plain.out;
   Result r = Fgemma(Tune(Tmp("aug.gguf"), "--max-steps 1 --augment 3"));
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("4 examples (0 for validation, 2 added by --augment)"));
+  EXPECT_THAT(
+      r.out, HasSubstr("4 examples (0 for validation, 2 added by --augment, 0 of the tool prior)"));
   auto tokens = [](const std::string& log) {
-    const size_t p = log.find("--augment), ");
-    return p == std::string::npos ? -1 : std::atol(log.c_str() + p + 12);
+    const std::string key = "tool prior), ";
+    const size_t p = log.find(key);
+    return p == std::string::npos ? -1 : std::atol(log.c_str() + p + key.size());
   };
   EXPECT_GT(tokens(r.out), tokens(plain.out)) << r.out;
 }
@@ -270,6 +273,57 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   EXPECT_THAT(r.out, HasSubstr("(batches of 1024 tokens)"));
 }
 
+// --objective channel learns the tool prior alone: the loss falls, the adapter is marked, and
+// `fgemma call` runs its prior with it (the call changes); both adds the prior's examples to
+// the calls' (one per one-call example).
+TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
+  const std::string out = Tmp("prior.gguf");
+  Result r = Fgemma(Tune(out, "--objective channel --epochs 10 --init-lora none"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("4 of the tool prior"));
+  const std::vector<double> loss = Losses(r.out);
+  ASSERT_EQ(loss.size(), 40u) << r.out;
+  EXPECT_LT((loss[36] + loss[37] + loss[38] + loss[39]) / 4,
+            0.5 * (loss[0] + loss[1] + loss[2] + loss[3]) / 4)
+      << r.out;
+  Result meta = Fgemma("inspect " + out, false);
+  ASSERT_EQ(meta.rc, 0);
+  EXPECT_THAT(meta.out, HasSubstr("fgemma.lora.channel"));
+  Result both = Fgemma(Tune(Tmp("both.gguf"), "--objective both --epochs 1 --init-lora none"));
+  ASSERT_EQ(both.rc, 0) << both.out;
+  EXPECT_THAT(both.out, HasSubstr("4 of the tool prior"));
+  EXPECT_EQ(Losses(both.out).size(), 8u) << both.out;
+  // The prior with the adapter (its weight large, so it chooses the name) against without.
+  const std::string call =
+      "call -m " + *model_ + " --tools " + *tools_ + " -t 1 --tool-channel 50 --lora " + out;
+  for (const auto& [request, name] :
+       {std::pair<std::string, std::string>{"ten minute timer", "start_timer"},
+        {"lights off in the hall", "set_light"}}) {
+    Result prior = Fgemma(call + " \"" + request + "\"", false);
+    ASSERT_EQ(prior.rc, 0) << prior.out;
+    EXPECT_THAT(prior.out, HasSubstr(name)) << request;
+  }
+  // Trained on from a marked adapter, it goes on learning the prior by default, and stays
+  // marked even with --objective call.
+  const std::string on = Tmp("on.gguf");
+  Result r2 = Fgemma(Tune(on, "--epochs 1 --init-lora " + out));
+  ASSERT_EQ(r2.rc, 0) << r2.out;
+  EXPECT_THAT(r2.out, HasSubstr("4 of the tool prior"));
+  EXPECT_THAT(Fgemma("inspect " + on, false).out, HasSubstr("fgemma.lora.channel"));
+  Result r3 = Fgemma(Tune(on, "--epochs 1 --objective call --init-lora " + out));
+  ASSERT_EQ(r3.rc, 0) << r3.out;
+  EXPECT_THAT(r3.out, HasSubstr("0 of the tool prior"));
+  EXPECT_THAT(Fgemma("inspect " + on, false).out, HasSubstr("fgemma.lora.channel"));
+  // From an unmarked adapter the default is the calls alone.
+  const std::string plain = Tmp("plain.gguf");
+  ASSERT_EQ(Fgemma(Tune(plain, "--max-steps 1 --init-lora none -q")).rc, 0);
+  Result r4 = Fgemma(Tune(Tmp("plain_on.gguf"), "--epochs 1 --init-lora " + plain));
+  ASSERT_EQ(r4.rc, 0) << r4.out;
+  EXPECT_THAT(r4.out, HasSubstr("0 of the tool prior"));
+  EXPECT_THAT(Fgemma("inspect " + Tmp("plain_on.gguf"), false).out,
+              ::testing::Not(HasSubstr("fgemma.lora.channel")));
+}
+
 TEST_F(CliTuneTest, BadFlagsAndData) {
   const std::string out = Tmp("bad.gguf");
   Result help = Fgemma("tune --help", false);
@@ -277,11 +331,26 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
   EXPECT_THAT(help.out, HasSubstr("--lora-rank"));
   EXPECT_EQ(Fgemma("tune -m " + *model_ + " -o " + out).rc, 2);  // no --data
   EXPECT_EQ(Fgemma("tune -m " + *model_ + " --data " + *data_).rc, 2);  // no -o
-  for (const std::string flag :
-       {"--lora-rank 0", "--lr 0", "--lr nan", "--epochs 0", "--val-split 1", "--prefix sideways",
-        "--lora-modules attn_x", "--batch-tokens 0", "--warmup 2", "--stop-after -1",
-        "--augment -1", "--prefix-run 0", "--prefix-store -1", "--loss-softmax sideways",
-        "--lora-rank -1", "--lora-alpha -1", "--epochs -1", "--batch-tokens -1"}) {
+  for (const std::string flag : {"--lora-rank 0",
+                                 "--lr 0",
+                                 "--lr nan",
+                                 "--epochs 0",
+                                 "--val-split 1",
+                                 "--prefix sideways",
+                                 "--lora-modules attn_x",
+                                 "--batch-tokens 0",
+                                 "--warmup 2",
+                                 "--stop-after -1",
+                                 "--augment -1",
+                                 "--prefix-run 0",
+                                 "--prefix-store -1",
+                                 "--loss-softmax sideways",
+                                 "--lora-rank -1",
+                                 "--lora-alpha -1",
+                                 "--epochs -1",
+                                 "--batch-tokens -1",
+                                 "--objective sideways",
+                                 "--objective both --prefix adapted"}) {
     Result r = Fgemma(Tune(out, flag));
     EXPECT_EQ(r.rc, 2) << flag << ": " << r.out;
   }

@@ -334,6 +334,20 @@ TEST_F(HostileLoraTest, NonFiniteScale) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("scale is not finite")));
 }
 
+TEST_F(HostileLoraTest, ChannelMarkIsBaseOrAdapted) {
+  EXPECT_THAT(Load(nullptr, [](gguf::Writer& w) { w.SetString("fgemma.lora.channel", "maybe"); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("fgemma.lora.channel")));
+  EXPECT_FALSE(model_->adapters_in_channel());
+}
+
+TEST_F(HostileLoraTest, AdaptersWithAndWithoutTheChannelMarkDoNotMix) {
+  FG_ASSERT_OK(
+      Load(nullptr, [](gguf::Writer& w) { w.SetString("fgemma.lora.channel", "adapted"); }));
+  EXPECT_TRUE(model_->adapters_in_channel());
+  EXPECT_THAT(Load(nullptr), StatusIs(StatusCode::kInvalidArgument, HasSubstr("tool prior")));
+  EXPECT_TRUE(model_->adapters_in_channel());
+}
+
 TEST_F(HostileLoraTest, NotAGguf) {
   const std::string path = ::testing::TempDir() + "/garbage_lora.gguf";
   FILE* f = std::fopen(path.c_str(), "wb");

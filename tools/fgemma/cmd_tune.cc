@@ -17,6 +17,7 @@
 #include "src/base/file_io.h"
 #include "src/call/runtime_model.h"
 #include "src/call/training_data.h"
+#include "src/gguf/reader.h"
 #include "src/runtime/model.h"
 #include "src/text/tokenizer.h"
 #include "src/text/tool_catalog.h"
@@ -30,6 +31,15 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 extern "C" void OnInterrupt(int) { g_stop.store(true); }
+
+// Whether an adapter file is marked as trained for the tool prior (fgemma.lora.channel); an
+// unreadable file says no here and is reported when the trainer opens it.
+bool InitAdapterInChannel(const std::string& path) {
+  auto f = gguf::File::Open(path);
+  if (!f.ok() || (*f)->Find("fgemma.lora.channel") == nullptr) return false;
+  auto v = (*f)->GetString("fgemma.lora.channel");
+  return v.ok() && *v == "adapted";
+}
 
 std::string Duration(double s) {
   char b[32];
@@ -93,6 +103,7 @@ int CmdTune(int argc, char** argv) {
   // kUnset, kUnsetAlpha and "": not given; the defaults below depend on the data and model.
   std::string data_path, tools_path, out_path, checkpoint, resume, modules;
   std::string prefix = "base", init_lora, loss_tokens = "free", loss_softmax = "vocab";
+  std::string objective;  // "": both when the starting adapter is marked for the prior, else call
   int64_t rank = kUnset, epochs = kUnset, batch_tokens = kUnset, max_steps = 0,
           checkpoint_every = 50, prefix_run = 1, prefix_store = 8192;
   int64_t stop_after = 0;
@@ -132,6 +143,12 @@ int CmdTune(int argc, char** argv) {
               "allowed: where the call grammar allows at most 64 tokens, only those (what "
               "constrained decoding chooses from; the LM head costs 64 rows there instead of "
               "the vocabulary's: faster, but less accurate in our per-app runs)");
+  p.AddString("--objective", &objective, "call|both|channel",
+              "call: learn the calls; both: also learn the tool prior, each one-call "
+              "example's request after its tool's text (the adapter is marked "
+              "fgemma.lora.channel and `fgemma call` runs its tool prior with it); channel: the "
+              "tool prior only. Needs --prefix base. Default: both when the starting adapter "
+              "(--init-lora, or the shipped one) is marked, else call");
   p.AddString("--prefix", &prefix, "base|adapted",
               "base (default): the catalog prefix stays the base model's, the adapter applies "
               "after it (trains only request and call tokens); adapted: every position");
@@ -200,6 +217,12 @@ int CmdTune(int argc, char** argv) {
   if (!(val_split >= 0 && val_split < 1)) return usage("--val-split must be in [0, 1)");
   if (augment < 0 || augment > 1000) return usage("--augment must be in [0, 1000]");
   if (prefix != "base" && prefix != "adapted") return usage("--prefix must be base or adapted");
+  if (!objective.empty() && objective != "call" && objective != "both" && objective != "channel") {
+    return usage("--objective must be call, both or channel");
+  }
+  if (!objective.empty() && objective != "call" && prefix != "base") {
+    return usage("--objective " + objective + " needs --prefix base");
+  }
   if (loss_tokens != "free" && loss_tokens != "all") return usage("--loss-tokens must be free or all");
   if (loss_softmax != "allowed" && loss_softmax != "vocab") {
     return usage("--loss-softmax must be allowed or vocab");
@@ -284,6 +307,21 @@ int CmdTune(int argc, char** argv) {
     }
   }
 
+  // An adapter trained for the tool prior goes on learning it (its channel would drift under
+  // call examples alone, and it stays marked).
+  if (objective.empty())
+    objective = !init_lora.empty() && InitAdapterInChannel(init_lora) ? "both" : "call";
+  size_t n_prior = 0;
+  if (objective != "call") {
+    std::vector<call::TrainingExample> prior = call::ChannelExamples(train_set);
+    if (prior.empty()) {
+      return ReportError("tune", InvalidArgumentError("--objective " + objective +
+                                                      ": no training example has one call"));
+    }
+    n_prior = prior.size();
+    if (objective == "channel") train_set.clear();
+    for (call::TrainingExample& e : prior) train_set.push_back(std::move(e));
+  }
   train::TuneOptions o;
   o.lora.rank = rank;
   o.lora.alpha = static_cast<float>(alpha);
@@ -315,10 +353,11 @@ int CmdTune(int argc, char** argv) {
   if (!quiet) {
     std::fprintf(
         stderr,
-        "tune: %zu examples (%zu for validation, %zu added by --augment), %lld trained "
+        "tune: %zu examples (%zu for validation, %zu added by --augment, %zu of the tool "
+        "prior), %lld trained "
         "tokens per epoch, %lld epoch%s of %lld steps (batches of %lld tokens), rank "
         "%lld, %lld parameters, prefix %s, %d threads\n",
-        n_examples, val_set.size(), n_added,
+        n_examples, val_set.size(), n_added, n_prior,
         static_cast<long long>((*trainer)->trained_tokens_per_epoch()),
         static_cast<long long>(epochs), epochs == 1 ? "" : "s",
         static_cast<long long>((*trainer)->steps_per_epoch()), static_cast<long long>(batch_tokens),

@@ -162,6 +162,13 @@ StatusOr<std::unique_ptr<LoraAdapter>> LoraAdapter::FromFile(std::unique_ptr<ggu
     }
     ad->after_prefix_ = *prefix == "base";
   }
+  if (f.Find("fgemma.lora.channel") != nullptr) {
+    auto channel = f.GetString("fgemma.lora.channel");
+    if (!channel.ok() || (*channel != "base" && *channel != "adapted")) {
+      return fail(InvalidArgumentError("fgemma.lora.channel must be \"base\" or \"adapted\""));
+    }
+    ad->channel_ = *channel == "adapted";
+  }
 
   std::map<std::string, LoraPair, std::less<>> pairs;
   for (const gguf::TensorInfo& t : f.tensors()) {

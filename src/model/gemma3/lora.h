@@ -54,6 +54,10 @@ class LoraAdapter {
   // Trained by `fgemma tune` with the base model's catalog prefix (metadata
   // fgemma.lora.prefix = "base"): applied from the end of the catalog prefix on, not before.
   bool after_prefix() const { return after_prefix_; }
+  // Trained by `fgemma tune --objective both|channel` to predict a request after a tool's
+  // channel text (metadata fgemma.lora.channel = "adapted"): the tool prior then runs the
+  // request's tokens with the adapter (call::ToolChannel); without it, with the base model.
+  bool channel() const { return channel_; }
   // Sorted by base name.
   const std::vector<LoraPair>& pairs() const { return pairs_; }
   const LoraPair* Find(std::string_view base) const;
@@ -66,6 +70,7 @@ class LoraAdapter {
   std::unique_ptr<gguf::File> file_;
   float alpha_ = 0.0f;
   bool after_prefix_ = false;
+  bool channel_ = false;
   std::vector<LoraPair> pairs_;
 };
 
