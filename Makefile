@@ -64,14 +64,22 @@ test-asan: deps model
 	  FGEMMA_VENV=$(abspath $(VENV)) ASAN_OPTIONS=detect_leaks=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
-# The shipped call adapter (models/fgemma-call-lora.gguf): `fgemma tune` on the project's corpus
-# (data/calls/train.jsonl), on this machine's CPU. Not run by CI; the file is committed.
+# The shipped adapters: `fgemma tune` on the project's corpus (data/calls/train.jsonl), on this
+# machine's CPU, in two stages: the calls (3 epochs: models/fgemma-tune-lora.gguf, where an
+# app's `fgemma tune` starts), then one epoch of the calls and the tool prior together at a low
+# learning rate (models/fgemma-call-lora.gguf, what `fgemma call` applies; docs/tuning.md: the
+# prior's examples diverge at the calls' 1e-3). Not run by CI; the files are committed.
 ADAPTER ?= models/fgemma-call-lora.gguf
+TUNE_ADAPTER ?= models/fgemma-tune-lora.gguf
 TUNE_FLAGS ?= --epochs 3 --prefix-store 16384 -t 2
+PRIOR_FLAGS ?= --objective both --epochs 1 --batch-tokens 64 --lr 5e-5 --prefix-store 16384 -t 2
 adapter: build model
 	@mkdir -p $(dir $(ADAPTER))
 	$(BUILD)/fgemma tune -m "$$(cat $(BUILD)/model_path.txt)" --data data/calls/train.jsonl \
-	  -o $(ADAPTER) --checkpoint $(BUILD)/adapter.ckpt --init-lora none $(TUNE_FLAGS)
+	  -o $(TUNE_ADAPTER) --checkpoint $(BUILD)/adapter.ckpt --init-lora none $(TUNE_FLAGS)
+	$(BUILD)/fgemma tune -m "$$(cat $(BUILD)/model_path.txt)" --data data/calls/train.jsonl \
+	  -o $(ADAPTER) --checkpoint $(BUILD)/adapter_prior.ckpt \
+	  --init-lora $(TUNE_ADAPTER) $(PRIOR_FLAGS)
 
 bench: build
 	@for b in $(BUILD)/*_benchmark; do echo "== $$b"; $$b --benchmark_min_time=0.2; done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Per-app tuning, as an app developer would: one catalog of data/calls/ (a held-out one: never in
 # train.jsonl), 30 of its labelled requests to train on, 50 others to score, `fgemma tune` from
-# the shipped adapter (or --fresh: --init-lora none), then `fgemma eval` on the 50. The 30 and the 50 are spread
+# the shipped tune adapter (models/fgemma-tune-lora.gguf) (or --fresh: --init-lora none), then `fgemma eval` on the 50. The 30 and the 50 are spread
 # over the catalog's tools (every 3rd line is a training line; the test lines are the first 50
 # of the others).
 #   bench/per_app_tune.sh banking [--fresh] [extra fgemma tune flags...]
@@ -9,7 +9,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 fgemma=${FGEMMA:-$here/build/fgemma}
 app=${1:?usage: per_app_tune.sh CATALOG [--fresh] [tune flags]}; shift
-init=(--init-lora "${FGEMMA_CALL_LORA:-$here/models/fgemma-call-lora.gguf}")
+init=(--init-lora "${FGEMMA_TUNE_LORA:-$here/models/fgemma-tune-lora.gguf}")
 if [[ ${1:-} == --fresh ]]; then init=(--init-lora none); shift; fi
 work=${WORK:-$(mktemp -d)}
 src=$here/data/calls/eval_requests/$app.jsonl

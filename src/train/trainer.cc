@@ -51,6 +51,7 @@ struct Trainer::Impl {
   std::vector<call::TrainingTokens> data;
   std::vector<std::string> keys;  // catalog_key of each example
   bool channel = false;           // some examples train the tool prior (call::ChannelExamples)
+  std::vector<bool> is_channel;   // per example
   // Per example: the indices i whose row predicts a trained target token i + 1, and per such
   // row the tokens its softmax covers (empty: the whole vocabulary).
   std::vector<std::vector<int32_t>> loss_rows;
@@ -336,7 +337,8 @@ struct Trainer::Impl {
         " prefix_run=" + std::to_string(opt.prefix_run) + " epochs=" + std::to_string(opt.epochs) +
         " max_steps=" + std::to_string(opt.max_steps) + " init=" + opt.init_adapter +
         " free_only=" + std::to_string(opt.loss_free_tokens_only) +
-        " softmax_allowed=" + std::to_string(opt.softmax_allowed) + " modules=";
+        " softmax_allowed=" + std::to_string(opt.softmax_allowed) +
+        " prior_weight=" + std::to_string(opt.prior_weight) + " modules=";
     for (const auto& mname : opt.lora.modules) s += mname + ",";
     return s + " data=" + std::to_string(h);
   }
@@ -426,6 +428,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
           "runs the base model over each tool's text)");
     }
     impl->channel |= e.channel;
+    impl->is_channel.push_back(e.channel);
     // A tool prior example learns every request token over the whole vocabulary (no grammar).
     if (e.channel || (!options.loss_free_tokens_only && !options.softmax_allowed)) {
       for (int64_t i = t.target_start; i < static_cast<int64_t>(t.tokens.size()); ++i) {
@@ -644,7 +647,9 @@ Status Trainer::Train(const std::function<void(const Progress&)>& progress,
     for (auto& g : s.grad) std::fill(g.begin(), g.end(), 0.0f);
     double loss = 0;
     for (int i : batch) {
-      FG_ASSIGN_OR_RETURN(double l, s.RunExample(i, 1.0f / static_cast<float>(targets)));
+      const double w = s.is_channel[static_cast<size_t>(i)] ? s.opt.prior_weight : 1.0;
+      FG_ASSIGN_OR_RETURN(double l,
+                          s.RunExample(i, static_cast<float>(w / static_cast<double>(targets))));
       loss += l;
     }
     if (!std::isfinite(loss)) {
@@ -714,8 +719,11 @@ StatusOr<gguf::Writer> Trainer::AdapterWriter() const {
   auto w = s.params->ToWriter(use_best ? &s.best : nullptr);
   FG_RETURN_IF_ERROR(w.status());
   w->SetString("fgemma.lora.prefix", PrefixModeName(s.opt.prefix));
-  // Trained for the tool prior now or before (an adapter trained on from one that was).
-  if (s.channel || s.params->adapter().channel()) w->SetString("fgemma.lora.channel", "adapted");
+  // Trained for the tool prior in this run. An adapter trained on from a marked one without the
+  // prior's examples is not marked: its weights moved for the calls alone, and the prior then
+  // runs the base model (per-app tunes from the shipped adapter measured better so:
+  // docs/tuning.md).
+  if (s.channel) w->SetString("fgemma.lora.channel", "adapted");
   w->SetString("training.method", "fgemma tune");
   w->SetUint64("training.steps", static_cast<uint64_t>(s.step));
   w->SetUint64("training.examples", static_cast<uint64_t>(s.data.size()));

@@ -53,6 +53,9 @@ struct TuneOptions {
   // faster per-app tunes but 6 points fewer right functions (docs/tuning.md), so off by
   // default. false: every row's softmax covers the whole vocabulary.
   bool softmax_allowed = false;
+  // The tool prior's examples' (call::ChannelExamples) share of the loss: their rows weigh this
+  // much against a call row's 1 (they need a lower rate than the calls: docs/tuning.md).
+  double prior_weight = 1.0;
   double lr = 1e-3;
   double weight_decay = 0.0;
   double warmup = 0.05;         // share of the steps with a linear warmup

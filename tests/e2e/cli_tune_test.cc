@@ -225,8 +225,9 @@ TEST_F(CliTuneTest, AugmentAddsValueSwappedExamples) {
   EXPECT_GT(tokens(r.out), tokens(plain.out)) << r.out;
 }
 
-// Without --init-lora, tuning the default model starts from the shipped call adapter (here
-// $FGEMMA_MODEL and $FGEMMA_CALL_LORA name them), as `fgemma call` applies it; --init-lora
+// Without --init-lora, tuning the default model starts from the shipped tune adapter, or the
+// call adapter when only it is named (here $FGEMMA_MODEL, $FGEMMA_CALL_LORA and
+// $FGEMMA_TUNE_LORA name them); --init-lora
 // none, a chosen adapter shape or another model start fresh. Fewer than 300 examples get
 // 64-token batches and 480 examples' worth of epochs (at most 32), more get 1024 and 1.
 TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
@@ -243,7 +244,7 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   const std::string a = Tmp("d_auto.gguf"), b = Tmp("d_named.gguf"), c = Tmp("d_none.gguf"),
                     d = Tmp("d_rank.gguf");
   const std::string log = tune(a, "");
-  EXPECT_THAT(log, HasSubstr("starting from the shipped call adapter " + shipped));
+  EXPECT_THAT(log, HasSubstr("starting from the shipped adapter " + shipped));
   EXPECT_THAT(log, HasSubstr("4 examples"));
   EXPECT_THAT(log, HasSubstr("32 epochs of 2 steps (batches of 64 tokens)"));
   tune(b, "--init-lora " + shipped);
@@ -252,6 +253,18 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   EXPECT_FALSE(Read(a) == Read(c));
   EXPECT_THAT(tune(d, "--lora-rank 16"), ::testing::Not(HasSubstr("starting from")));
   EXPECT_TRUE(Read(c) == Read(d));
+  // $FGEMMA_TUNE_LORA (models/fgemma-tune-lora.gguf when installed) is where an app's tune
+  // starts when set, not the call adapter.
+  const std::string start = Tmp("tune_start.gguf");
+  ASSERT_EQ(Fgemma(Tune(start, "--max-steps 1 --seed 3 -q")).rc, 0);
+  const std::string e = Tmp("d_tune_start.gguf");
+  const Result from_start = ::fg::testing::RunCommand(
+      "FGEMMA_MODEL=" + *model_ + " FGEMMA_CALL_LORA=" + shipped + " FGEMMA_TUNE_LORA=" + start +
+      " " + FG_CLI_PATH + " tune --tools " + *tools_ + " --data " + *data_ + " -o " + e +
+      " --max-steps 2 -t 1");
+  ASSERT_EQ(from_start.rc, 0) << from_start.out;
+  EXPECT_THAT(from_start.out, HasSubstr("starting from the shipped adapter " + start));
+  EXPECT_FALSE(Read(a) == Read(e));
   // Another model of the same shapes: fresh.
   const std::string other = Tmp("d_other_model.gguf");
   ASSERT_EQ(Fgemma("mkmodel -o " + other + " --preset small --seed 5").rc, 0);
@@ -274,8 +287,8 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
 }
 
 // --objective channel learns the tool prior alone: the loss falls, the adapter is marked, and
-// `fgemma call` runs its prior with it (the call changes); both adds the prior's examples to
-// the calls' (one per one-call example).
+// `fgemma call` runs its prior with it (its prior then chooses the trained tools); both adds
+// the prior's examples to the calls' (one per one-call example).
 TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
   const std::string out = Tmp("prior.gguf");
   Result r = Fgemma(Tune(out, "--objective channel --epochs 10 --init-lora none"));
@@ -303,25 +316,13 @@ TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
     ASSERT_EQ(prior.rc, 0) << prior.out;
     EXPECT_THAT(prior.out, HasSubstr(name)) << request;
   }
-  // Trained on from a marked adapter, it goes on learning the prior by default, and stays
-  // marked even with --objective call.
+  // Trained on from a marked adapter with the calls alone (the default objective), it is not
+  // marked: its prior runs the base model.
   const std::string on = Tmp("on.gguf");
   Result r2 = Fgemma(Tune(on, "--epochs 1 --init-lora " + out));
   ASSERT_EQ(r2.rc, 0) << r2.out;
-  EXPECT_THAT(r2.out, HasSubstr("4 of the tool prior"));
-  EXPECT_THAT(Fgemma("inspect " + on, false).out, HasSubstr("fgemma.lora.channel"));
-  Result r3 = Fgemma(Tune(on, "--epochs 1 --objective call --init-lora " + out));
-  ASSERT_EQ(r3.rc, 0) << r3.out;
-  EXPECT_THAT(r3.out, HasSubstr("0 of the tool prior"));
-  EXPECT_THAT(Fgemma("inspect " + on, false).out, HasSubstr("fgemma.lora.channel"));
-  // From an unmarked adapter the default is the calls alone.
-  const std::string plain = Tmp("plain.gguf");
-  ASSERT_EQ(Fgemma(Tune(plain, "--max-steps 1 --init-lora none -q")).rc, 0);
-  Result r4 = Fgemma(Tune(Tmp("plain_on.gguf"), "--epochs 1 --init-lora " + plain));
-  ASSERT_EQ(r4.rc, 0) << r4.out;
-  EXPECT_THAT(r4.out, HasSubstr("0 of the tool prior"));
-  EXPECT_THAT(Fgemma("inspect " + Tmp("plain_on.gguf"), false).out,
-              ::testing::Not(HasSubstr("fgemma.lora.channel")));
+  EXPECT_THAT(r2.out, HasSubstr("0 of the tool prior"));
+  EXPECT_THAT(Fgemma("inspect " + on, false).out, ::testing::Not(HasSubstr("fgemma.lora.channel")));
 }
 
 TEST_F(CliTuneTest, BadFlagsAndData) {

@@ -28,12 +28,14 @@ namespace {
 // unsaid optional numbers dropped and said boolean keys (2026-12-03); 79.2 % / 62.0 % with the
 // tool texts' enum members and parameters' descriptions, 63.0 % exact with booleans undone
 // ("unmute") and copies cut before another argument's number, 63.3 % with the word guard
-// (2026-12-04). The eval is
+// (2026-12-04). The adapter of `make adapter`'s second stage (one more epoch of the calls and
+// the tool prior together, `--objective both`, so that its prior runs with the adapter):
+// 69.1 % / 44.1 % alone, 82.3 % / 67.8 % with every default (2026-12-04). The eval is
 // deterministic on one machine; the margin of ~2.5 points covers another ISA's kernels (rounding
 // can flip a near-tie); a larger drop is a change in the model, the runtime, the prompt or the
 // adapter.
-constexpr double kMinFunction = 0.625, kMinExact = 0.370;
-constexpr double kMinFunctionWithPrior = 0.765, kMinExactWithPrior = 0.608;
+constexpr double kMinFunction = 0.665, kMinExact = 0.415;
+constexpr double kMinFunctionWithPrior = 0.797, kMinExactWithPrior = 0.653;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");

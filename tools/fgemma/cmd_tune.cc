@@ -17,7 +17,6 @@
 #include "src/base/file_io.h"
 #include "src/call/runtime_model.h"
 #include "src/call/training_data.h"
-#include "src/gguf/reader.h"
 #include "src/runtime/model.h"
 #include "src/text/tokenizer.h"
 #include "src/text/tool_catalog.h"
@@ -31,15 +30,6 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 extern "C" void OnInterrupt(int) { g_stop.store(true); }
-
-// Whether an adapter file is marked as trained for the tool prior (fgemma.lora.channel); an
-// unreadable file says no here and is reported when the trainer opens it.
-bool InitAdapterInChannel(const std::string& path) {
-  auto f = gguf::File::Open(path);
-  if (!f.ok() || (*f)->Find("fgemma.lora.channel") == nullptr) return false;
-  auto v = (*f)->GetString("fgemma.lora.channel");
-  return v.ok() && *v == "adapted";
-}
 
 std::string Duration(double s) {
   char b[32];
@@ -103,7 +93,8 @@ int CmdTune(int argc, char** argv) {
   // kUnset, kUnsetAlpha and "": not given; the defaults below depend on the data and model.
   std::string data_path, tools_path, out_path, checkpoint, resume, modules;
   std::string prefix = "base", init_lora, loss_tokens = "free", loss_softmax = "vocab";
-  std::string objective;  // "": both when the starting adapter is marked for the prior, else call
+  std::string objective = "call";
+  double prior_weight = 1.0;
   int64_t rank = kUnset, epochs = kUnset, batch_tokens = kUnset, max_steps = 0,
           checkpoint_every = 50, prefix_run = 1, prefix_store = 8192;
   int64_t stop_after = 0;
@@ -132,8 +123,9 @@ int CmdTune(int argc, char** argv) {
               "attn_o,ffn_gate,ffn_up,ffn_down)");
   p.AddString("--init-lora", &init_lora, "FILE|none",
               "Start from this adapter instead of a fresh one; its rank, alpha and modules are "
-              "kept. Default: the shipped call adapter when the base model is the default model "
-              "(or a copy), with --prefix base and no --lora-rank, --lora-alpha or "
+              "kept. Default: the shipped tune adapter (models/fgemma-tune-lora.gguf, the "
+              "calls-only stage of the shipped call adapter) when the base model is the default "
+              "model (or a copy), with --prefix base and no --lora-rank, --lora-alpha or "
               "--lora-modules (tuning it for one app); none: a fresh adapter");
   p.AddString("--loss-tokens", &loss_tokens, "free|all",
               "free (default): the loss skips call tokens the call grammar forces (fgemma call "
@@ -144,11 +136,15 @@ int CmdTune(int argc, char** argv) {
               "constrained decoding chooses from; the LM head costs 64 rows there instead of "
               "the vocabulary's: faster, but less accurate in our per-app runs)");
   p.AddString("--objective", &objective, "call|both|channel",
-              "call: learn the calls; both: also learn the tool prior, each one-call "
+              "call (default): learn the calls; both: also learn the tool prior, each one-call "
               "example's request after its tool's text (the adapter is marked "
-              "fgemma.lora.channel and `fgemma call` runs its tool prior with it); channel: the "
-              "tool prior only. Needs --prefix base. Default: both when the starting adapter "
-              "(--init-lora, or the shipped one) is marked, else call");
+              "fgemma.lora.channel and `fgemma call` runs its tool prior with it; the shipped "
+              "adapter is trained so); channel: the tool prior only. Needs --prefix base. "
+              "Without the prior's examples the adapter is not marked, and its tool prior runs "
+              "the base model");
+  p.AddDouble("--prior-weight", &prior_weight, "W",
+              "With --objective both: the tool prior's examples' weight in the loss against the "
+              "calls' 1 (default 1)");
   p.AddString("--prefix", &prefix, "base|adapted",
               "base (default): the catalog prefix stays the base model's, the adapter applies "
               "after it (trains only request and call tokens); adapted: every position");
@@ -217,10 +213,13 @@ int CmdTune(int argc, char** argv) {
   if (!(val_split >= 0 && val_split < 1)) return usage("--val-split must be in [0, 1)");
   if (augment < 0 || augment > 1000) return usage("--augment must be in [0, 1000]");
   if (prefix != "base" && prefix != "adapted") return usage("--prefix must be base or adapted");
-  if (!objective.empty() && objective != "call" && objective != "both" && objective != "channel") {
+  if (objective != "call" && objective != "both" && objective != "channel") {
     return usage("--objective must be call, both or channel");
   }
-  if (!objective.empty() && objective != "call" && prefix != "base") {
+  if (!(prior_weight > 0) || !std::isfinite(prior_weight) || prior_weight > 1000) {
+    return usage("--prior-weight must be in (0, 1000]");
+  }
+  if (objective != "call" && prefix != "base") {
     return usage("--objective " + objective + " needs --prefix base");
   }
   if (loss_tokens != "free" && loss_tokens != "all") return usage("--loss-tokens must be free or all");
@@ -298,19 +297,15 @@ int CmdTune(int argc, char** argv) {
   if (init_lora == "none") {
     init_lora.clear();
   } else if (init_lora.empty() && !shape_given && prefix == "base" && IsDefaultModel(*model_path)) {
-    init_lora = DefaultCallAdapterPath();
+    init_lora = DefaultTuneAdapterPath();
     if (!init_lora.empty() && !quiet) {
       std::fprintf(
           stderr,
-          "tune: starting from the shipped call adapter %s (--init-lora none: a fresh adapter)\n",
+          "tune: starting from the shipped adapter %s (--init-lora none: a fresh adapter)\n",
           init_lora.c_str());
     }
   }
 
-  // An adapter trained for the tool prior goes on learning it (its channel would drift under
-  // call examples alone, and it stays marked).
-  if (objective.empty())
-    objective = !init_lora.empty() && InitAdapterInChannel(init_lora) ? "both" : "call";
   size_t n_prior = 0;
   if (objective != "call") {
     std::vector<call::TrainingExample> prior = call::ChannelExamples(train_set);
@@ -330,6 +325,7 @@ int CmdTune(int argc, char** argv) {
   o.init_adapter = init_lora;
   o.loss_free_tokens_only = loss_tokens == "free";
   o.softmax_allowed = loss_softmax == "allowed";
+  o.prior_weight = prior_weight;
   o.prefix = prefix == "base" ? train::PrefixMode::kBase : train::PrefixMode::kAdapted;
   o.lr = lr;
   o.weight_decay = wd;

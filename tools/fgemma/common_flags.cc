@@ -189,16 +189,34 @@ bool IsDefaultModel(const std::string& path) {
   return true;
 }
 
-std::string DefaultCallAdapterPath() {
-  if (const char* env = std::getenv("FGEMMA_CALL_LORA")) return env;
+namespace {
+
+// $env, else the first of `name` in ../models/ and ../share/fgemma/ beside the executable.
+std::string ShippedFile(const char* env_var, const std::string& name) {
+  if (const char* env = std::getenv(env_var)) return env;
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  for (const char* rel : {"../models/fgemma-call-lora.gguf", "../share/fgemma/fgemma-call-lora.gguf"}) {
+  for (const std::string& rel : {"../models/" + name, "../share/fgemma/" + name}) {
     const std::filesystem::path p = exe.parent_path() / rel;
     if (std::filesystem::is_regular_file(p, ec)) return p.lexically_normal().string();
   }
   return "";
+}
+
+}  // namespace
+
+std::string DefaultCallAdapterPath() {
+  return ShippedFile("FGEMMA_CALL_LORA", "fgemma-call-lora.gguf");
+}
+
+std::string DefaultTuneAdapterPath() {
+  // With $FGEMMA_CALL_LORA alone (tests, another shipped adapter), tuning starts from it.
+  if (std::getenv("FGEMMA_TUNE_LORA") == nullptr && std::getenv("FGEMMA_CALL_LORA") != nullptr) {
+    return DefaultCallAdapterPath();
+  }
+  std::string path = ShippedFile("FGEMMA_TUNE_LORA", "fgemma-tune-lora.gguf");
+  return path.empty() ? DefaultCallAdapterPath() : path;
 }
 
 }  // namespace fg::cli

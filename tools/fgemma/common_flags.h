@@ -91,6 +91,11 @@ class CommonFlags {
 // $FGEMMA_CALL_LORA if set (empty: none), else next to the binary's ../models/ (a build tree) or
 // ../share/fgemma/ (an install); "" when there is none.
 std::string DefaultCallAdapterPath();
+// Where `fgemma tune` for an app starts on the default model: the calls-only stage of `make
+// adapter` (models/fgemma-tune-lora.gguf; $FGEMMA_TUNE_LORA), whose per-app tunes measured
+// better than those from the shipped adapter, which also learnt the tool prior
+// (docs/tuning.md); the shipped adapter when it is missing or $FGEMMA_CALL_LORA alone is set.
+std::string DefaultTuneAdapterPath();
 
 // True when `path` is the default model (DefaultModelPath, the one the shipped call adapter was
 // trained on): the same file, or a copy of it (the same size, the same GGUF header: metadata and
