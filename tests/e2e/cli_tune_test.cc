@@ -351,7 +351,9 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
                                  "--epochs -1",
                                  "--batch-tokens -1",
                                  "--objective sideways",
-                                 "--objective both --prefix adapted"}) {
+                                 "--objective both --prefix adapted",
+                                 "--prior-weight 0",
+                                 "--prior-weight nan"}) {
     Result r = Fgemma(Tune(out, flag));
     EXPECT_EQ(r.rc, 2) << flag << ": " << r.out;
   }
