@@ -309,7 +309,7 @@ StatusOr<std::vector<double>> ToolChannel::Score(std::string_view request) {
   const bool adapted = session_->model().adapters_in_channel();
   std::vector<int32_t> seq(static_cast<size_t>(n));
   Status run = OkStatus();
-  for (int64_t t = 0; t < tools && run.ok(); ++t) {
+  for (int64_t t = 0; t < tools; ++t) {
     const runtime::Session::Snapshot& tool = tools_[static_cast<size_t>(t)];
     run = session_->Restore(tool);
     if (!run.ok()) break;

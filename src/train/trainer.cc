@@ -50,8 +50,7 @@ struct Trainer::Impl {
   TuneOptions opt;
   std::vector<call::TrainingTokens> data;
   std::vector<std::string> keys;  // catalog_key of each example
-  bool channel = false;           // some examples train the tool prior (call::ChannelExamples)
-  std::vector<bool> is_channel;   // per example
+  std::vector<bool> is_channel;   // per example: a tool prior example (call::ChannelExamples)
   // Per example: the indices i whose row predicts a trained target token i + 1, and per such
   // row the tokens its softmax covers (empty: the whole vocabulary).
   std::vector<std::vector<int32_t>> loss_rows;
@@ -427,7 +426,6 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
           "tune: the tool prior's examples need --prefix base (the prior "
           "runs the base model over each tool's text)");
     }
-    impl->channel |= e.channel;
     impl->is_channel.push_back(e.channel);
     // A tool prior example learns every request token over the whole vocabulary (no grammar).
     if (e.channel || (!options.loss_free_tokens_only && !options.softmax_allowed)) {
@@ -723,7 +721,9 @@ StatusOr<gguf::Writer> Trainer::AdapterWriter() const {
   // prior's examples is not marked: its weights moved for the calls alone, and the prior then
   // runs the base model (per-app tunes from the shipped adapter measured better so:
   // docs/tuning.md).
-  if (s.channel) w->SetString("fgemma.lora.channel", "adapted");
+  if (std::find(s.is_channel.begin(), s.is_channel.end(), true) != s.is_channel.end()) {
+    w->SetString("fgemma.lora.channel", "adapted");
+  }
   w->SetString("training.method", "fgemma tune");
   w->SetUint64("training.steps", static_cast<uint64_t>(s.step));
   w->SetUint64("training.examples", static_cast<uint64_t>(s.data.size()));

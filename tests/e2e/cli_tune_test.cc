@@ -226,8 +226,8 @@ TEST_F(CliTuneTest, AugmentAddsValueSwappedExamples) {
 }
 
 // Without --init-lora, tuning the default model starts from the shipped tune adapter, or the
-// call adapter when only it is named (here $FGEMMA_MODEL, $FGEMMA_CALL_LORA and
-// $FGEMMA_TUNE_LORA name them); --init-lora
+// call adapter when there is none (here $FGEMMA_MODEL, $FGEMMA_TUNE_LORA and $FGEMMA_CALL_LORA
+// name them); --init-lora
 // none, a chosen adapter shape or another model start fresh. Fewer than 300 examples get
 // 64-token batches and 480 examples' worth of epochs (at most 32), more get 1024 and 1.
 TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
@@ -235,7 +235,7 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   ASSERT_EQ(Fgemma(Tune(shipped, "--max-steps 1 -q")).rc, 0);
   auto tune = [&](const std::string& out, const std::string& flags) {
     Result r =
-        ::fg::testing::RunCommand("FGEMMA_MODEL=" + *model_ + " FGEMMA_CALL_LORA=" + shipped + " " +
+        ::fg::testing::RunCommand("FGEMMA_MODEL=" + *model_ + " FGEMMA_TUNE_LORA=" + shipped + " " +
                                   FG_CLI_PATH + " tune --tools " + *tools_ + " --data " + *data_ +
                                   " -o " + out + " --max-steps 2 -t 1 " + flags);
     EXPECT_EQ(r.rc, 0) << flags << ": " << r.out;
@@ -253,14 +253,14 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   EXPECT_FALSE(Read(a) == Read(c));
   EXPECT_THAT(tune(d, "--lora-rank 16"), ::testing::Not(HasSubstr("starting from")));
   EXPECT_TRUE(Read(c) == Read(d));
-  // $FGEMMA_TUNE_LORA (models/fgemma-tune-lora.gguf when installed) is where an app's tune
-  // starts when set, not the call adapter.
+  // Without a tune adapter ($FGEMMA_TUNE_LORA empty here), an app's tune starts from the call
+  // adapter ($FGEMMA_CALL_LORA).
   const std::string start = Tmp("tune_start.gguf");
   ASSERT_EQ(Fgemma(Tune(start, "--max-steps 1 --seed 3 -q")).rc, 0);
   const std::string e = Tmp("d_tune_start.gguf");
   const Result from_start = ::fg::testing::RunCommand(
-      "FGEMMA_MODEL=" + *model_ + " FGEMMA_CALL_LORA=" + shipped + " FGEMMA_TUNE_LORA=" + start +
-      " " + FG_CLI_PATH + " tune --tools " + *tools_ + " --data " + *data_ + " -o " + e +
+      "FGEMMA_MODEL=" + *model_ + " FGEMMA_TUNE_LORA= FGEMMA_CALL_LORA=" + start + " " +
+      FG_CLI_PATH + " tune --tools " + *tools_ + " --data " + *data_ + " -o " + e +
       " --max-steps 2 -t 1");
   ASSERT_EQ(from_start.rc, 0) << from_start.out;
   EXPECT_THAT(from_start.out, HasSubstr("starting from the shipped adapter " + start));

@@ -211,11 +211,7 @@ std::string DefaultCallAdapterPath() {
 }
 
 std::string DefaultTuneAdapterPath() {
-  // With $FGEMMA_CALL_LORA alone (tests, another shipped adapter), tuning starts from it.
-  if (std::getenv("FGEMMA_TUNE_LORA") == nullptr && std::getenv("FGEMMA_CALL_LORA") != nullptr) {
-    return DefaultCallAdapterPath();
-  }
-  std::string path = ShippedFile("FGEMMA_TUNE_LORA", "fgemma-tune-lora.gguf");
+  const std::string path = ShippedFile("FGEMMA_TUNE_LORA", "fgemma-tune-lora.gguf");
   return path.empty() ? DefaultCallAdapterPath() : path;
 }
 

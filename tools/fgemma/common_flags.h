@@ -92,9 +92,10 @@ class CommonFlags {
 // ../share/fgemma/ (an install); "" when there is none.
 std::string DefaultCallAdapterPath();
 // Where `fgemma tune` for an app starts on the default model: the calls-only stage of `make
-// adapter` (models/fgemma-tune-lora.gguf; $FGEMMA_TUNE_LORA), whose per-app tunes measured
-// better than those from the shipped adapter, which also learnt the tool prior
-// (docs/tuning.md); the shipped adapter when it is missing or $FGEMMA_CALL_LORA alone is set.
+// adapter`, found as DefaultCallAdapterPath finds its file (models/fgemma-tune-lora.gguf;
+// $FGEMMA_TUNE_LORA), whose per-app tunes measured better than those from the call adapter,
+// which also learnt the tool prior (docs/tuning.md); DefaultCallAdapterPath when there is none
+// (or $FGEMMA_TUNE_LORA is empty).
 std::string DefaultTuneAdapterPath();
 
 // True when `path` is the default model (DefaultModelPath, the one the shipped call adapter was
