@@ -244,8 +244,10 @@ StatusOr<std::vector<TrainingExample>> ParseTrainingData(
   return out;
 }
 
-std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>& examples) {
+std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>& examples,
+                                             int negatives, uint64_t seed) {
   std::vector<TrainingExample> out;
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x5DEECE66Dull;
   std::set<std::pair<std::string, std::string>> seen;
   for (const TrainingExample& e : examples) {
     if (e.channel || e.calls.size() != 1) continue;
@@ -255,9 +257,33 @@ std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>&
     c.channel = true;
     c.catalog_key = "channel\n" + ChannelToolText(*tool);
     if (!seen.insert({c.catalog_key, e.request}).second) continue;
+    c.channel_negatives.clear();
+    if (negatives > 0) {
+      std::vector<std::string> others;
+      for (const text::Tool& t : e.catalog->tools) {
+        if (t.name != tool->name) others.push_back(t.name);
+      }
+      // A partial Fisher-Yates shuffle: the first `negatives` of the others.
+      const size_t k = std::min(others.size(), static_cast<size_t>(negatives));
+      for (size_t i = 0; i < k; ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const size_t j = i + static_cast<size_t>((state >> 33) % (others.size() - i));
+        std::swap(others[i], others[j]);
+      }
+      c.channel_negatives.assign(others.begin(), others.begin() + static_cast<std::ptrdiff_t>(k));
+    }
     out.push_back(std::move(c));
   }
   return out;
+}
+
+TrainingExample ChannelNegative(const TrainingExample& e, const std::string& tool) {
+  TrainingExample n = e;
+  n.channel_negatives.clear();
+  n.calls = {{tool, nlohmann::json::object()}};
+  const text::Tool* t = e.catalog->Find(tool);
+  n.catalog_key = "channel\n" + (t != nullptr ? ChannelToolText(*t) : tool);
+  return n;
 }
 
 StatusOr<TrainingTokens> RenderTrainingExample(const text::Tokenizer& tk,

@@ -43,6 +43,11 @@ struct TrainingExample {
   // A tool prior example (ChannelExamples): the target is the request after the channel prompt
   // of its one call's tool (call::ChannelPromptTokens), not the call after the catalog prompt.
   bool channel = false;
+  // A tool prior example's contrast (ChannelExamples with negatives): other tools of its
+  // catalog, by name. The trainer scores the request after each of their channel prompts too
+  // and learns -log softmax over the scores (the true tool against these), not the request's
+  // likelihood alone.
+  std::vector<std::string> channel_negatives;
 };
 
 // Parses every non-empty line of `jsonl` (`source` names it in errors: "FILE line N: ...").
@@ -64,8 +69,15 @@ std::vector<TrainingExample> AugmentSwappingValues(const std::vector<TrainingExa
 // The tool prior's examples (`fgemma tune --objective both|channel`): for each example with one
 // call, the request after the called tool's channel prompt (TrainingExample::channel; its
 // catalog_key is the tool's text, so examples of one tool share their prefix). A request said
-// twice to one tool gives one example. In the examples' order.
-std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>& examples);
+// twice to one tool gives one example. In the examples' order. With `negatives` > 0, each
+// example also names up to that many other tools of its catalog (channel_negatives), drawn
+// without replacement from the seed.
+std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>& examples,
+                                             int negatives = 0, uint64_t seed = 0);
+
+// One of a tool prior example's contrast: the same request after `tool`'s channel prompt
+// (`tool` one of e.channel_negatives; its key the tool's text, as ChannelExamples keys).
+TrainingExample ChannelNegative(const TrainingExample& e, const std::string& tool);
 
 // The tokens of one example: <bos> + prefix + request (call::PrefixTokens, call::RequestTokens:
 // what FunctionCaller prefills) then the target, the calls as the model writes them

@@ -51,6 +51,10 @@ struct Trainer::Impl {
   std::vector<call::TrainingTokens> data;
   std::vector<std::string> keys;  // catalog_key of each example
   std::vector<bool> is_channel;   // per example: a tool prior example (call::ChannelExamples)
+  // Per example: the data indices of its contrast (channel_negatives), rendered after the
+  // examples; with them its loss is -log softmax of the channel scores (RunGroup).
+  std::vector<std::vector<int>> negatives;
+  std::vector<std::vector<std::vector<float>>> member_grad;  // RunGroup's, one per member
   // Per example: the indices i whose row predicts a trained target token i + 1, and per such
   // row the tokens its softmax covers (empty: the whole vocabulary).
   std::vector<std::vector<int32_t>> loss_rows;
@@ -109,6 +113,14 @@ struct Trainer::Impl {
     return static_cast<int64_t>(t.tokens.size()) - Start(t);
   }
   int64_t Targets(int index) const { return static_cast<int64_t>(loss_rows[index].size()); }
+  // An example's trained tokens with its contrast's.
+  int64_t GroupTrained(int index) const {
+    int64_t n = Trained(data[index]);
+    if (static_cast<size_t>(index) < negatives.size()) {
+      for (int j : negatives[index]) n += Trained(data[j]);
+    }
+    return n;
+  }
 
   Status EnsureArena(size_t bytes) {
     if (bytes <= arena_bytes) return OkStatus();
@@ -188,8 +200,10 @@ struct Trainer::Impl {
     return RoundUp(std::max(start + S, P), 128);
   }
 
-  // Runs one example: adds its gradient (weighted) into `grad`; returns its weighted loss sum.
-  StatusOr<double> RunExample(int index, float weight) {
+  // Runs one example: adds its gradient (weighted) into `into` (nullptr: `grad`); returns its
+  // loss summed over its rows (unweighted).
+  StatusOr<double> RunExample(int index, float weight,
+                              std::vector<std::vector<float>>* into = nullptr) {
     const call::TrainingTokens& t = data[index];
     const int64_t n = static_cast<int64_t>(t.tokens.size());
     const int64_t start = Start(t);
@@ -279,10 +293,47 @@ struct Trainer::Impl {
     auto& ts = params->tensors();
     for (size_t i = 0; i < ts.size(); ++i) {
       FG_ASSIGN_OR_RETURN(auto g, e->OutputF32("grad." + ts[i].name));
-      float* acc = grad[i].data();
+      float* acc = (into != nullptr ? *into : grad)[i].data();
       for (size_t k = 0; k < g.size(); ++k) acc[k] += g[k];
     }
     return sum;
+  }
+
+  // Runs a tool prior example with its contrast (negatives[index]): s_j, the log-likelihood
+  // of the request after each member's tool text (what ToolChannel scores), and the loss
+  // -log softmax(s)[the example's own tool]. Its gradient is sum_j (y_j - p_j) dCE_j, CE_j =
+  // -s_j (the members' own gradients, run at weight 1, then combined); `weight` scales it.
+  // Returns the loss (unweighted, as RunExample's sum).
+  StatusOr<double> RunGroup(int index, float weight) {
+    const std::vector<int>& neg = negatives[index];
+    const size_t n = neg.size() + 1;
+    member_grad.resize(std::max(member_grad.size(), n));
+    std::vector<double> ce(n);
+    for (size_t j = 0; j < n; ++j) {
+      auto& mg = member_grad[j];
+      if (mg.size() != grad.size()) {
+        mg.resize(grad.size());
+        for (size_t i = 0; i < grad.size(); ++i) mg[i].resize(grad[i].size());
+      }
+      for (auto& g : mg) std::fill(g.begin(), g.end(), 0.0f);
+      FG_ASSIGN_OR_RETURN(ce[j], RunExample(j == 0 ? index : neg[j - 1], 1.0f, &mg));
+    }
+    double top = -ce[0];
+    for (double c : ce) top = std::max(top, -c);
+    double z = 0;
+    for (double c : ce) z += std::exp(-c - top);
+    double loss = 0;
+    for (size_t j = 0; j < n; ++j) {
+      const double p = std::exp(-ce[j] - top) / z;
+      if (j == 0) loss = -std::log(std::max(p, 1e-300));
+      const auto coef = static_cast<float>(weight * ((j == 0 ? 1.0 : 0.0) - p));
+      for (size_t i = 0; i < grad.size(); ++i) {
+        const float* src = member_grad[j][i].data();
+        float* acc = grad[i].data();
+        for (size_t k = 0; k < grad[i].size(); ++k) acc[k] += coef * src[k];
+      }
+    }
+    return loss;
   }
 
   double LearningRate(int64_t s) const {
@@ -326,6 +377,10 @@ struct Trainer::Impl {
       mix(t.tokens.size());
       mix(static_cast<uint64_t>(t.prefix_len));
       for (int32_t id : t.tokens) mix(static_cast<uint32_t>(id));
+    }
+    for (const auto& neg : negatives) {
+      mix(neg.size());
+      for (int j : neg) mix(static_cast<uint64_t>(j));
     }
     std::string s =
         "rank=" + std::to_string(opt.lora.rank) + " alpha=" + std::to_string(opt.lora.alpha) +
@@ -395,6 +450,21 @@ int64_t Trainer::steps_per_epoch() const {
   return n;
 }
 
+StatusOr<double> Trainer::ExampleLoss(int index, std::vector<std::vector<float>>* grad) {
+  Impl& s = *impl_;
+  if (index < 0 || static_cast<size_t>(index) >= s.negatives.size()) {
+    return InvalidArgumentError("tune: no example " + std::to_string(index));
+  }
+  // RunExample and RunGroup add into s.grad: lend them the caller's buffer.
+  grad->resize(s.grad.size());
+  for (size_t i = 0; i < s.grad.size(); ++i) grad->at(i).assign(s.grad[i].size(), 0.0f);
+  std::swap(*grad, s.grad);
+  auto loss = s.negatives[static_cast<size_t>(index)].empty() ? s.RunExample(index, 1.0f)
+                                                              : s.RunGroup(index, 1.0f);
+  std::swap(*grad, s.grad);
+  return loss;
+}
+
 int64_t Trainer::trained_tokens_per_epoch() const {
   int64_t n = 0;
   for (const auto& t : impl_->data) n += impl_->Trained(t);
@@ -415,7 +485,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
   impl->model = &model;
   impl->opt = options;
   const int64_t context = model.config().context_length;
-  for (const call::TrainingExample& e : examples) {
+  auto add = [&](const call::TrainingExample& e) -> Status {
     FG_ASSIGN_OR_RETURN(call::TrainingTokens t, call::RenderTrainingExample(tokenizer, e));
     if (t.target_start < 1 || t.target_start >= static_cast<int64_t>(t.tokens.size())) {
       return InvalidArgumentError("tune: line " + std::to_string(e.line) + ": no call tokens");
@@ -443,6 +513,22 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
                                   " tokens do not fit the model's context");
     }
     impl->max_rows = std::max(impl->max_rows, impl->Rows(impl->data.back()));
+    return OkStatus();
+  };
+  for (const call::TrainingExample& e : examples) FG_RETURN_IF_ERROR(add(e));
+  // A tool prior example's contrast: the same request after other tools' texts, kept after the
+  // examples (never batched on their own: RunGroup runs them with their example).
+  impl->negatives.resize(examples.size());
+  for (size_t i = 0; i < examples.size(); ++i) {
+    for (const std::string& name : examples[i].channel_negatives) {
+      if (!examples[i].channel || examples[i].catalog->Find(name) == nullptr) {
+        return InvalidArgumentError("tune: line " + std::to_string(examples[i].line) +
+                                    ": a contrast tool '" + name +
+                                    "' not of a tool prior example's catalog");
+      }
+      impl->negatives[i].push_back(static_cast<int>(impl->data.size()));
+      FG_RETURN_IF_ERROR(add(call::ChannelNegative(examples[i], name)));
+    }
   }
   if (options.loss_free_tokens_only || options.softmax_allowed) {
     // The rows of call tokens the grammar leaves to the model (every call token's without
@@ -545,7 +631,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
     for (const auto& run : runs) order.insert(order.end(), run.begin(), run.end());
     for (size_t k = 0; k < order.size(); ++k) {
       batch.push_back(order[k]);
-      tokens += impl->Trained(impl->data[order[k]]);
+      tokens += impl->GroupTrained(order[k]);
       if (tokens >= options.batch_tokens || k + 1 == order.size()) {
         impl->batches.push_back(std::move(batch));
         impl->batch_epoch.push_back(ep);
@@ -640,14 +726,16 @@ Status Trainer::Train(const std::function<void(const Progress&)>& progress,
     int64_t targets = 0, trained = 0;
     for (int i : batch) {
       targets += s.Targets(i);
-      trained += s.Trained(s.data[i]);
+      trained += s.GroupTrained(i);
     }
     for (auto& g : s.grad) std::fill(g.begin(), g.end(), 0.0f);
     double loss = 0;
     for (int i : batch) {
       const double w = s.is_channel[static_cast<size_t>(i)] ? s.opt.prior_weight : 1.0;
-      FG_ASSIGN_OR_RETURN(double l,
-                          s.RunExample(i, static_cast<float>(w / static_cast<double>(targets))));
+      const auto wt = static_cast<float>(w / static_cast<double>(targets));
+      FG_ASSIGN_OR_RETURN(double l, s.negatives[static_cast<size_t>(i)].empty()
+                                        ? s.RunExample(i, wt)
+                                        : s.RunGroup(i, wt));
       loss += l;
     }
     if (!std::isfinite(loss)) {

@@ -121,6 +121,10 @@ class Trainer {
   // The adapter after training (the best epoch's when validated), with its metadata.
   StatusOr<gguf::Writer> AdapterWriter() const;
   LoraParams& params();
+  // Example `index`'s loss at the current parameters (summed over its rows; with a contrast,
+  // the -log softmax of its group's channel scores), and into `grad` its gradient with respect
+  // to params().tensors() (resized and overwritten). Trains nothing: for gradient checks.
+  StatusOr<double> ExampleLoss(int index, std::vector<std::vector<float>>* grad);
   int64_t steps_per_epoch() const;
   int64_t trained_tokens_per_epoch() const;
   uint64_t transposed_bytes() const;

@@ -325,6 +325,36 @@ TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
   EXPECT_THAT(Fgemma("inspect " + on, false).out, ::testing::Not(HasSubstr("fgemma.lora.channel")));
 }
 
+TEST_F(CliTuneTest, PriorNegativesRankTheOwnToolFirst) {
+  // Each prior example against the catalog's other tool: the contrastive loss falls, and the
+  // prior (its weight large, so it chooses the name) picks the trained tools.
+  const std::string out = Tmp("contrast.gguf");
+  Result r =
+      Fgemma(Tune(out, "--objective channel --prior-negatives 5 --epochs 10 --init-lora none"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("4 of the tool prior, each ranked against up to 5 other tools"));
+  const std::vector<double> loss = Losses(r.out);
+  ASSERT_EQ(loss.size(), 40u) << r.out;
+  EXPECT_LT((loss[36] + loss[37] + loss[38] + loss[39]) / 4,
+            0.5 * (loss[0] + loss[1] + loss[2] + loss[3]) / 4)
+      << r.out;
+  const std::string call =
+      "call -m " + *model_ + " --tools " + *tools_ + " -t 1 --tool-channel 50 --lora " + out;
+  for (const auto& [request, name] :
+       {std::pair<std::string, std::string>{"ten minute timer", "start_timer"},
+        {"lights off in the hall", "set_light"}}) {
+    Result prior = Fgemma(call + " \"" + request + "\"", false);
+    ASSERT_EQ(prior.rc, 0) << prior.out;
+    EXPECT_THAT(prior.out, HasSubstr(name)) << request;
+  }
+  for (const std::string bad : {"--prior-negatives -1 --objective both",
+                                "--prior-negatives 65 --objective both", "--prior-negatives 2"}) {
+    Result b = Fgemma(Tune(Tmp("bad_contrast.gguf"), bad + " --init-lora none"));
+    EXPECT_EQ(b.rc, 2) << bad << "\n" << b.out;
+    EXPECT_THAT(b.out, HasSubstr("--prior-negatives")) << bad;
+  }
+}
+
 TEST_F(CliTuneTest, BadFlagsAndData) {
   const std::string out = Tmp("bad.gguf");
   Result help = Fgemma("tune --help", false);

@@ -97,7 +97,7 @@ int CmdTune(int argc, char** argv) {
   double prior_weight = 1.0;
   int64_t rank = kUnset, epochs = kUnset, batch_tokens = kUnset, max_steps = 0,
           checkpoint_every = 50, prefix_run = 1, prefix_store = 8192;
-  int64_t stop_after = 0;
+  int64_t stop_after = 0, prior_negatives = 0;
   int64_t seed = 1, augment = 0;
   double alpha = kUnsetAlpha, lr = 1e-3, wd = 0.0, warmup = 0.05, val_split = 0.0, clip = 1.0;
   bool quiet = false;
@@ -145,6 +145,11 @@ int CmdTune(int argc, char** argv) {
   p.AddDouble("--prior-weight", &prior_weight, "W",
               "With --objective both: the tool prior's examples' weight in the loss against the "
               "calls' 1 (default 1)");
+  p.AddInt("--prior-negatives", &prior_negatives, "K",
+           "With --objective both|channel: score each prior example's request after K other "
+           "tools of its catalog too (drawn from --seed) and learn to rank its own tool first "
+           "(-log softmax of the K+1 scores) instead of the request's likelihood alone; each "
+           "example then costs K+1 runs (default 0: likelihood)");
   p.AddString("--prefix", &prefix, "base|adapted",
               "base (default): the catalog prefix stays the base model's, the adapter applies "
               "after it (trains only request and call tokens); adapted: every position");
@@ -218,6 +223,11 @@ int CmdTune(int argc, char** argv) {
   }
   if (!(prior_weight > 0) || !std::isfinite(prior_weight) || prior_weight > 1000) {
     return usage("--prior-weight must be in (0, 1000]");
+  }
+  if (prior_negatives < 0 || prior_negatives > 64)
+    return usage("--prior-negatives must be in [0, 64]");
+  if (prior_negatives > 0 && objective == "call") {
+    return usage("--prior-negatives needs --objective both or channel");
   }
   if (objective != "call" && prefix != "base") {
     return usage("--objective " + objective + " needs --prefix base");
@@ -308,7 +318,8 @@ int CmdTune(int argc, char** argv) {
 
   size_t n_prior = 0;
   if (objective != "call") {
-    std::vector<call::TrainingExample> prior = call::ChannelExamples(train_set);
+    std::vector<call::TrainingExample> prior = call::ChannelExamples(
+        train_set, static_cast<int>(prior_negatives), static_cast<uint64_t>(seed));
     if (prior.empty()) {
       return ReportError("tune", InvalidArgumentError("--objective " + objective +
                                                       ": no training example has one call"));
@@ -346,14 +357,18 @@ int CmdTune(int argc, char** argv) {
     if (Status s = (*trainer)->Resume(resume); !s.ok()) return ReportError("tune", s);
   }
   const bool tty = isatty(fileno(stderr));
+  const std::string contrast = prior_negatives > 0 ? ", each ranked against up to " +
+                                                         std::to_string(prior_negatives) +
+                                                         " other tools of its catalog"
+                                                   : "";
   if (!quiet) {
     std::fprintf(
         stderr,
         "tune: %zu examples (%zu for validation, %zu added by --augment, %zu of the tool "
-        "prior), %lld trained "
+        "prior%s), %lld trained "
         "tokens per epoch, %lld epoch%s of %lld steps (batches of %lld tokens), rank "
         "%lld, %lld parameters, prefix %s, %d threads\n",
-        n_examples, val_set.size(), n_added, n_prior,
+        n_examples, val_set.size(), n_added, n_prior, contrast.c_str(),
         static_cast<long long>((*trainer)->trained_tokens_per_epoch()),
         static_cast<long long>(epochs), epochs == 1 ? "" : "s",
         static_cast<long long>((*trainer)->steps_per_epoch()), static_cast<long long>(batch_tokens),
