@@ -82,6 +82,26 @@ class CliTuneTest : public ::testing::Test {
     return "tune -m " + *model_ + " --tools " + *tools_ + " --data " + *data_ + " -o " + out +
            " --lora-rank 4 --batch-tokens 1 --lr 0.01 -t 1 " + extra;
   }
+  // 10 epochs of 4 one-example steps: the last epoch's mean loss is under half the first's.
+  static void ExpectLossHalvedOver10Epochs(const Result& r) {
+    const std::vector<double> loss = Losses(r.out);
+    ASSERT_EQ(loss.size(), 40u) << r.out;
+    EXPECT_LT((loss[36] + loss[37] + loss[38] + loss[39]) / 4,
+              0.5 * (loss[0] + loss[1] + loss[2] + loss[3]) / 4)
+        << r.out;
+  }
+  // The adapter's prior (its weight large, so it chooses the name) picks the trained tools.
+  static void ExpectPriorPicksTheTrainedTools(const std::string& adapter) {
+    const std::string call =
+        "call -m " + *model_ + " --tools " + *tools_ + " -t 1 --tool-channel 50 --lora " + adapter;
+    for (const auto& [request, name] :
+         {std::pair<std::string, std::string>{"ten minute timer", "start_timer"},
+          {"lights off in the hall", "set_light"}}) {
+      Result prior = Fgemma(call + " \"" + request + "\"", false);
+      ASSERT_EQ(prior.rc, 0) << prior.out;
+      EXPECT_THAT(prior.out, HasSubstr(name)) << request;
+    }
+  }
   static std::string* model_;
   static std::string* tools_;
   static std::string* data_;
@@ -294,11 +314,7 @@ TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
   Result r = Fgemma(Tune(out, "--objective channel --epochs 10 --init-lora none"));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("4 of the tool prior"));
-  const std::vector<double> loss = Losses(r.out);
-  ASSERT_EQ(loss.size(), 40u) << r.out;
-  EXPECT_LT((loss[36] + loss[37] + loss[38] + loss[39]) / 4,
-            0.5 * (loss[0] + loss[1] + loss[2] + loss[3]) / 4)
-      << r.out;
+  ExpectLossHalvedOver10Epochs(r);
   Result meta = Fgemma("inspect " + out, false);
   ASSERT_EQ(meta.rc, 0);
   EXPECT_THAT(meta.out, HasSubstr("fgemma.lora.channel"));
@@ -306,16 +322,7 @@ TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
   ASSERT_EQ(both.rc, 0) << both.out;
   EXPECT_THAT(both.out, HasSubstr("4 of the tool prior"));
   EXPECT_EQ(Losses(both.out).size(), 8u) << both.out;
-  // The prior with the adapter (its weight large, so it chooses the name) against without.
-  const std::string call =
-      "call -m " + *model_ + " --tools " + *tools_ + " -t 1 --tool-channel 50 --lora " + out;
-  for (const auto& [request, name] :
-       {std::pair<std::string, std::string>{"ten minute timer", "start_timer"},
-        {"lights off in the hall", "set_light"}}) {
-    Result prior = Fgemma(call + " \"" + request + "\"", false);
-    ASSERT_EQ(prior.rc, 0) << prior.out;
-    EXPECT_THAT(prior.out, HasSubstr(name)) << request;
-  }
+  ExpectPriorPicksTheTrainedTools(out);
   // Trained on from a marked adapter with the calls alone (the default objective), it is not
   // marked: its prior runs the base model.
   const std::string on = Tmp("on.gguf");
@@ -327,26 +334,14 @@ TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
 
 TEST_F(CliTuneTest, PriorNegativesRankTheOwnToolFirst) {
   // Each prior example against the catalog's other tool: the contrastive loss falls, and the
-  // prior (its weight large, so it chooses the name) picks the trained tools.
+  // prior picks the trained tools.
   const std::string out = Tmp("contrast.gguf");
   Result r =
       Fgemma(Tune(out, "--objective channel --prior-negatives 5 --epochs 10 --init-lora none"));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("4 of the tool prior, each ranked against up to 5 other tools"));
-  const std::vector<double> loss = Losses(r.out);
-  ASSERT_EQ(loss.size(), 40u) << r.out;
-  EXPECT_LT((loss[36] + loss[37] + loss[38] + loss[39]) / 4,
-            0.5 * (loss[0] + loss[1] + loss[2] + loss[3]) / 4)
-      << r.out;
-  const std::string call =
-      "call -m " + *model_ + " --tools " + *tools_ + " -t 1 --tool-channel 50 --lora " + out;
-  for (const auto& [request, name] :
-       {std::pair<std::string, std::string>{"ten minute timer", "start_timer"},
-        {"lights off in the hall", "set_light"}}) {
-    Result prior = Fgemma(call + " \"" + request + "\"", false);
-    ASSERT_EQ(prior.rc, 0) << prior.out;
-    EXPECT_THAT(prior.out, HasSubstr(name)) << request;
-  }
+  ExpectLossHalvedOver10Epochs(r);
+  ExpectPriorPicksTheTrainedTools(out);
   for (const std::string bad : {"--prior-negatives -1 --objective both",
                                 "--prior-negatives 65 --objective both", "--prior-negatives 2"}) {
     Result b = Fgemma(Tune(Tmp("bad_contrast.gguf"), bad + " --init-lora none"));
