@@ -65,21 +65,31 @@ test-asan: deps model
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
 # The shipped adapters: `fgemma tune` on the project's corpus (data/calls/train.jsonl), on this
-# machine's CPU, in two stages: the calls (3 epochs: models/fgemma-tune-lora.gguf, where an
-# app's `fgemma tune` starts), then one epoch of the calls and the tool prior together at a low
-# learning rate (models/fgemma-call-lora.gguf, what `fgemma call` applies; docs/tuning.md: the
-# prior's examples diverge at the calls' 1e-3). Not run by CI; the files are committed.
+# machine's CPU, in stages: the calls (3 epochs: models/fgemma-tune-lora.gguf, where an app's
+# `fgemma tune` starts); one epoch of the calls and the tool prior together at a low learning
+# rate (docs/tuning.md: the prior's examples diverge at the calls' 1e-3); then the prior ranks
+# each request's tool against the rest of its catalog (--prior-negatives), 900 steps and then
+# 1,500 more from another seed (models/fgemma-call-lora.gguf, what `fgemma call` applies).
+# About 2.5 h in all. Not run by CI; the files are committed.
 ADAPTER ?= models/fgemma-call-lora.gguf
 TUNE_ADAPTER ?= models/fgemma-tune-lora.gguf
 TUNE_FLAGS ?= --epochs 3 --prefix-store 16384 -t 2
 PRIOR_FLAGS ?= --objective both --epochs 1 --batch-tokens 64 --lr 5e-5 --prefix-store 16384 -t 2
+RANK_FLAGS ?= --objective channel --prior-negatives 64 --batch-tokens 64 --lr 5e-5 \
+  --prefix-store 16384 -t 2
 adapter: build model
 	@mkdir -p $(dir $(ADAPTER))
 	$(BUILD)/fgemma tune -m "$$(cat $(BUILD)/model_path.txt)" --data data/calls/train.jsonl \
 	  -o $(TUNE_ADAPTER) --checkpoint $(BUILD)/adapter.ckpt --init-lora none $(TUNE_FLAGS)
 	$(BUILD)/fgemma tune -m "$$(cat $(BUILD)/model_path.txt)" --data data/calls/train.jsonl \
-	  -o $(ADAPTER) --checkpoint $(BUILD)/adapter_prior.ckpt \
+	  -o $(BUILD)/adapter_prior.gguf --checkpoint $(BUILD)/adapter_prior.ckpt \
 	  --init-lora $(TUNE_ADAPTER) $(PRIOR_FLAGS)
+	$(BUILD)/fgemma tune -m "$$(cat $(BUILD)/model_path.txt)" --data data/calls/train.jsonl \
+	  -o $(BUILD)/adapter_rank1.gguf --checkpoint $(BUILD)/adapter_rank1.ckpt \
+	  --init-lora $(BUILD)/adapter_prior.gguf $(RANK_FLAGS) --seed 1 --max-steps 900
+	$(BUILD)/fgemma tune -m "$$(cat $(BUILD)/model_path.txt)" --data data/calls/train.jsonl \
+	  -o $(ADAPTER) --checkpoint $(BUILD)/adapter_rank2.ckpt \
+	  --init-lora $(BUILD)/adapter_rank1.gguf $(RANK_FLAGS) --seed 2 --max-steps 1500
 
 bench: build
 	@for b in $(BUILD)/*_benchmark; do echo "== $$b"; $$b --benchmark_min_time=0.2; done

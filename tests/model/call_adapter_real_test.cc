@@ -30,12 +30,13 @@ namespace {
 // ("unmute") and copies cut before another argument's number, 63.3 % with the word guard
 // (2026-12-04). The adapter of `make adapter`'s second stage (one more epoch of the calls and
 // the tool prior together, `--objective both`, so that its prior runs with the adapter):
-// 69.1 % / 44.1 % alone, 82.3 % / 67.8 % with every default (2026-12-04). The eval is
+// 69.1 % / 44.1 % alone, 82.3 % / 67.8 % with every default; after its prior's ranking steps
+// (`--prior-negatives`, the stages after it) 83.6 % / 68.2 % (2026-12-04). The eval is
 // deterministic on one machine; the margin of ~2.5 points covers another ISA's kernels (rounding
 // can flip a near-tie); a larger drop is a change in the model, the runtime, the prompt or the
 // adapter.
 constexpr double kMinFunction = 0.665, kMinExact = 0.415;
-constexpr double kMinFunctionWithPrior = 0.797, kMinExactWithPrior = 0.653;
+constexpr double kMinFunctionWithPrior = 0.810, kMinExactWithPrior = 0.656;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
@@ -146,8 +147,9 @@ TEST(CallAdapterRealTest, AMeasureInAnotherUnitIsConvertedAndKept) {
   auto copied = testing::RunFgemma(yoga, false);
   ASSERT_EQ(plain.rc, 0) << plain.out;
   ASSERT_EQ(copied.rc, 0) << copied.out;
-  // (The adapter alone wrote 150 before it learnt the tool prior, 30 since.)
-  EXPECT_EQ(plain.out, R"({"arguments":{"activity":"yoga","minutes":30},"name":"log_workout"})"
+  // (The adapter alone wrote 150 before it learnt the tool prior, 30 after, and 15 since its
+  // prior's ranking stages; the volume below is the case the copy prior alone converts.)
+  EXPECT_EQ(plain.out, R"({"arguments":{"activity":"yoga","minutes":15},"name":"log_workout"})"
                        "\n");
   EXPECT_EQ(copied.out, R"({"arguments":{"activity":"yoga","minutes":15},"name":"log_workout"})"
                         "\n");
