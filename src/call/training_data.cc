@@ -281,8 +281,7 @@ TrainingExample ChannelNegative(const TrainingExample& e, const std::string& too
   TrainingExample n = e;
   n.channel_negatives.clear();
   n.calls = {{tool, nlohmann::json::object()}};
-  const text::Tool* t = e.catalog->Find(tool);
-  n.catalog_key = "channel\n" + (t != nullptr ? ChannelToolText(*t) : tool);
+  n.catalog_key = "channel\n" + ChannelToolText(*e.catalog->Find(tool));
   return n;
 }
 

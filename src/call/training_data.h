@@ -76,7 +76,8 @@ std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>&
                                              int negatives = 0, uint64_t seed = 0);
 
 // One of a tool prior example's contrast: the same request after `tool`'s channel prompt
-// (`tool` one of e.channel_negatives; its key the tool's text, as ChannelExamples keys).
+// (`tool` one of e.channel_negatives, a tool of e's catalog; its key the tool's text, as
+// ChannelExamples keys).
 TrainingExample ChannelNegative(const TrainingExample& e, const std::string& tool);
 
 // The tokens of one example: <bos> + prefix + request (call::PrefixTokens, call::RequestTokens:
