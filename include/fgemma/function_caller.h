@@ -43,8 +43,14 @@ struct LoraAdapterFile {
 // A loaded GGUF model, the LoRA adapters applied to it, and its tokenizer.
 class CallModel {
  public:
+  // `prior_loras` (optional): adapters the noisy-channel tool prior (FunctionCallerOptions::
+  // tool_channel) runs with instead of `loras`, each trained for the prior (`fgemma tune
+  // --objective both|channel`, metadata fgemma.lora.channel = "adapted"; InvalidArgument
+  // otherwise). An app's adapter tuned on its calls alone keeps the shipped adapter's trained
+  // prior this way (docs/tuning.md). The base model's file is mapped once for both.
   static StatusOr<std::shared_ptr<const CallModel>> Load(
-      const std::string& gguf_path, const std::vector<LoraAdapterFile>& loras = {});
+      const std::string& gguf_path, const std::vector<LoraAdapterFile>& loras = {},
+      const std::vector<LoraAdapterFile>& prior_loras = {});
   ~CallModel();
   const std::string& path() const;
   int64_t trained_context() const;  // gemma3.context_length (0 when absent)

@@ -1653,5 +1653,75 @@ TEST(FunctionCaller, ToolChannelChoosesTheToolThatExplainsTheRequest) {
   EXPECT_NE(r->calls.at(0).name, "set_light");
 }
 
+// CallModel::Load's prior_loras: the tool prior runs with them (a marked adapter only), while
+// the call is decoded with the model's own adapters (none here).
+TEST(FunctionCaller, PriorAdaptersRunTheToolPriorOnly) {
+  std::string paths[2];
+  for (const bool marked : {true, false}) {
+    FG_ASSERT_OK_AND_ASSIGN(auto base, runtime::Model::Load(TinyModelPath()));
+    model::SyntheticLoraSpec spec;
+    spec.amplitude = 0.5f;
+    FG_ASSERT_OK_AND_ASSIGN(gguf::Writer w, model::SyntheticLora(base->file(), spec));
+    w.SetString("fgemma.lora.prefix", "base");
+    if (marked) w.SetString("fgemma.lora.channel", "adapted");
+    paths[marked] = ::testing::TempDir() + "/prior_lora_" + std::to_string(marked) + ".gguf";
+    FG_ASSERT_OK(w.WriteFile(paths[marked]));
+  }
+  EXPECT_THAT(CallModel::Load(TinyModelPath(), {}, {{paths[0], 1.0f}}).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("not trained for the tool prior")));
+  EXPECT_FALSE(CallModel::Load(TinyModelPath(), {}, {{"/nonexistent/prior.gguf", 1.0f}}).ok());
+  FG_ASSERT_OK_AND_ASSIGN(auto with_prior,
+                          CallModel::Load(TinyModelPath(), {}, {{paths[1], 1.0f}}));
+  FG_ASSERT_OK_AND_ASSIGN(auto adapted, runtime::Model::Load(TinyModelPath(), {{paths[1], 1.0f}}));
+  auto cat = text::ParseToolCatalog(kBoundedCatalog);
+  FG_ASSERT_OK(cat.status());
+  const text::Tokenizer& tk = call::CallTokenizer(*TinyModel());
+  auto channel = call::ToolChannel::Create(*adapted, tk, *cat, nullptr);
+  FG_ASSERT_OK(channel.status());
+  auto plain_channel =
+      call::ToolChannel::Create(call::RuntimeModel(*TinyModel()), tk, *cat, nullptr);
+  FG_ASSERT_OK(plain_channel.status());
+  int checked = 0, differ = 0;
+  for (const char* req :
+       {"turn the light on", "make it warmer", "stop the music", "eco mode", "kitchen lights off",
+        "cool the house", "play some jazz", "set a timer", "dim the lights", "heat to 22"}) {
+    FG_ASSERT_OK_AND_ASSIGN(const std::vector<double> scores, (*channel)->Score(req));
+    FG_ASSERT_OK_AND_ASSIGN(const std::vector<double> plain, (*plain_channel)->Score(req));
+    std::vector<double> sorted = scores;
+    std::sort(sorted.rbegin(), sorted.rend());
+    const double gap = sorted[0] - sorted[1];
+    if (!(gap > 0)) continue;
+    FunctionCallerOptions o = Options("call");
+    o.tool_channel = 200 / gap;
+    auto c = FunctionCaller::Create(with_prior, kBoundedCatalog, o);
+    FG_ASSERT_OK(c.status());
+    auto r = (*c)->Call(req);
+    FG_ASSERT_OK(r.status());
+    FG_ASSERT_OK(r->validity) << r->text;
+    ASSERT_EQ(r->calls.size(), 1u);
+    const size_t best = std::max_element(scores.begin(), scores.end()) - scores.begin();
+    EXPECT_EQ(r->calls[0].name, cat->tools[best].name) << req;
+    ++checked;
+    differ += std::max_element(plain.begin(), plain.end()) - plain.begin() !=
+              static_cast<std::ptrdiff_t>(best);
+  }
+  EXPECT_GE(checked, 6);
+  EXPECT_GT(differ, 0);  // the adapter's prior chooses otherwise than the base model's somewhere
+  // With the prior off the call is the model's own: the prior's adapter does not decode it.
+  FunctionCallerOptions off = Options("call");
+  off.tool_channel = 0;
+  auto a = FunctionCaller::Create(with_prior, kBoundedCatalog, off);
+  auto b = NewCaller(off, kBoundedCatalog);
+  FG_ASSERT_OK(a.status());
+  ASSERT_NE(b, nullptr);
+  for (const char* req : {"turn the light on", "eco mode"}) {
+    auto ra = (*a)->Call(req);
+    auto rb = b->Call(req);
+    FG_ASSERT_OK(ra.status());
+    FG_ASSERT_OK(rb.status());
+    EXPECT_EQ(ra->tokens, rb->tokens) << req;
+  }
+}
+
 }  // namespace
 }  // namespace fg

@@ -35,6 +35,8 @@ namespace fg {
 struct CallModel::Impl {
   std::string path;
   std::unique_ptr<runtime::Model> model;
+  // The tool prior's model (CallModel::Load's prior_loras); null: `model`.
+  std::unique_ptr<runtime::Model> prior_model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   // Computed by the first caller that needs them (std::call_once; the model is shared):
   // ModelIdentity for a cache dir, the string guard's tables for a caller with the guard on.
@@ -81,12 +83,24 @@ const std::string& CallModel::path() const { return impl_->path; }
 int64_t CallModel::trained_context() const { return impl_->model->config().context_length; }
 
 StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(
-    const std::string& gguf_path, const std::vector<LoraAdapterFile>& loras) {
+    const std::string& gguf_path, const std::vector<LoraAdapterFile>& loras,
+    const std::vector<LoraAdapterFile>& prior_loras) {
   auto impl = std::make_unique<Impl>();
   impl->path = gguf_path;
   std::vector<runtime::LoraSpec> specs;
   for (const LoraAdapterFile& l : loras) specs.push_back({l.path, l.scale});
   FG_ASSIGN_OR_RETURN(impl->model, runtime::Model::Load(gguf_path, specs));
+  if (!prior_loras.empty()) {
+    std::vector<runtime::LoraSpec> prior;
+    for (const LoraAdapterFile& l : prior_loras) prior.push_back({l.path, l.scale});
+    FG_ASSIGN_OR_RETURN(impl->prior_model, runtime::Model::Load(gguf_path, prior));
+    if (!impl->prior_model->adapters_in_channel()) {
+      return InvalidArgumentError(
+          "prior adapter '" + prior_loras[0].path +
+          "' was not trained for the tool prior (no fgemma.lora.channel = \"adapted\"; "
+          "`fgemma tune --objective both|channel` trains one)");
+    }
+  }
   auto vocab = text::LoadVocab(impl->model->file());
   if (!vocab.ok()) return vocab.status().WithContext("'" + gguf_path + "'");
   // FunctionGemma keeps its function-calling tokens at ids 46..52, which a base Gemma 3
@@ -387,8 +401,10 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   if (m.channel_weight > 0 && m.dialect == text::Dialect::kOfficial &&
       m.mode != text::ConstrainMode::kOff && m.start_call >= 0 &&
       (m.tool_prior || m.argument_check)) {
-    FG_ASSIGN_OR_RETURN(m.channel,
-                        call::ToolChannel::Create(*m.model, *m.tk, choices, m.pool.get()));
+    FG_ASSIGN_OR_RETURN(
+        m.channel,
+        call::ToolChannel::Create(m.cm->impl().prior_model ? *m.cm->impl().prior_model : *m.model,
+                                  *m.tk, choices, m.pool.get()));
   }
 
   if (m.mode != text::ConstrainMode::kOff) {

@@ -187,7 +187,7 @@ int CmdCall(int argc, char** argv) {
   auto model_path = common.ModelPath();
   if (!model_path.ok()) return ReportError("call", model_path.status());
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = CallModel::Load(*model_path, common.CallAdapters());
+  auto model = CallModel::Load(*model_path, common.CallAdapters(), common.PriorAdapters());
   if (!model.ok()) return ReportError("call", model.status());
   if (Status s = common.CheckContext((*model)->trained_context()); !s.ok()) {
     return usage(s.message());

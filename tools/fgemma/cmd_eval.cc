@@ -123,7 +123,7 @@ int CmdEval(int argc, char** argv) {
   }
   auto model_path = common.ModelPath();
   if (!model_path.ok()) return ReportError("eval", model_path.status());
-  auto model = CallModel::Load(*model_path, common.CallAdapters());
+  auto model = CallModel::Load(*model_path, common.CallAdapters(), common.PriorAdapters());
   if (!model.ok()) return ReportError("eval", model.status());
 
   // Progress on stderr: one updating line on a terminal, else a plain line every 25 requests

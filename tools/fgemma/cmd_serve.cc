@@ -154,7 +154,7 @@ int CmdServeMain(int argc, char** argv) {
 
   auto model_path = common.ModelPath();
   if (!model_path.ok()) return ReportError("serve", model_path.status());
-  auto model = CallModel::Load(*model_path, common.CallAdapters());
+  auto model = CallModel::Load(*model_path, common.CallAdapters(), common.PriorAdapters());
   if (!model.ok()) return ReportError("serve", model.status());
   if (Status s = common.CheckContext((*model)->trained_context()); !s.ok()) {
     return usage(s.message());

@@ -52,6 +52,11 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
               "Without --lora, the shipped call adapter (models/fgemma-call-lora.gguf) is "
               "applied to the default model, also when -m names it or a copy of it (the same "
               "size and GGUF header); --no-lora runs the base model alone");
+    p.AddString("--prior-lora", &prior_lora_, "FILE",
+                "Adapter the tool prior (--tool-channel) runs with, trained for it (`fgemma tune "
+                "--objective both|channel`); 'none': the --lora adapters' own prior. Default: "
+                "with --lora adapters that did not learn the prior (an app's `fgemma tune` on "
+                "its calls) on the default model, the shipped call adapter's prior");
   }
   if (which & kToolChannel) {
     p.AddDouble("--tool-channel", &tool_channel_, "W",
@@ -97,6 +102,9 @@ Status CommonFlags::Check() const {
     }
   }
   if (which_ & kLora) FG_RETURN_IF_ERROR(lora_.Specs().status());
+  if ((which_ & kCallLora) && parser_->WasSet("--prior-lora") && prior_lora_.empty()) {
+    return InvalidArgumentError("--prior-lora needs a file name or 'none', got ''");
+  }
   if ((which_ & kToolChannel) && parser_->WasSet("--tool-channel") &&
       !(std::isfinite(tool_channel_) && tool_channel_ >= 0)) {
     return InvalidArgumentError("--tool-channel must be a weight >= 0 (0: off)");
@@ -151,6 +159,32 @@ std::vector<LoraAdapterFile> CommonFlags::CallAdapters() const {
   if (!out.empty() || no_lora_ || (!model_.empty() && !IsDefaultModel(model_))) return out;
   if (std::string path = DefaultCallAdapterPath(); !path.empty()) out.push_back({path, 1.0f});
   return out;
+}
+
+namespace {
+
+// The adapter file says it learnt the tool prior (fgemma.lora.channel = "adapted"); false when
+// it cannot be read (CallModel::Load then reports it).
+bool LearntPrior(const std::string& path) {
+  auto f = gguf::File::Open(path);
+  if (!f.ok() || (*f)->Find("fgemma.lora.channel") == nullptr) return false;
+  auto v = (*f)->GetString("fgemma.lora.channel");
+  return v.ok() && *v == "adapted";
+}
+
+}  // namespace
+
+std::vector<LoraAdapterFile> CommonFlags::PriorAdapters() const {
+  if (prior_lora_ == "none") return {};
+  if (!prior_lora_.empty()) return {{prior_lora_, 1.0f}};
+  const std::vector<LoraAdapterFile> named = Adapters();
+  if (named.empty() || no_lora_ || (!model_.empty() && !IsDefaultModel(model_))) return {};
+  for (const LoraAdapterFile& a : named) {
+    if (LearntPrior(a.path)) return {};
+  }
+  const std::string path = DefaultCallAdapterPath();
+  if (path.empty() || !LearntPrior(path)) return {};
+  return {{path, 1.0f}};
 }
 
 namespace {

@@ -68,6 +68,11 @@ class CommonFlags {
   // Adapters() for kCallLora commands: the shipped call adapter when none is named, --no-lora is
   // not given, and -m is not given or names the default model (IsDefaultModel).
   std::vector<LoraAdapterFile> CallAdapters() const;
+  // CallModel::Load's prior_loras for kCallLora commands: --prior-lora FILE; none with
+  // --prior-lora none; else, when --lora names adapters none of which learnt the tool prior
+  // (fgemma.lora.channel = "adapted": an app's adapter tuned on its calls), --no-lora is not
+  // given and the model is the default one, the shipped call adapter if it learnt the prior.
+  std::vector<LoraAdapterFile> PriorAdapters() const;
   // --tool-channel as given, -1 (the caller's default) when not.
   double ToolChannel() const { return tool_channel_; }
   // FunctionCallerOptions::argument_check: false with --no-arg-check.
@@ -82,6 +87,7 @@ class CommonFlags {
   int64_t threads_ = 0, context_ = 0;
   LoraFlags lora_;
   bool no_lora_ = false;
+  std::string prior_lora_;
   double tool_channel_ = -1;
   bool no_argument_check_ = false;
   double copy_bias_ = -1;
