@@ -1681,6 +1681,21 @@ TEST(FunctionCaller, PriorAdaptersRunTheToolPriorOnly) {
   auto plain_channel =
       call::ToolChannel::Create(call::RuntimeModel(*TinyModel()), tk, *cat, nullptr);
   FG_ASSERT_OK(plain_channel.status());
+  // The prior's model shares the calling model's mapping (Model::Share), and scores as a model
+  // loaded with the adapter alone.
+  const runtime::Model* prior_model = call::PriorModel(*with_prior);
+  ASSERT_NE(prior_model, nullptr);
+  EXPECT_EQ(call::PriorModel(*TinyModel()), nullptr);
+  EXPECT_EQ(&prior_model->file(), &call::RuntimeModel(*with_prior).file());
+  EXPECT_TRUE(prior_model->adapters_in_channel());
+  EXPECT_TRUE(call::RuntimeModel(*with_prior).adapters().empty());
+  {
+    auto shared = call::ToolChannel::Create(*prior_model, tk, *cat, nullptr);
+    FG_ASSERT_OK(shared.status());
+    FG_ASSERT_OK_AND_ASSIGN(const std::vector<double> a, (*shared)->Score("eco mode"));
+    FG_ASSERT_OK_AND_ASSIGN(const std::vector<double> b, (*channel)->Score("eco mode"));
+    EXPECT_EQ(a, b);
+  }
   int checked = 0, differ = 0;
   for (const char* req :
        {"turn the light on", "make it warmer", "stop the music", "eco mode", "kitchen lights off",

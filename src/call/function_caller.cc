@@ -93,7 +93,7 @@ StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(
   if (!prior_loras.empty()) {
     std::vector<runtime::LoraSpec> prior;
     for (const LoraAdapterFile& l : prior_loras) prior.push_back({l.path, l.scale});
-    FG_ASSIGN_OR_RETURN(impl->prior_model, runtime::Model::Load(gguf_path, prior));
+    FG_ASSIGN_OR_RETURN(impl->prior_model, runtime::Model::Share(*impl->model, prior));
     if (!impl->prior_model->adapters_in_channel()) {
       return InvalidArgumentError(
           "prior adapter '" + prior_loras[0].path +
@@ -887,6 +887,7 @@ StatusOr<std::vector<std::string>> LoadToolMap(const std::string& path) {
 
 namespace fg::call {
 const runtime::Model& RuntimeModel(const CallModel& model) { return *model.impl().model; }
+const runtime::Model* PriorModel(const CallModel& model) { return model.impl().prior_model.get(); }
 const text::Tokenizer& CallTokenizer(const CallModel& model) { return *model.impl().tokenizer; }
 Status UseBatcher(FunctionCaller& caller, runtime::StepBatcher* batcher) {
   return caller.impl().session->SetBatcher(batcher);

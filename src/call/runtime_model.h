@@ -14,6 +14,9 @@ namespace fg::call {
 
 // Valid while `model` lives; immutable (shareable between threads like the CallModel).
 const runtime::Model& RuntimeModel(const CallModel& model);
+// The model the tool prior runs (CallModel::Load's prior_loras: RuntimeModel's mapping with the
+// prior's adapters); null without prior_loras (the prior then runs RuntimeModel).
+const runtime::Model* PriorModel(const CallModel& model);
 // The tokenizer `FunctionCaller` prompts with: a base Gemma 3 vocabulary's <unused> ids 46..52
 // named as FunctionGemma's function-calling tokens (what `fgemma tune` must train on).
 const text::Tokenizer& CallTokenizer(const CallModel& model);

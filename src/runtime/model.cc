@@ -62,6 +62,16 @@ StatusOr<std::unique_ptr<Model>> Model::FromFile(std::unique_ptr<gguf::File> fil
   return m;
 }
 
+StatusOr<std::unique_ptr<Model>> Model::Share(const Model& base,
+                                              const std::vector<LoraSpec>& loras) {
+  std::unique_ptr<Model> m(new Model());
+  m->file_ = base.file_;
+  m->config_ = base.config_;
+  FG_ASSIGN_OR_RETURN(m->weights_, model::BindWeights(*m->file_, m->config_));
+  for (const LoraSpec& l : loras) FG_RETURN_IF_ERROR(m->AddLora(l));
+  return m;
+}
+
 StatusOr<kernels::WeightMatrix> WeightMatrixOf(const gguf::TensorInfo& t) {
   const auto row_bytes = t.shape.size() == 2 ? tensor::RowBytes(t.type, t.shape[1]) : std::nullopt;
   if (!row_bytes) {

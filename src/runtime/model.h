@@ -36,6 +36,10 @@ class Model {
                                                const std::vector<LoraSpec>& loras = {});
   // Takes an already opened file (tests build files in memory).
   static StatusOr<std::unique_ptr<Model>> FromFile(std::unique_ptr<gguf::File> file);
+  // Another model over `base`'s mapped file (shared, not mapped again: its pages count once
+  // in the resident set) with its own adapters `loras` (none of `base`'s).
+  static StatusOr<std::unique_ptr<Model>> Share(const Model& base,
+                                                const std::vector<LoraSpec>& loras);
   // Adds an adapter (before any graph is built); the scale must be finite.
   Status AddLora(std::unique_ptr<model::LoraAdapter> adapter, float scale);
   Status AddLora(const LoraSpec& spec);
@@ -64,7 +68,7 @@ class Model {
   size_t panel_bytes() const { return panel_bytes_; }
 
  private:
-  std::unique_ptr<gguf::File> file_;
+  std::shared_ptr<const gguf::File> file_;
   model::Config config_;
   model::Weights weights_;
   std::vector<std::unique_ptr<model::LoraAdapter>> adapters_;
