@@ -6,14 +6,21 @@
 # so its prior is the shipped call adapter's, --prior-lora). The 30 and the 50 are spread over
 # the catalog's tools (every 3rd line is a training line; the test lines are the first 50 of
 # the others).
-#   bench/per_app_tune.sh banking [--fresh] [extra fgemma tune flags...]
+# --prior: also tune the app's own tool prior (`fgemma tune --objective channel` on the 30, from
+# the shipped call adapter; about as long again) and score with it (--prior-lora).
+#   bench/per_app_tune.sh banking [--fresh] [--prior] [extra fgemma tune flags...]
 set -euo pipefail
+work=${WORK:-$(mktemp -d)}
+work_prior=$work/app_prior.gguf
 here=$(cd "$(dirname "$0")/.." && pwd)
 fgemma=${FGEMMA:-$here/build/fgemma}
-app=${1:?usage: per_app_tune.sh CATALOG [--fresh] [tune flags]}; shift
+app=${1:?usage: per_app_tune.sh CATALOG [--fresh] [--prior] [tune flags]}; shift
 init=(--init-lora "${FGEMMA_TUNE_LORA:-$here/models/fgemma-tune-lora.gguf}")
-if [[ ${1:-} == --fresh ]]; then init=(--init-lora none); shift; fi
-work=${WORK:-$(mktemp -d)}
+prior=()
+while [[ ${1:-} == --fresh || ${1:-} == --prior ]]; do
+  if [[ $1 == --fresh ]]; then init=(--init-lora none); else prior=(--prior-lora "$work_prior"); fi
+  shift
+done
 src=$here/data/calls/eval_requests/$app.jsonl
 awk 'NR % 3 == 1' "$src" | head -30 > "$work/train.jsonl"
 awk 'NR % 3 != 1' "$src" | head -50 > "$work/test.jsonl"
@@ -22,4 +29,11 @@ start=$(date +%s)
 "$fgemma" tune --tools "$here/data/calls/catalogs/$app.json" --data "$work/train.jsonl" \
   -o "$work/app.gguf" --checkpoint "$work/app.ckpt" "${init[@]}" "$@"
 echo "tune took $(( $(date +%s) - start )) s" >&2
-"$fgemma" eval --tools "$here/data/calls/catalogs/$app.json" --data "$work/test.jsonl" --lora "$work/app.gguf"
+if (( ${#prior[@]} )); then
+  start=$(date +%s)
+  "$fgemma" tune --tools "$here/data/calls/catalogs/$app.json" --data "$work/train.jsonl" \
+    -o "$work_prior" --objective channel "$@"
+  echo "prior tune took $(( $(date +%s) - start )) s" >&2
+fi
+"$fgemma" eval --tools "$here/data/calls/catalogs/$app.json" --data "$work/test.jsonl" \
+  --lora "$work/app.gguf" "${prior[@]}"

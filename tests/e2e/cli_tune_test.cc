@@ -293,6 +293,29 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   ASSERT_EQ(from_start.rc, 0) << from_start.out;
   EXPECT_THAT(from_start.out, HasSubstr("starting from the shipped adapter " + start));
   EXPECT_FALSE(Read(a) == Read(e));
+  // An app's own tool prior (--objective channel): from the shipped call adapter, whose prior
+  // it refines, ranked against every other tool at lr 1e-4, ~120 examples in all (30 epochs of
+  // 4): the same bytes as those flags given.
+  const std::string marked = Tmp("d_marked.gguf");
+  ASSERT_EQ(Fgemma(Tune(marked, "--objective channel --max-steps 1 -q")).rc, 0);
+  auto prior_tune = [&](const std::string& out, const std::string& flags) {
+    Result r = ::fg::testing::RunCommand(
+        "FGEMMA_MODEL=" + *model_ + " FGEMMA_TUNE_LORA=" + shipped + " FGEMMA_CALL_LORA=" + marked +
+        " " + FG_CLI_PATH + " tune --tools " + *tools_ + " --data " + *data_ + " -o " + out +
+        " --objective channel --max-steps 2 -t 1 " + flags);
+    EXPECT_EQ(r.rc, 0) << flags << ": " << r.out;
+    return r.out;
+  };
+  const std::string p1 = Tmp("d_prior.gguf"), p2 = Tmp("d_prior_named.gguf"),
+                    p3 = Tmp("d_prior_lr.gguf");
+  const std::string prior_log = prior_tune(p1, "");
+  EXPECT_THAT(prior_log, HasSubstr("starting from the shipped adapter " + marked));
+  EXPECT_THAT(prior_log, HasSubstr("each ranked against up to 64 other tools"));
+  EXPECT_THAT(prior_log, HasSubstr("30 epochs of"));
+  prior_tune(p2, "--init-lora " + marked + " --lr 1e-4 --prior-negatives 64 --epochs 30");
+  EXPECT_TRUE(Read(p1) == Read(p2));
+  prior_tune(p3, "--lr 1e-3");
+  EXPECT_FALSE(Read(p1) == Read(p3));
   // Another model of the same shapes: fresh.
   const std::string other = Tmp("d_other_model.gguf");
   ASSERT_EQ(Fgemma("mkmodel -o " + other + " --preset small --seed 5").rc, 0);

@@ -82,9 +82,14 @@ StatusOr<double> Validate(const std::string& model_path, const std::string& adap
 }  // namespace
 
 // Fewer training examples than this are an app's few labelled requests: smaller batches and
-// more epochs by default (kFewExamplePasses examples in all: 16 epochs of 30).
+// more epochs by default (kFewExamplePasses examples in all: 16 epochs of 30). An app's tool
+// prior (--objective channel on them) refines the shipped call adapter's: kFewPriorPasses
+// examples (4 epochs of 30) at kFewPriorLr, each ranked against every other tool (docs/tuning.md:
+// a rate of 1e-3 broke the shipped prior's ranking).
 constexpr size_t kFewExamples = 300;
 constexpr int64_t kFewExamplePasses = 480;
+constexpr int64_t kFewPriorPasses = 120;
+constexpr double kFewPriorLr = 1e-4;
 // A flag not given.
 constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
 constexpr double kUnsetAlpha = std::numeric_limits<double>::lowest();
@@ -126,7 +131,9 @@ int CmdTune(int argc, char** argv) {
               "kept. Default: the shipped tune adapter (models/fgemma-tune-lora.gguf, the "
               "calls-only stage of the shipped call adapter) when the base model is the default "
               "model (or a copy), with --prefix base and no --lora-rank, --lora-alpha or "
-              "--lora-modules (tuning it for one app); none: a fresh adapter");
+              "--lora-modules (tuning it for one app); for an app's tool prior (--objective "
+              "channel, fewer than 300 examples) the shipped call adapter, whose prior it "
+              "refines; none: a fresh adapter");
   p.AddString("--loss-tokens", &loss_tokens, "free|all",
               "free (default): the loss skips call tokens the call grammar forces (fgemma call "
               "never asks the model for them); all: every call token");
@@ -149,11 +156,14 @@ int CmdTune(int argc, char** argv) {
            "With --objective both|channel: score each prior example's request after K other "
            "tools of its catalog too (drawn from --seed) and learn to rank its own tool first "
            "(-log softmax of the K+1 scores) instead of the request's likelihood alone; each "
-           "example then costs K+1 runs (default 0: likelihood)");
+           "example then costs K+1 runs (default 0: likelihood; 64, every other tool, for an "
+           "app's tool prior: --objective channel with fewer than 300 examples)");
   p.AddString("--prefix", &prefix, "base|adapted",
               "base (default): the catalog prefix stays the base model's, the adapter applies "
               "after it (trains only request and call tokens); adapted: every position");
-  p.AddDouble("--lr", &lr, "X", "Peak learning rate of AdamW (default 1e-3)");
+  p.AddDouble("--lr", &lr, "X",
+              "Peak learning rate of AdamW (default 1e-3; 1e-4 for an app's tool prior: "
+              "--objective channel with fewer than 300 examples)");
   p.AddDouble("--wd", &wd, "X", "AdamW weight decay (default 0)");
   p.AddDouble("--warmup", &warmup, "F", "Share of steps with a linear warmup (default 0.05); then cosine");
   p.AddDouble("--clip", &clip, "X", "Clip the gradient's global norm to X (default 1; 0: off)");
@@ -170,7 +180,8 @@ int CmdTune(int argc, char** argv) {
            "computing them again (default 8192; 0: off; the adapter is the same)");
   p.AddInt("--epochs", &epochs, "N",
            "Passes over the data (default 1; for fewer than 300 training examples, enough for "
-           "about 480 examples in all, at most 32: 16 for 30)");
+           "about 480 examples in all, at most 32: 16 for 30; for an app's tool prior, "
+           "--objective channel, about 120: 4 for 30)");
   p.AddInt("--max-steps", &max_steps, "N", "Stop after N steps in all (default 0: the epochs')");
   p.AddInt("--seed", &seed, "N", "Seed of the initial adapter and the example order (default 1)");
   p.AddDouble("--val-split", &val_split, "F",
@@ -299,15 +310,19 @@ int CmdTune(int argc, char** argv) {
   // Defaults for an app's few labelled requests (the per-app runs of docs/tuning.md: 30 requests,
   // 16 epochs of 64-token batches, from the shipped adapter).
   const bool few = train_set.size() < kFewExamples;
+  const bool app_prior = few && objective == "channel";
   if (batch_tokens == kUnset) batch_tokens = few ? 64 : 1024;
   if (epochs == kUnset) {
     const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(train_set.size()));
-    epochs = few ? std::min<int64_t>(32, (kFewExamplePasses + n - 1) / n) : 1;
+    const int64_t passes = app_prior ? kFewPriorPasses : kFewExamplePasses;
+    epochs = few ? std::min<int64_t>(32, (passes + n - 1) / n) : 1;
   }
+  if (app_prior && !p.WasSet("--lr")) lr = kFewPriorLr;
+  if (app_prior && !p.WasSet("--prior-negatives")) prior_negatives = 64;
   if (init_lora == "none") {
     init_lora.clear();
   } else if (init_lora.empty() && !shape_given && prefix == "base" && IsDefaultModel(*model_path)) {
-    init_lora = DefaultTuneAdapterPath();
+    init_lora = app_prior ? DefaultCallAdapterPath() : DefaultTuneAdapterPath();
     if (!init_lora.empty() && !quiet) {
       std::fprintf(
           stderr,
