@@ -1090,6 +1090,21 @@ TEST(ToolChannel, ScoresAreTheRequestsLogProbabilityAfterEachTool) {
   EXPECT_THAT((*channel)->Score("").status(), StatusIs(StatusCode::kInvalidArgument, _));
 }
 
+// A synthetic adapter for the tiny model trained on the base model's prefix (TempDir/NAME_M.gguf,
+// M = marked), marked as trained for the tool prior when `marked`.
+StatusOr<std::string> WriteChannelLora(const std::string& name, bool marked) {
+  FG_ASSIGN_OR_RETURN(auto base, runtime::Model::Load(TinyModelPath()));
+  model::SyntheticLoraSpec spec;
+  spec.amplitude = 0.5f;
+  FG_ASSIGN_OR_RETURN(gguf::Writer w, model::SyntheticLora(base->file(), spec));
+  w.SetString("fgemma.lora.prefix", "base");
+  if (marked) w.SetString("fgemma.lora.channel", "adapted");
+  const std::string path =
+      ::testing::TempDir() + "/" + name + "_" + std::to_string(marked) + ".gguf";
+  FG_RETURN_IF_ERROR(w.WriteFile(path));
+  return path;
+}
+
 // An adapter trained for the prior (fgemma.lora.channel = "adapted") runs the request's rows:
 // from each tool's text's last token on, the tool's text itself stays the base model's; an
 // adapter without the mark leaves the prior the base model's.
@@ -1104,14 +1119,7 @@ TEST(ToolChannel, AnAdapterTrainedForThePriorRunsTheRequestsRows) {
   }
   for (const bool marked : {true, false}) {
     FG_ASSERT_OK_AND_ASSIGN(auto model, runtime::Model::Load(TinyModelPath()));
-    model::SyntheticLoraSpec spec;
-    spec.amplitude = 0.5f;
-    FG_ASSERT_OK_AND_ASSIGN(gguf::Writer w, model::SyntheticLora(model->file(), spec));
-    w.SetString("fgemma.lora.prefix", "base");
-    if (marked) w.SetString("fgemma.lora.channel", "adapted");
-    const std::string path =
-        ::testing::TempDir() + "/channel_lora_" + std::to_string(marked) + ".gguf";
-    FG_ASSERT_OK(w.WriteFile(path));
+    FG_ASSERT_OK_AND_ASSIGN(const std::string path, WriteChannelLora("channel_lora", marked));
     FG_ASSERT_OK(model->AddLora({path, 1.0f}));
     ASSERT_EQ(model->adapters_in_channel(), marked);
     auto channel = call::ToolChannel::Create(*model, tk, cat, nullptr);
@@ -1658,14 +1666,7 @@ TEST(FunctionCaller, ToolChannelChoosesTheToolThatExplainsTheRequest) {
 TEST(FunctionCaller, PriorAdaptersRunTheToolPriorOnly) {
   std::string paths[2];
   for (const bool marked : {true, false}) {
-    FG_ASSERT_OK_AND_ASSIGN(auto base, runtime::Model::Load(TinyModelPath()));
-    model::SyntheticLoraSpec spec;
-    spec.amplitude = 0.5f;
-    FG_ASSERT_OK_AND_ASSIGN(gguf::Writer w, model::SyntheticLora(base->file(), spec));
-    w.SetString("fgemma.lora.prefix", "base");
-    if (marked) w.SetString("fgemma.lora.channel", "adapted");
-    paths[marked] = ::testing::TempDir() + "/prior_lora_" + std::to_string(marked) + ".gguf";
-    FG_ASSERT_OK(w.WriteFile(paths[marked]));
+    FG_ASSERT_OK_AND_ASSIGN(paths[marked], WriteChannelLora("prior_lora", marked));
   }
   EXPECT_THAT(CallModel::Load(TinyModelPath(), {}, {{paths[0], 1.0f}}).status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("not trained for the tool prior")));
