@@ -7,7 +7,8 @@
 # the catalog's tools (every 3rd line is a training line; the test lines are the first 50 of
 # the others).
 # --prior: also tune the app's own tool prior (`fgemma tune --objective channel` on the 30, from
-# the shipped call adapter; about as long again) and score with it (--prior-lora).
+# the shipped call adapter; about as long again) and score with it (--prior-lora). Extra tune
+# flags go to both tunes.
 #   bench/per_app_tune.sh banking [--fresh] [--prior] [extra fgemma tune flags...]
 set -euo pipefail
 work=${WORK:-$(mktemp -d)}

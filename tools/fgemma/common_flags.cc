@@ -9,6 +9,7 @@
 
 #include "src/base/thread_pool.h"
 #include "src/gguf/reader.h"
+#include "src/model/gemma3/lora.h"
 
 namespace fg::cli {
 
@@ -154,9 +155,13 @@ std::vector<LoraAdapterFile> CommonFlags::Adapters() const {
   return out;
 }
 
+bool CommonFlags::ShippedAdaptersApply() const {
+  return !no_lora_ && (model_.empty() || IsDefaultModel(model_));
+}
+
 std::vector<LoraAdapterFile> CommonFlags::CallAdapters() const {
   std::vector<LoraAdapterFile> out = Adapters();
-  if (!out.empty() || no_lora_ || (!model_.empty() && !IsDefaultModel(model_))) return out;
+  if (!out.empty() || !ShippedAdaptersApply()) return out;
   if (std::string path = DefaultCallAdapterPath(); !path.empty()) out.push_back({path, 1.0f});
   return out;
 }
@@ -167,9 +172,9 @@ namespace {
 // it cannot be read (CallModel::Load then reports it).
 bool LearntPrior(const std::string& path) {
   auto f = gguf::File::Open(path);
-  if (!f.ok() || (*f)->Find("fgemma.lora.channel") == nullptr) return false;
-  auto v = (*f)->GetString("fgemma.lora.channel");
-  return v.ok() && *v == "adapted";
+  if (!f.ok()) return false;
+  auto mode = model::LoraMode(**f, "fgemma.lora.channel", "base");
+  return mode.ok() && *mode == "adapted";
 }
 
 }  // namespace
@@ -178,7 +183,7 @@ std::vector<LoraAdapterFile> CommonFlags::PriorAdapters() const {
   if (prior_lora_ == "none") return {};
   if (!prior_lora_.empty()) return {{prior_lora_, 1.0f}};
   const std::vector<LoraAdapterFile> named = Adapters();
-  if (named.empty() || no_lora_ || (!model_.empty() && !IsDefaultModel(model_))) return {};
+  if (named.empty() || !ShippedAdaptersApply()) return {};
   for (const LoraAdapterFile& a : named) {
     if (LearntPrior(a.path)) return {};
   }

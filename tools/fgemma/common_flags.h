@@ -81,6 +81,8 @@ class CommonFlags {
   double CopyBias() const { return copy_bias_; }
 
  private:
+  // Neither --no-lora nor another model than the default one: the shipped adapters may apply.
+  bool ShippedAdaptersApply() const;
   const FlagParser* parser_ = nullptr;
   unsigned which_ = 0;
   std::string model_;

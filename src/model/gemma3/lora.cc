@@ -102,6 +102,16 @@ std::string LoraTransposedName(std::string_view name, size_t index) {
   return LoraWeightName(name, index) + ".T";
 }
 
+StatusOr<std::string_view> LoraMode(const gguf::File& f, std::string_view key,
+                                    std::string_view absent) {
+  if (f.Find(key) == nullptr) return absent;
+  auto v = f.GetString(key);
+  if (!v.ok() || (*v != "base" && *v != "adapted")) {
+    return InvalidArgumentError(std::string(key) + " must be \"base\" or \"adapted\"");
+  }
+  return *v;
+}
+
 StatusOr<std::vector<float>> LoraValues(const gguf::TensorInfo& t, bool transposed) {
   const int64_t cols = t.shape.back(), rows = t.n_elements / cols;
   const size_t row_bytes = t.size_bytes / static_cast<size_t>(rows);
@@ -155,20 +165,12 @@ StatusOr<std::unique_ptr<LoraAdapter>> LoraAdapter::FromFile(std::unique_ptr<ggu
     }
     ad->alpha_ = static_cast<float>(*alpha);
   }
-  if (f.Find("fgemma.lora.prefix") != nullptr) {
-    auto prefix = f.GetString("fgemma.lora.prefix");
-    if (!prefix.ok() || (*prefix != "base" && *prefix != "adapted")) {
-      return fail(InvalidArgumentError("fgemma.lora.prefix must be \"base\" or \"adapted\""));
-    }
-    ad->after_prefix_ = *prefix == "base";
-  }
-  if (f.Find("fgemma.lora.channel") != nullptr) {
-    auto channel = f.GetString("fgemma.lora.channel");
-    if (!channel.ok() || (*channel != "base" && *channel != "adapted")) {
-      return fail(InvalidArgumentError("fgemma.lora.channel must be \"base\" or \"adapted\""));
-    }
-    ad->channel_ = *channel == "adapted";
-  }
+  auto prefix = LoraMode(f, "fgemma.lora.prefix", "adapted");
+  if (!prefix.ok()) return fail(prefix.status());
+  ad->after_prefix_ = *prefix == "base";
+  auto channel = LoraMode(f, "fgemma.lora.channel", "base");
+  if (!channel.ok()) return fail(channel.status());
+  ad->channel_ = *channel == "adapted";
 
   std::map<std::string, LoraPair, std::less<>> pairs;
   for (const gguf::TensorInfo& t : f.tensors()) {

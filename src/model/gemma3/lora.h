@@ -120,6 +120,12 @@ StatusOr<gguf::Writer> SyntheticLora(const gguf::File& base, const SyntheticLora
 StatusOr<gguf::Writer> BuildMerged(const gguf::File& base, const std::vector<LoraUse>& loras,
                                    gguf::RequantizeSpec spec);
 
+// The value of one of fgemma's "base"|"adapted" adapter keys (fgemma.lora.prefix,
+// fgemma.lora.channel): "base" or "adapted", `absent` when the key is missing; InvalidArgument
+// for anything else. LoraAdapter reads its after_prefix() and channel() with it.
+StatusOr<std::string_view> LoraMode(const gguf::File& f, std::string_view key,
+                                    std::string_view absent);
+
 // The values of an adapter tensor as f32, row-major, transposed when asked ({cols, rows}).
 StatusOr<std::vector<float>> LoraValues(const gguf::TensorInfo& t, bool transposed);
 
