@@ -12,6 +12,15 @@
  *   puts(json);                                       // {"arguments":{...},"name":"set_light"}
  *   fg_free(json); fg_caller_free(c); fg_model_free(m);
  *
+ * An app's own adapter and its own tool prior (fgemma tune --objective channel):
+ *
+ *   fg_lora calls = {"app-lora.gguf", 1.0f}, prior = {"app-prior.gguf", 1.0f};
+ *   fg_model_options mo;
+ *   fg_model_options_init(&mo);
+ *   mo.loras = &calls; mo.n_loras = 1;
+ *   mo.prior_loras = &prior; mo.n_prior_loras = 1;
+ *   fg_model_load_ex("model.gguf", &mo, &m);
+ *
  * Conventions
  * - Every function that can fail returns an fg_status; FG_OK is 0. On failure the message is in
  *   fg_last_error() (per thread) and the out-parameters are left as they were. No C++ exception
@@ -49,7 +58,7 @@ extern "C" {
  * function or struct changes incompatibly; new functions or trailing struct fields raise the
  * minor number (structs carry their size, see fg_caller_options). */
 #define FG_API_VERSION_MAJOR 1
-#define FG_API_VERSION_MINOR 0
+#define FG_API_VERSION_MINOR 1
 #define FG_API_VERSION ((FG_API_VERSION_MAJOR << 16) | FG_API_VERSION_MINOR)
 
 /* The ABI version of the loaded library (FG_API_VERSION of the header it was built with). A
@@ -96,6 +105,34 @@ typedef struct fg_lora {
  * adapter). *out is a new handle on success. Any thread. */
 FG_API fg_status fg_model_load(const char* path, const fg_lora* loras, size_t n_loras,
                                fg_model** out);
+
+/* Options of fg_model_load_ex (since API 1.1). Fill with fg_model_options_init (which sets
+ * struct_size and no adapters), then change fields. A library newer than the header reads only
+ * struct_size bytes. The arrays are read during the call only. */
+typedef struct fg_model_options {
+  uint32_t struct_size; /* sizeof(fg_model_options) */
+  const fg_lora* loras; /* the adapters applied to the model (fg_model_load's) */
+  size_t n_loras;
+  /* Adapters the noisy-channel tool prior (fg_caller_options.tool_channel) runs with instead of
+   * `loras`: a second view of the same mapped base file. Each must be trained for the prior
+   * (`fgemma tune --objective both|channel`, GGUF key fgemma.lora.channel = "adapted"), else
+   * FG_INVALID_ARGUMENT. An app's adapter tuned on its calls alone keeps a trained prior this
+   * way (the CLI's --prior-lora; docs/tuning.md). None: the prior runs the base model, or
+   * `loras` when they are marked so. Calls decode with `loras` either way. */
+  const fg_lora* prior_loras;
+  size_t n_prior_loras;
+} fg_model_options;
+
+/* Sets struct_size and the defaults (no adapters). Any thread. */
+FG_API void fg_model_options_init(fg_model_options* options);
+
+/* fg_model_load with options (since API 1.1); `options` NULL: no adapters (fg_model_load(path,
+ * NULL, 0, out)). Errors: those of fg_model_load; FG_INVALID_ARGUMENT for a struct_size below
+ * sizeof(fg_model_options) (uninitialized options), a NULL array with a count above 0, a NULL
+ * adapter path, or a prior adapter not trained for the tool prior; FG_NOT_FOUND for a missing
+ * adapter file. *out is a new handle on success. Any thread. */
+FG_API fg_status fg_model_load_ex(const char* path, const fg_model_options* options,
+                                  fg_model** out);
 /* Drops the handle; the model lives on while callers or sessions made from it exist. */
 FG_API void fg_model_free(fg_model* model);
 /* gemma3.context_length (0 when the file has none), the vocabulary size. */

@@ -190,6 +190,35 @@ Status CopyOptions(const T* in, T* out, const char* what) {
 
 int64_t DefaultContext(int64_t trained) { return trained > 0 ? std::min<int64_t>(2048, trained) : 2048; }
 
+// Adapters from the caller's array (`what`: "adapter", "prior adapter" for the messages).
+StatusOr<std::vector<fg::LoraAdapterFile>> Adapters(const fg_lora* loras, size_t n,
+                                                    const char* what) {
+  if (n > 0 && loras == nullptr) {
+    return fg::InvalidArgumentError(std::string("null ") + what + " array");
+  }
+  std::vector<fg::LoraAdapterFile> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (loras[i].path == nullptr) {
+      return fg::InvalidArgumentError(std::string(what) + " " + std::to_string(i) + ": null path");
+    }
+    out.push_back({loras[i].path, loras[i].scale});
+  }
+  return out;
+}
+
+Status LoadModel(const char* path, const std::vector<fg::LoraAdapterFile>& loras,
+                 const std::vector<fg::LoraAdapterFile>& prior_loras, fg_model** out) {
+  auto cm = fg::CallModel::Load(path, loras, prior_loras);
+  if (!cm.ok()) return cm.status();
+  auto state = std::make_shared<ModelState>();
+  state->call_model = std::move(*cm);
+  state->model = &fg::call::RuntimeModel(*state->call_model);
+  auto* m = new fg_model{std::move(state)};
+  Register(m, Kind::kModel);
+  *out = m;
+  return fg::OkStatus();
+}
+
 }  // namespace
 
 extern "C" {
@@ -214,23 +243,30 @@ fg_status fg_model_load(const char* path, const fg_lora* loras, size_t n_loras, 
   return Guard([&]() -> Status {
     FG_RETURN_IF_ERROR(NeedOut(out, "output pointer"));
     if (path == nullptr) return fg::InvalidArgumentError("null model path");
-    if (n_loras > 0 && loras == nullptr) return fg::InvalidArgumentError("null adapter array");
-    std::vector<fg::LoraAdapterFile> adapters;
-    for (size_t i = 0; i < n_loras; ++i) {
-      if (loras[i].path == nullptr) {
-        return fg::InvalidArgumentError("adapter " + std::to_string(i) + ": null path");
-      }
-      adapters.push_back({loras[i].path, loras[i].scale});
-    }
-    auto cm = fg::CallModel::Load(path, adapters);
-    if (!cm.ok()) return cm.status();
-    auto state = std::make_shared<ModelState>();
-    state->call_model = std::move(*cm);
-    state->model = &fg::call::RuntimeModel(*state->call_model);
-    auto* m = new fg_model{std::move(state)};
-    Register(m, Kind::kModel);
-    *out = m;
-    return fg::OkStatus();
+    FG_ASSIGN_OR_RETURN(const std::vector<fg::LoraAdapterFile> adapters,
+                        Adapters(loras, n_loras, "adapter"));
+    return LoadModel(path, adapters, {}, out);
+  });
+}
+
+void fg_model_options_init(fg_model_options* o) {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof(*o));
+  o->struct_size = sizeof(*o);
+}
+
+fg_status fg_model_load_ex(const char* path, const fg_model_options* options, fg_model** out) {
+  return Guard([&]() -> Status {
+    FG_RETURN_IF_ERROR(NeedOut(out, "output pointer"));
+    if (path == nullptr) return fg::InvalidArgumentError("null model path");
+    fg_model_options o;
+    fg_model_options_init(&o);
+    FG_RETURN_IF_ERROR(CopyOptions(options, &o, "fg_model_options"));
+    FG_ASSIGN_OR_RETURN(const std::vector<fg::LoraAdapterFile> adapters,
+                        Adapters(o.loras, o.n_loras, "adapter"));
+    FG_ASSIGN_OR_RETURN(const std::vector<fg::LoraAdapterFile> prior,
+                        Adapters(o.prior_loras, o.n_prior_loras, "prior adapter"));
+    return LoadModel(path, adapters, prior, out);
   });
 }
 

@@ -2,7 +2,12 @@
  * (null handles and pointers, freed handles, invalid catalogs and options, non-UTF-8 text) an
  * error status with a message, never a crash. Run under ASan by `make test-asan`.
  *
- * Usage: c_api_test MODEL.gguf CATALOG.json
+ * Then fg_model_load_ex with prior adapters (the noisy-channel tool prior's) on PRIOR_MODEL, a
+ * tiny model whose attention reaches the tools' texts: PRIOR_LORA trained for its tool prior on
+ * tests/bindings/prior_data.jsonl (`fgemma tune --objective channel`), UNMARKED_LORA an adapter
+ * that was not (`fgemma mklora`); tests/bindings/CMakeLists.txt makes the three.
+ *
+ * Usage: c_api_test MODEL.gguf CATALOG.json PRIOR_MODEL.gguf PRIOR_LORA.gguf UNMARKED_LORA.gguf
  * Prints one line per check and "N passed, N failed" at the end; exit 0 when none failed. */
 #include <fgemma/fgemma.h>
 #include <stdio.h>
@@ -66,9 +71,171 @@ static int OnToken(void* user, int32_t token, const char* text, size_t len) {
   return c->stop_after > 0 && c->tokens >= c->stop_after;
 }
 
+/* The trained requests of tests/bindings/prior_data.jsonl and their tools. */
+static const char* const kPriorRequests[][2] = {{"turn the light on in the kitchen", "set_light"},
+                                                {"lights off in the hall", "set_light"},
+                                                {"heat the house in eco mode", "set_mode"},
+                                                {"switch the thermostat to cool", "set_mode"},
+                                                {"stop the music", "stop_music"},
+                                                {"silence please", "stop_music"}};
+#define N_PRIOR_REQUESTS (sizeof(kPriorRequests) / sizeof(kPriorRequests[0]))
+
+/* The call's JSON for each trained request (out[i], fg_free them), on a new caller of `model`
+ * with the tool prior at `tool_channel`; 0 when a step failed. */
+static int CallAll(const fg_model* model, const char* catalog, double tool_channel,
+                   char* out[N_PRIOR_REQUESTS]) {
+  fg_caller_options o;
+  fg_caller_options_init(&o);
+  o.threads = 1;
+  o.tool_channel = tool_channel;
+  fg_caller* caller = NULL;
+  int ok = fg_caller_create(model, catalog, &o, &caller) == FG_OK;
+  for (size_t i = 0; i < N_PRIOR_REQUESTS; ++i) {
+    out[i] = NULL;
+    int valid = 0;
+    if (ok) ok = fg_caller_call(caller, kPriorRequests[i][0], &out[i], &valid) == FG_OK && valid;
+  }
+  fg_caller_free(caller);
+  return ok;
+}
+
+/* How many calls name their request's trained tool. */
+static int Trained(char* const calls[N_PRIOR_REQUESTS]) {
+  int n = 0;
+  for (size_t i = 0; i < N_PRIOR_REQUESTS; ++i) {
+    char want[64];
+    snprintf(want, sizeof(want), "\"name\":\"%s\"", kPriorRequests[i][1]);
+    n += calls[i] != NULL && strstr(calls[i], want) != NULL;
+  }
+  return n;
+}
+
+static int SameCalls(char* const a[N_PRIOR_REQUESTS], char* const b[N_PRIOR_REQUESTS]) {
+  for (size_t i = 0; i < N_PRIOR_REQUESTS; ++i) {
+    if (a[i] == NULL || b[i] == NULL || strcmp(a[i], b[i]) != 0) return 0;
+  }
+  return 1;
+}
+
+static void PrintCalls(const char* what, char* const calls[N_PRIOR_REQUESTS]) {
+  for (size_t i = 0; i < N_PRIOR_REQUESTS; ++i) {
+    printf("%s %-34s %s\n", what, kPriorRequests[i][0], calls[i] ? calls[i] : "(none)");
+  }
+}
+
+static void FreeCalls(char* calls[N_PRIOR_REQUESTS]) {
+  for (size_t i = 0; i < N_PRIOR_REQUESTS; ++i) {
+    fg_free(calls[i]);
+    calls[i] = NULL;
+  }
+}
+
+/* fg_model_load_ex: its options, the prior adapters' errors, and the prior's effect. */
+static void TestPriorAdapters(const char* catalog, const char* model_path, const char* prior_path,
+                              const char* unmarked_path) {
+  fg_model* m = NULL;
+  fg_model_options mo;
+  fg_model_options_init(&mo);
+  CHECK(mo.struct_size == sizeof(fg_model_options));
+  CHECK(mo.loras == NULL && mo.n_loras == 0 && mo.prior_loras == NULL && mo.n_prior_loras == 0);
+  fg_model_options_init(NULL); /* ignored */
+
+  /* Bad arguments. */
+  CHECK_ERR(fg_model_load_ex(NULL, &mo, &m), FG_INVALID_ARGUMENT);
+  CHECK_ERR(fg_model_load_ex(model_path, &mo, NULL), FG_INVALID_ARGUMENT);
+  CHECK_ERR(fg_model_load_ex("/nonexistent/model.gguf", &mo, &m), FG_NOT_FOUND);
+  mo.struct_size = 0; /* not initialized */
+  CHECK_ERR(fg_model_load_ex(model_path, &mo, &m), FG_INVALID_ARGUMENT);
+  CHECK(strstr(fg_last_error(), "struct_size") != NULL);
+  mo.struct_size = (uint32_t)sizeof(fg_model_options) - 1;
+  CHECK_ERR(fg_model_load_ex(model_path, &mo, &m), FG_INVALID_ARGUMENT);
+  fg_model_options_init(&mo);
+  mo.n_loras = 1; /* a count without an array */
+  CHECK_ERR(fg_model_load_ex(model_path, &mo, &m), FG_INVALID_ARGUMENT);
+  fg_model_options_init(&mo);
+  mo.n_prior_loras = 2;
+  CHECK_ERR(fg_model_load_ex(model_path, &mo, &m), FG_INVALID_ARGUMENT);
+  CHECK(strstr(fg_last_error(), "prior adapter") != NULL);
+  fg_lora null_path = {NULL, 1.0f};
+  mo.prior_loras = &null_path;
+  mo.n_prior_loras = 1;
+  CHECK_ERR(fg_model_load_ex(model_path, &mo, &m), FG_INVALID_ARGUMENT);
+  CHECK(strstr(fg_last_error(), "null path") != NULL);
+
+  /* A prior adapter must be one trained for the prior; the same file is a fine call adapter. */
+  fg_lora unmarked = {unmarked_path, 1.0f}, prior = {prior_path, 1.0f},
+          missing = {"/nonexistent/prior.gguf", 1.0f};
+  fg_model_options_init(&mo);
+  mo.prior_loras = &unmarked;
+  mo.n_prior_loras = 1;
+  CHECK_ERR(fg_model_load_ex(model_path, &mo, &m), FG_INVALID_ARGUMENT);
+  CHECK(strstr(fg_last_error(), "not trained for the tool prior") != NULL);
+  mo.prior_loras = &missing;
+  mo.n_prior_loras = 1;
+  CHECK_ERR(fg_model_load_ex(model_path, &mo, &m), FG_NOT_FOUND);
+  CHECK(m == NULL);
+  fg_model_options_init(&mo);
+  mo.loras = &unmarked;
+  mo.n_loras = 1;
+  CHECK(fg_model_load_ex(model_path, &mo, &m) == FG_OK);
+  fg_model_free(m);
+  m = NULL;
+
+  /* NULL options: fg_model_load with no adapters. */
+  fg_model *plain = NULL, *legacy = NULL, *with_prior = NULL, *both = NULL;
+  CHECK(fg_model_load_ex(model_path, NULL, &plain) == FG_OK);
+  CHECK(fg_model_load(model_path, NULL, 0, &legacy) == FG_OK);
+  fg_model_options_init(&mo);
+  mo.prior_loras = &prior;
+  mo.n_prior_loras = 1;
+  CHECK(fg_model_load_ex(model_path, &mo, &with_prior) == FG_OK);
+  /* An app's own call adapter beside its own prior. */
+  mo.loras = &unmarked;
+  mo.n_loras = 1;
+  CHECK(fg_model_load_ex(model_path, &mo, &both) == FG_OK);
+  if (plain == NULL || legacy == NULL || with_prior == NULL || both == NULL) {
+    fg_model_free(plain);
+    fg_model_free(legacy);
+    fg_model_free(with_prior);
+    fg_model_free(both);
+    return;
+  }
+
+  /* With the prior weighted to drown the model's own choice (50), the trained prior names each
+   * trained request's tool; the base model's prior does not (on this model: none of the six). */
+  char* a[N_PRIOR_REQUESTS];
+  char* b[N_PRIOR_REQUESTS];
+  CHECK(CallAll(with_prior, catalog, 50, a));
+  CHECK(Trained(a) == (int)N_PRIOR_REQUESTS);
+  PrintCalls("prior", a);
+  FreeCalls(a);
+  CHECK(CallAll(both, catalog, 50, a));
+  CHECK(Trained(a) == (int)N_PRIOR_REQUESTS);
+  FreeCalls(a);
+  CHECK(CallAll(plain, catalog, 50, a));
+  CHECK(Trained(a) < (int)N_PRIOR_REQUESTS);
+  PrintCalls("base ", a);
+  CHECK(CallAll(legacy, catalog, 50, b));
+  CHECK(SameCalls(a, b)); /* NULL options == fg_model_load */
+  FreeCalls(a);
+  FreeCalls(b);
+  /* The prior off: the calls are the model's own, the prior's adapter does not decode them. */
+  CHECK(CallAll(with_prior, catalog, 0, a));
+  CHECK(CallAll(plain, catalog, 0, b));
+  CHECK(SameCalls(a, b));
+  FreeCalls(a);
+  FreeCalls(b);
+  fg_model_free(plain);
+  fg_model_free(legacy);
+  fg_model_free(with_prior);
+  fg_model_free(both);
+}
+
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: c_api_test MODEL.gguf CATALOG.json\n");
+  if (argc != 6) {
+    fprintf(stderr,
+            "usage: c_api_test MODEL.gguf CATALOG.json PRIOR_MODEL.gguf PRIOR_LORA.gguf "
+            "UNMARKED_LORA.gguf\n");
     return 2;
   }
   char* catalog = ReadFile(argv[2]);
@@ -260,6 +427,7 @@ int main(int argc, char** argv) {
     CHECK_ERR(fg_session_generate(session, "Hello", &g, NULL, NULL, NULL), FG_INVALID_ARGUMENT);
     fg_session_free(session);
   }
+  TestPriorAdapters(catalog, argv[3], argv[4], argv[5]);
   fg_model_free(NULL);
   fg_caller_free(NULL);
   fg_session_free(NULL);
