@@ -1,7 +1,7 @@
 """fgemma: FunctionGemma / Gemma 3 function calling, over libfgemma.so's C ABI.
 
     import fgemma
-    model = fgemma.Model("model.gguf", lora=["adapter.gguf"])
+    model = fgemma.Model("model.gguf", lora=["adapter.gguf"])   # prior_lora=: the tool prior's
     caller = model.caller(catalog_json)            # a JSON string, dict or list
     caller.call("turn the light on")               # -> {'name': ..., 'arguments': {...}}
     for piece in model.generate("Hello", max_tokens=16, temperature=0):
@@ -124,35 +124,60 @@ class _Owned:
             pass
 
 
+def _loras(lora: Optional[Union[LoraArg, Sequence[LoraArg]]],
+           what: str) -> Tuple[Any, int, list]:
+    """An fg_lora array (at least one element), its count, and the path bytes it points to
+    (to keep alive while the array is used)."""
+    if lora is None:
+        items: list = []
+    elif isinstance(lora, (str, os.PathLike)) or (
+            isinstance(lora, tuple) and len(lora) == 2 and isinstance(lora[1], (int, float))):
+        items = [lora]
+    else:
+        items = list(lora)
+    arr = (_capi.fg_lora * max(1, len(items)))()
+    keep = []
+    for i, it in enumerate(items):
+        p, scale = (it if isinstance(it, tuple) else (it, 1.0))
+        b = _path(p, what)
+        keep.append(b)
+        arr[i].path = b
+        arr[i].scale = float(scale)
+    return arr, len(items), keep
+
+
 class Model(_Owned):
     """A loaded GGUF model (memory-mapped) with its LoRA adapters and tokenizer.
 
-    lora: a path, or a sequence of paths or (path, scale) pairs (scale 1 by default)."""
+    lora: a path, or a sequence of paths or (path, scale) pairs (scale 1 by default).
+    prior_lora: the same forms: adapters the noisy-channel tool prior (the caller option
+    tool_channel) runs with instead of `lora`, each trained for the prior (`fgemma tune
+    --objective both|channel`; InvalidArgumentError otherwise); None: the prior runs the base
+    model, or `lora` when it learnt the prior. Needs C API 1.1 (fg_model_load_ex)."""
 
     _free = "fg_model_free"
 
     def __init__(self, path: Union[str, os.PathLike],
-                 lora: Optional[Union[LoraArg, Sequence[LoraArg]]] = None):
+                 lora: Optional[Union[LoraArg, Sequence[LoraArg]]] = None,
+                 prior_lora: Optional[Union[LoraArg, Sequence[LoraArg]]] = None):
         lib = _capi.lib()
         self._handle: Optional[int] = None
-        if lora is None:
-            items: list = []
-        elif isinstance(lora, (str, os.PathLike)) or (
-                isinstance(lora, tuple) and len(lora) == 2 and isinstance(lora[1], (int, float))):
-            items = [lora]
-        else:
-            items = list(lora)
-        keep = []
-        arr = (_capi.fg_lora * max(1, len(items)))()
-        for i, it in enumerate(items):
-            p, scale = (it if isinstance(it, tuple) else (it, 1.0))
-            b = _path(p, "adapter path")
-            keep.append(b)
-            arr[i].path = b
-            arr[i].scale = float(scale)
+        arr, n, _keep = _loras(lora, "adapter path")  # the paths live until the call returns
         out = ctypes.c_void_p()
-        _check(lib.fg_model_load(_path(path, "model path"), arr, len(items),
-                                 ctypes.byref(out)))
+        if prior_lora is None:
+            _check(lib.fg_model_load(_path(path, "model path"), arr, n, ctypes.byref(out)))
+        else:
+            prior, n_prior, _keep_prior = _loras(prior_lora, "prior adapter path")
+            if not _capi.has("fg_model_load_ex"):
+                major, minor = api_version()
+                raise FgemmaError(7, f"prior_lora needs C API 1.1 (fg_model_load_ex); the "
+                                     f"loaded library has {major}.{minor}")
+            o = _capi.fg_model_options()
+            lib.fg_model_options_init(ctypes.byref(o))
+            o.loras, o.n_loras = arr, n
+            o.prior_loras, o.n_prior_loras = prior, n_prior
+            _check(lib.fg_model_load_ex(_path(path, "model path"), ctypes.byref(o),
+                                        ctypes.byref(out)))
         self._handle = out.value
 
     def _h(self) -> Optional[int]:

@@ -23,6 +23,16 @@ class fg_lora(ctypes.Structure):
     _fields_ = [("path", ctypes.c_char_p), ("scale", ctypes.c_float)]
 
 
+class fg_model_options(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("loras", ctypes.POINTER(fg_lora)),
+        ("n_loras", ctypes.c_size_t),
+        ("prior_loras", ctypes.POINTER(fg_lora)),
+        ("n_prior_loras", ctypes.c_size_t),
+    ]
+
+
 class fg_caller_options(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -100,6 +110,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fg_free": (None, [P]),
         "fg_model_load": (S, [ctypes.c_char_p, ctypes.POINTER(fg_lora), ctypes.c_size_t,
                               ctypes.POINTER(P)]),
+        "fg_model_options_init": (None, [ctypes.POINTER(fg_model_options)]),
+        "fg_model_load_ex": (S, [ctypes.c_char_p, ctypes.POINTER(fg_model_options),
+                                 ctypes.POINTER(P)]),
         "fg_model_free": (None, [P]),
         "fg_model_trained_context": (S, [P, ctypes.POINTER(ctypes.c_int64)]),
         "fg_model_vocab_size": (S, [P, ctypes.POINTER(ctypes.c_int32)]),
@@ -119,9 +132,23 @@ def _declare(lib: ctypes.CDLL) -> None:
                                     TOKEN_CALLBACK, P, ctypes.POINTER(fg_generate_result)]),
     }
     for name, (res, args) in sig.items():
-        f = getattr(lib, name)
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            if name in _SINCE_1_1:
+                continue  # a 1.0 library: has() says so, and the feature refuses
+            raise
         f.restype = res
         f.argtypes = args
+
+
+# Functions a 1.0 library lacks (API version 1.1 added them).
+_SINCE_1_1 = {"fg_model_options_init", "fg_model_load_ex"}
+
+
+def has(name: str) -> bool:
+    """Whether the loaded library exports the C function `name`."""
+    return hasattr(lib(), name)
 
 
 def lib() -> ctypes.CDLL:

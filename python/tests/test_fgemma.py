@@ -5,6 +5,9 @@
 FGEMMA_TEST_MODEL: a GGUF (ctest passes a synthetic one from `fgemma mkmodel`); without it,
 FGEMMA_CLI (the fgemma binary) makes one; without either the tests skip with the reason.
 FGEMMA_TEST_CATALOG: the tool catalog (default: tests/bindings/catalog.json of the repository).
+FGEMMA_TEST_PRIOR_MODEL, FGEMMA_TEST_PRIOR_LORA, FGEMMA_TEST_UNMARKED_LORA: the tool prior's
+fixture (tests/bindings/CMakeLists.txt: a tiny model, an adapter trained for its tool prior on
+tests/bindings/prior_data.jsonl, one that was not); without them those tests skip.
 """
 
 from __future__ import annotations
@@ -140,6 +143,73 @@ def test_missing_files_raise(tmp_path):
 def test_missing_adapter_raises(model_path, tmp_path):
     with pytest.raises(fgemma.FgemmaError):
         fgemma.Model(model_path, lora=[(tmp_path / "none.gguf", 0.5)])
+
+
+@pytest.fixture(scope="session")
+def prior_files() -> dict:
+    env = {k: os.environ.get(f"FGEMMA_TEST_{k.upper()}") for k in
+           ("prior_model", "prior_lora", "unmarked_lora")}
+    if not all(env.values()):
+        pytest.skip("set FGEMMA_TEST_PRIOR_MODEL, FGEMMA_TEST_PRIOR_LORA and "
+                    "FGEMMA_TEST_UNMARKED_LORA (ctest makes them)")
+    return env
+
+
+# Trained requests of tests/bindings/prior_data.jsonl and their tools.
+PRIOR_REQUESTS = {"lights off in the hall": "set_light", "heat the house in eco mode": "set_mode",
+                  "stop the music": "stop_music"}
+
+
+def prior_names(model: fgemma.Model, catalog: str, tool_channel: float) -> dict:
+    with model.caller(catalog, threads=1, tool_channel=tool_channel) as c:
+        return {r: c.call(r)["name"] for r in PRIOR_REQUESTS}
+
+
+def test_prior_lora_runs_the_tool_prior(prior_files, catalog):
+    f = prior_files
+    # Every accepted form of an adapter list: a path, (path, scale), a list of either.
+    for prior in (f["prior_lora"], Path(f["prior_lora"]), (f["prior_lora"], 1.0),
+                  [f["prior_lora"]], [(f["prior_lora"], 1.0)]):
+        with fgemma.Model(f["prior_model"], prior_lora=prior) as m:
+            # The prior weighted to drown the model's own choice names the trained tools.
+            assert prior_names(m, catalog, 50) == PRIOR_REQUESTS
+    with fgemma.Model(f["prior_model"]) as plain, \
+            fgemma.Model(f["prior_model"], prior_lora=f["prior_lora"]) as with_prior, \
+            fgemma.Model(f["prior_model"], lora=f["unmarked_lora"],
+                         prior_lora=f["prior_lora"]) as both:
+        assert prior_names(plain, catalog, 50) != PRIOR_REQUESTS  # the base model's prior
+        assert prior_names(both, catalog, 50) == PRIOR_REQUESTS
+        # The prior off: the prior's adapter does not decode the calls.
+        assert prior_names(with_prior, catalog, 0) == prior_names(plain, catalog, 0)
+    with fgemma.Model(f["prior_model"], prior_lora=[]) as m, \
+            fgemma.Model(f["prior_model"]) as plain:  # none: a plain load
+        assert prior_names(m, catalog, 50) == prior_names(plain, catalog, 50)
+
+
+def test_prior_lora_errors(prior_files, tmp_path):
+    f = prior_files
+    with pytest.raises(fgemma.InvalidArgumentError, match="not trained for the tool prior") as e:
+        fgemma.Model(f["prior_model"], prior_lora=f["unmarked_lora"])
+    assert e.value.status_name == "INVALID_ARGUMENT"
+    # The same file is a fine call adapter.
+    fgemma.Model(f["prior_model"], lora=f["unmarked_lora"]).close()
+    with pytest.raises(fgemma.FgemmaError) as e:
+        fgemma.Model(f["prior_model"], prior_lora=[(tmp_path / "none.gguf", 0.5)])
+    assert e.value.status_name == "NOT_FOUND"
+    with pytest.raises(TypeError):
+        fgemma.Model(f["prior_model"], prior_lora=[42])
+    with pytest.raises(fgemma.InvalidArgumentError, match="NUL"):
+        fgemma.Model(f["prior_model"], prior_lora="a\0b")
+
+
+def test_prior_lora_needs_api_1_1(model_path, monkeypatch):
+    # A 1.0 library (no fg_model_load_ex) still loads models; prior_lora is refused by name.
+    real = fgemma._capi.has
+    monkeypatch.setattr(fgemma._capi, "has", lambda name: name != "fg_model_load_ex" and real(name))
+    fgemma.Model(model_path).close()
+    with pytest.raises(fgemma.FgemmaError, match="fg_model_load_ex") as e:
+        fgemma.Model(model_path, prior_lora="prior.gguf")
+    assert e.value.status_name == "FAILED_PRECONDITION"
 
 
 def test_tokenize_roundtrip(model):
