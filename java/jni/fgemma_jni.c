@@ -5,6 +5,7 @@
 #include <fgemma/fgemma.h>
 #include <jni.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,31 +73,93 @@ JNIEXPORT jstring JNICALL Java_org_fgemma_Fgemma_nativeVersion(JNIEnv* env, jcla
   return (*env)->NewStringUTF(env, fg_version()); /* ASCII */
 }
 
+static void FreeLoras(fg_lora* loras, jsize n) {
+  for (jsize i = 0; loras != NULL && i < n; ++i) free((void*)loras[i].path);
+  free(loras);
+}
+
+/* An fg_lora array from paths (byte arrays) and scales, for FreeLoras; *n its length. NULL with
+ * an exception pending on failure (an empty array is a valid one-element allocation). */
+static fg_lora* Loras(JNIEnv* env, jobjectArray paths, jfloatArray scales, const char* what,
+                      jsize* n) {
+  *n = paths ? (*env)->GetArrayLength(env, paths) : 0;
+  if (scales == NULL || (*env)->GetArrayLength(env, scales) != *n) {
+    char msg[96];
+    snprintf(msg, sizeof(msg), "%s paths and scales differ in number", what);
+    Throw(env, FG_INVALID_ARGUMENT, msg);
+    return NULL;
+  }
+  fg_lora* loras = (fg_lora*)calloc((size_t)*n + 1, sizeof(fg_lora));
+  jfloat* s = (*env)->GetFloatArrayElements(env, scales, NULL);
+  int ok = loras != NULL && s != NULL;
+  for (jsize i = 0; ok && i < *n; ++i) {
+    jbyteArray b = (jbyteArray)(*env)->GetObjectArrayElement(env, paths, i);
+    loras[i].path = CopyBytes(env, b);
+    loras[i].scale = s[i];
+    ok = loras[i].path != NULL;
+    if (b != NULL) (*env)->DeleteLocalRef(env, b);
+  }
+  const int oom = loras == NULL || s == NULL;
+  if (s != NULL) (*env)->ReleaseFloatArrayElements(env, scales, s, JNI_ABORT);
+  if (!ok) {
+    FreeLoras(loras, *n);
+    if (!(*env)->ExceptionCheck(env)) {
+      Throw(env, oom ? FG_RESOURCE_EXHAUSTED : FG_INVALID_ARGUMENT,
+            oom ? "out of memory" : "null path");
+    }
+    return NULL;
+  }
+  return loras;
+}
+
 JNIEXPORT jlong JNICALL Java_org_fgemma_Native_modelLoad(JNIEnv* env, jclass cls, jbyteArray path,
                                                          jobjectArray lora_paths,
                                                          jfloatArray lora_scales) {
   (void)cls;
-  jsize n = lora_paths ? (*env)->GetArrayLength(env, lora_paths) : 0;
-  if (lora_scales == NULL || (*env)->GetArrayLength(env, lora_scales) != n) {
-    Throw(env, FG_INVALID_ARGUMENT, "adapter paths and scales differ in number");
+  jsize n = 0;
+  fg_lora* loras = Loras(env, lora_paths, lora_scales, "adapter", &n);
+  if (loras == NULL) return 0;
+  char* p = CopyBytes(env, path);
+  fg_model* m = NULL;
+  if (p != NULL) {
+    Check(env, fg_model_load(p, loras, (size_t)n, &m));
+  } else if (!(*env)->ExceptionCheck(env)) {
+    Throw(env, FG_INVALID_ARGUMENT, "null path");
+  }
+  FreeLoras(loras, n);
+  free(p);
+  return (jlong)(intptr_t)m;
+}
+
+JNIEXPORT jlong JNICALL Java_org_fgemma_Native_modelLoadEx(JNIEnv* env, jclass cls, jbyteArray path,
+                                                           jobjectArray lora_paths,
+                                                           jfloatArray lora_scales,
+                                                           jobjectArray prior_paths,
+                                                           jfloatArray prior_scales) {
+  (void)cls;
+  jsize n = 0, n_prior = 0;
+  fg_lora* loras = Loras(env, lora_paths, lora_scales, "adapter", &n);
+  if (loras == NULL) return 0;
+  fg_lora* priors = Loras(env, prior_paths, prior_scales, "prior adapter", &n_prior);
+  if (priors == NULL) {
+    FreeLoras(loras, n);
     return 0;
   }
   char* p = CopyBytes(env, path);
-  fg_lora* loras = (fg_lora*)calloc((size_t)n + 1, sizeof(fg_lora));
-  jfloat* scales = (*env)->GetFloatArrayElements(env, lora_scales, NULL);
   fg_model* m = NULL;
-  int ok = p != NULL && loras != NULL && scales != NULL;
-  for (jsize i = 0; ok && i < n; ++i) {
-    jbyteArray b = (jbyteArray)(*env)->GetObjectArrayElement(env, lora_paths, i);
-    loras[i].path = CopyBytes(env, b);
-    loras[i].scale = scales[i];
-    ok = loras[i].path != NULL;
+  if (p != NULL) {
+    fg_model_options o;
+    fg_model_options_init(&o);
+    o.loras = loras;
+    o.n_loras = (size_t)n;
+    o.prior_loras = priors;
+    o.n_prior_loras = (size_t)n_prior;
+    Check(env, fg_model_load_ex(p, &o, &m));
+  } else if (!(*env)->ExceptionCheck(env)) {
+    Throw(env, FG_INVALID_ARGUMENT, "null path");
   }
-  if (ok) Check(env, fg_model_load(p, loras, (size_t)n, &m));
-  else if (!(*env)->ExceptionCheck(env)) Throw(env, FG_INVALID_ARGUMENT, "null path");
-  if (scales != NULL) (*env)->ReleaseFloatArrayElements(env, lora_scales, scales, JNI_ABORT);
-  for (jsize i = 0; loras != NULL && i < n; ++i) free((void*)loras[i].path);
-  free(loras);
+  FreeLoras(priors, n_prior);
+  FreeLoras(loras, n);
   free(p);
   return (jlong)(intptr_t)m;
 }

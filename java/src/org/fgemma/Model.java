@@ -15,15 +15,41 @@ public final class Model implements AutoCloseable {
   /** With LoRA adapters (llama.cpp's GGUF format) and their scales (1 = --lora). */
   public Model(String path, String[] loraPaths, float[] loraScales) {
     Fgemma.load();
-    if (loraPaths == null || loraScales == null || loraPaths.length != loraScales.length) {
-      throw new FgemmaException(
-          FgemmaException.INVALID_ARGUMENT, "adapter paths and scales differ in number");
-    }
-    byte[][] loras = new byte[loraPaths.length][];
-    for (int i = 0; i < loraPaths.length; ++i) {
-      loras[i] = Fgemma.cString(loraPaths[i], "adapter path");
-    }
+    byte[][] loras = adapterPaths(loraPaths, loraScales, "adapter");
     handle = Native.modelLoad(Fgemma.cString(path, "model path"), loras, loraScales);
+  }
+
+  /**
+   * With LoRA adapters and the adapters the noisy-channel tool prior ({@link
+   * FunctionCaller.Options#toolChannel}) runs with instead of them, each trained for the prior
+   * ({@code fgemma tune --objective both|channel}; an {@code INVALID_ARGUMENT} exception
+   * otherwise). Empty prior arrays: the prior runs the base model, or the adapters when they
+   * learnt it. Needs C API 1.1 (fg_model_load_ex).
+   */
+  public Model(
+      String path,
+      String[] loraPaths,
+      float[] loraScales,
+      String[] priorPaths,
+      float[] priorScales) {
+    Fgemma.load();
+    byte[][] loras = adapterPaths(loraPaths, loraScales, "adapter");
+    byte[][] priors = adapterPaths(priorPaths, priorScales, "prior adapter");
+    handle =
+        Native.modelLoadEx(
+            Fgemma.cString(path, "model path"), loras, loraScales, priors, priorScales);
+  }
+
+  private static byte[][] adapterPaths(String[] paths, float[] scales, String what) {
+    if (paths == null || scales == null || paths.length != scales.length) {
+      throw new FgemmaException(
+          FgemmaException.INVALID_ARGUMENT, what + " paths and scales differ in number");
+    }
+    byte[][] out = new byte[paths.length][];
+    for (int i = 0; i < paths.length; ++i) {
+      out[i] = Fgemma.cString(paths[i], what + " path");
+    }
+    return out;
   }
 
   synchronized long handle() {

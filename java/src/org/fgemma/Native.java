@@ -10,6 +10,10 @@ final class Native {
 
   static native long modelLoad(byte[] path, byte[][] loraPaths, float[] loraScales);
 
+  static native long modelLoadEx(
+      byte[] path, byte[][] loraPaths, float[] loraScales, byte[][] priorPaths,
+      float[] priorScales);
+
   static native void modelFree(long model);
 
   static native long modelTrainedContext(long model);

@@ -5,8 +5,11 @@ import java.nio.file.Files;
 import java.nio.file.Paths;
 
 /**
- * The JVM binding on a model (plain test: no JUnit needed). Usage: FgemmaTest MODEL CATALOG.
- * Prints "N passed, N failed"; exit status 1 when any check failed.
+ * The JVM binding on a model (plain test: no JUnit needed). Usage: FgemmaTest MODEL CATALOG
+ * [PRIOR_MODEL PRIOR_LORA UNMARKED_LORA]: the last three are the tool prior's fixture
+ * (tests/bindings/CMakeLists.txt: a tiny model, an adapter trained for its tool prior on
+ * tests/bindings/prior_data.jsonl, one that was not). Prints "N passed, N failed"; exit status 1
+ * when any check failed.
  */
 public final class FgemmaTest {
   private static int passed;
@@ -39,6 +42,78 @@ public final class FgemmaTest {
       ++failed;
       System.err.println("FAILED (wrong exception " + t + "): " + what);
     }
+  }
+
+  /** The calls' function names for trained requests of prior_data.jsonl, at this prior weight. */
+  private static String priorNames(Model model, String catalog, double toolChannel) {
+    FunctionCaller.Options o = new FunctionCaller.Options();
+    o.threads = 1;
+    o.toolChannel = toolChannel;
+    StringBuilder names = new StringBuilder();
+    try (FunctionCaller caller = model.caller(catalog, o)) {
+      for (String request :
+          new String[] {"lights off in the hall", "heat the house in eco mode", "stop the music"}) {
+        String json = caller.call(request);
+        int at = json.indexOf("\"name\":\"");
+        names.append(at < 0 ? json : json.substring(at + 8, json.indexOf('"', at + 8))).append(' ');
+      }
+    }
+    return names.toString().trim();
+  }
+
+  /** Model(path, loras, scales, priorPaths, priorScales): the tool prior's adapters. */
+  private static void testPriorAdapters(
+      String catalog, String modelPath, String priorPath, String unmarkedPath) {
+    String[] none = new String[0];
+    float[] noScales = new float[0];
+    float[] one = {1.0f};
+    String trained = "set_light set_mode stop_music";
+    try (Model plain = new Model(modelPath);
+        Model withPrior = new Model(modelPath, none, noScales, new String[] {priorPath}, one);
+        Model both =
+            new Model(
+                modelPath, new String[] {unmarkedPath}, one, new String[] {priorPath}, one);
+        Model noPrior = new Model(modelPath, none, noScales, none, noScales)) {
+      // The prior weighted to drown the model's own choice names the trained tools; the base
+      // model's prior does not.
+      check(priorNames(withPrior, catalog, 50).equals(trained), "the prior names trained tools");
+      check(priorNames(both, catalog, 50).equals(trained), "beside a call adapter too");
+      String base = priorNames(plain, catalog, 50);
+      check(!base.equals(trained), "the base model's prior differs: " + base);
+      check(priorNames(noPrior, catalog, 50).equals(base), "no prior adapters: a plain load");
+      // The prior off: the prior's adapter does not decode the calls.
+      check(
+          priorNames(withPrior, catalog, 0).equals(priorNames(plain, catalog, 0)),
+          "the prior off: the model's own calls");
+    }
+    try {
+      new Model(modelPath, none, noScales, new String[] {unmarkedPath}, one).close();
+      check(false, "unmarked prior adapter refused");
+    } catch (FgemmaException e) {
+      check(
+          e.status() == FgemmaException.INVALID_ARGUMENT
+              && e.getMessage().contains("not trained for the tool prior"),
+          "unmarked prior adapter: " + e.statusName() + " " + e.getMessage());
+      System.out.println("ok   unmarked prior adapter: " + e.getMessage());
+    }
+    // The same file is a fine call adapter.
+    new Model(modelPath, new String[] {unmarkedPath}, one, none, noScales).close();
+    expectError(
+        FgemmaException.NOT_FOUND,
+        "missing prior adapter",
+        () -> new Model(modelPath, none, noScales, new String[] {"/nonexistent.gguf"}, one));
+    expectError(
+        FgemmaException.INVALID_ARGUMENT,
+        "prior paths and scales differ",
+        () -> new Model(modelPath, none, noScales, new String[] {priorPath}, noScales));
+    expectError(
+        FgemmaException.INVALID_ARGUMENT,
+        "null prior scales",
+        () -> new Model(modelPath, none, noScales, new String[] {priorPath}, null));
+    expectError(
+        FgemmaException.INVALID_ARGUMENT,
+        "null prior path",
+        () -> new Model(modelPath, none, noScales, new String[] {null}, one));
   }
 
   public static void main(String[] args) throws Exception {
@@ -143,6 +218,12 @@ public final class FgemmaTest {
     closed.close();
     expectError(FgemmaException.INVALID_ARGUMENT, "closed model", () -> closed.caller(catalog));
     expectError(FgemmaException.INVALID_ARGUMENT, "closed model tokenize", () -> closed.vocabSize());
+
+    if (args.length >= 5) {
+      testPriorAdapters(catalog, args[2], args[3], args[4]);
+    } else {
+      System.out.println("SKIPPED: the tool prior's adapters (no PRIOR_MODEL PRIOR_LORA ...)");
+    }
 
     System.out.println(passed + " passed, " + failed + " failed");
     System.exit(failed == 0 ? 0 : 1);
