@@ -196,7 +196,9 @@ TEST(CopyPrior, BiasesTheTokensThatContinueTheRequestsText) {
   EXPECT_THAT(biases(s, names), ElementsAre(5, 5, 0, 5, 0, 0));
   prior->Written(Id(*tok, "ab"));
   FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, "ab")));
-  EXPECT_THAT(biases(s, names), ElementsAre(0, 0, 5, 0, 0, 0));
+  // "ab" stops inside the request's "abc": only "c" may follow (the word-end guard, below).
+  EXPECT_THAT(biases(s, names),
+              ElementsAre(-INFINITY, -INFINITY, 5, -INFINITY, -INFINITY, -INFINITY));
   prior->Written(Id(*tok, "c"));
   FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, "c")));
   EXPECT_THAT(biases(s, names), ElementsAre(0, 0, 0, 0, 5, 0));
@@ -244,8 +246,9 @@ TEST(CopyPrior, WordGuardRulesOutWordsThatGarbleTheRequests) {
   // Below the pick too, among the likeliest looked at (a sampler may draw it).
   EXPECT_THAT(ruled_out({{"Milo", 30}, {"Milano", 20}}), ElementsAre("Milano"));
   write("Mil");
+  // " Milo" is not garbled, but leaves "Mil" inside the request's "Milo" (the word-end guard).
   EXPECT_THAT(ruled_out({{"ano", 30}, {" Milky", 25}, {"o", 20}, {" Milo", 10}}),
-              ElementsAre("ano", " Milky"));
+              ElementsAre("ano", " Milky", " Milo"));
   // Every candidate garbles: none is ruled out.
   std::span<const int32_t> allowed = (*g)->Allowed(s);
   std::vector<float> all(allowed.size(), -INFINITY);
@@ -254,6 +257,68 @@ TEST(CopyPrior, WordGuardRulesOutWordsThatGarbleTheRequests) {
   all[ano] = 1.0f;
   prior->Restrict({**g, s, allowed}, all);
   EXPECT_EQ(all[ano], 1.0f);
+}
+
+// The word-end guard: a copy of the request stopped inside one of its words ("maria" of
+// "maria.g@example.net") may only go on copying, unless no candidate does; at a word's end but
+// for closing punctuation, a plural's or a possessive's ending, the string may close.
+TEST(CopyPrior, WordEndGuardMakesACopyGoOnToItsWordsEnd) {
+  auto tok = SmallTokenizer({"call:f{", "s:", "n:", "maria", ".g", "@example", ".net", "Milo",
+                             "sprinkler", SpaceToPiece(" to")},
+                            0);
+  auto cat = text::ParseToolCatalog(kCatalog);
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  auto prior = MakeCopyPrior("mail Milo's sprinklers to maria.g@example.net.", 5.0, tok.get());
+  text::CallGrammar::State s = (*g)->Start();
+  auto write = [&](const char* t) {  // as the decode loop samples it: Restrict, then Written
+    std::span<const int32_t> allowed = (*g)->Allowed(s);
+    std::vector<float> cand(allowed.size(), 0.0f);
+    prior->Restrict({**g, s, allowed}, cand);
+    prior->Written(Id(*tok, t));
+    FG_ASSERT_OK((*g)->Advance(&s, Id(*tok, t)));
+  };
+  auto open = [&]() {
+    s = (*g)->Start();
+    for (const char* t : {"<start_function_call>", "call:f{", "s:", "<escape>"}) write(t);
+    ASSERT_TRUE((*g)->InFreeString(s));
+  };
+  // Of `names`, those ruled out when each has logit 1 and every other token `others`.
+  auto ruled_out = [&](const std::vector<std::string>& names, float others) {
+    std::span<const int32_t> allowed = (*g)->Allowed(s);
+    std::vector<float> cand(allowed.size(), others);
+    auto at = [&](const std::string& t) {
+      const auto it = std::lower_bound(allowed.begin(), allowed.end(), Id(*tok, t));
+      EXPECT_TRUE(it != allowed.end() && *it == Id(*tok, t)) << t;
+      return static_cast<size_t>(it - allowed.begin());
+    };
+    for (const std::string& n : names) cand[at(n)] = 1.0f;
+    prior->Restrict({**g, s, allowed}, cand);
+    std::vector<std::string> out;
+    for (const std::string& n : names) {
+      if (std::isinf(cand[at(n)])) out.push_back(n);
+    }
+    return out;
+  };
+  const std::vector<std::string> names = {"<escape>", " to"};
+  open();
+  write("maria");
+  EXPECT_THAT(ruled_out({"<escape>", ".g", " to"}, 0.0f), ElementsAre("<escape>", " to"));
+  // No candidate goes on copying (".g" ruled out by the grammar's state or a -inf): none ruled
+  // out by this guard.
+  EXPECT_THAT(ruled_out({"<escape>", " to"}, -INFINITY), ElementsAre());
+  write(".g");
+  write("@example");
+  EXPECT_THAT(ruled_out({"<escape>", ".net", " to"}, 0.0f), ElementsAre("<escape>", " to"));
+  write(".net");  // then only "." of the request's word is left: the copy may close
+  EXPECT_THAT(ruled_out(names, 0.0f), ElementsAre());
+  open();
+  write("Milo");  // "'s" left
+  EXPECT_THAT(ruled_out(names, 0.0f), ElementsAre());
+  open();
+  write("sprinkler");  // "s" left
+  EXPECT_THAT(ruled_out(names, 0.0f), ElementsAre());
 }
 
 TEST(RequestNumbers, DigitsAndNumberWords) {

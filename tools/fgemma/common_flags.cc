@@ -74,17 +74,20 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
               "a copied string cut before another argument's "
               "number (\"Max 12 kilos\": pet Max, kg 12); --no-arg-check keeps the arguments as "
               "decoded");
-    p.AddDouble("--copy-bias", &copy_bias_, "B",
-                "Bias added to the tokens that copy the request's text into a string value, and "
-                "the digits of a number the request says into a number value once it has begun "
-                "(from the first digit when said in the argument's unit, \"5 minutes\", or "
-                "converted to it, \"two hours\" -> 120 for minutes, \"2 liters\" -> 2000 for ml); "
-                "with it, an argument the request names (a number's unit, \"for 5 minutes\", an "
-                "enum member, \"resting\", or a boolean's key, \"mute\", or its undoing, "
-                "\"unmute\": false, or a sum of money for the money parameter, \"$60\") is not left "
-                "out, and a word begun as one of the request's goes on as one of its words "
-                "(\"Milo\", not \"Milano\") (default 8 for a base Gemma 3 model taught "
-                "by an adapter, 0 for FunctionGemma; 0: off)");
+    p.AddDouble(
+        "--copy-bias", &copy_bias_, "B",
+        "Bias added to the tokens that copy the request's text into a string value, and "
+        "the digits of a number the request says into a number value once it has begun "
+        "(from the first digit when said in the argument's unit, \"5 minutes\", or "
+        "converted to it, \"two hours\" -> 120 for minutes, \"2 liters\" -> 2000 for ml); "
+        "with it, an argument the request names (a number's unit, \"for 5 minutes\", an "
+        "enum member, \"resting\", or a boolean's key, \"mute\", or its undoing, "
+        "\"unmute\": false, or a sum of money for the money parameter, \"$60\") is not left "
+        "out, a word begun as one of the request's goes on as one of its words "
+        "(\"Milo\", not \"Milano\"), and a copy stopped inside one of them goes on to "
+        "its end (\"maria.g@example.net\", not \"maria\") (default 8 for a base Gemma 3 "
+        "model taught "
+        "by an adapter, 0 for FunctionGemma; 0: off)");
   }
 }
 
