@@ -1438,6 +1438,53 @@ TEST(ArgumentCheck, CutsAnotherArgumentsSaidNumberOffTheEndOfACopy) {
   }
 }
 
+// A free string copied from the request that ran on into another argument's string value
+// ("Turkish Japanese" beside "Japanese") loses it and a word that joined them ("in"); a string
+// that is not a copy, one that is only the other value, and an enum's member stay.
+TEST(ArgumentCheck, CutsAnotherArgumentsStringOffTheEndOfACopy) {
+  auto cat = text::ParseToolCatalog(R"([{"name":"say","parameters":{"type":"object",
+    "properties":{"text":{"type":"string"},"lang":{"type":"string"},
+    "tone":{"type":"string","enum":["polite Dutch","casual"]}},"required":["text","lang"]}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& say = cat->tools[0];
+  const call::CallScorer score = [](std::span<const nlohmann::json> cands) {
+    return StatusOr<std::vector<double>>(std::vector<double>(cands.size(), 0.0));
+  };
+  auto check = [&](std::string_view request, const nlohmann::json& decoded) {
+    const call::SaidFacts said = call::SaidFactsOf(request, say);
+    auto r = call::CheckArguments(say, decoded, score, &said);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : call::CheckedArguments{};
+  };
+  call::CheckedArguments r = check("save I would like a coffee in Hindi",
+                                   {{"text", "I would like a coffee in Hindi"}, {"lang", "Hindi"}});
+  EXPECT_EQ(r.arguments, nlohmann::json({{"text", "I would like a coffee"}, {"lang", "Hindi"}}));
+  EXPECT_EQ(r.replaced, 1);
+  r = check("Turkish Japanese conversation", {{"text", "Turkish Japanese"}, {"lang", "Japanese"}});
+  EXPECT_EQ(r.arguments["text"], "Turkish");
+  r = check("say hello, Dutch", {{"text", "hello, Dutch"}, {"lang", "Dutch"}});
+  EXPECT_EQ(r.arguments["text"], "hello");
+  // Left alone: not a copy ("good day Dutch" is not in the request), the other value alone,
+  // another value that is not at the end, a cut that would leave a determiner, and an enum
+  // member's words.
+  struct Case {
+    const char* request;
+    const char* text;
+    const char* lang;
+  };
+  for (const Case& c :
+       {Case{"say good day, Dutch", "good day Dutch", "Dutch"}, Case{"say Dutch", "Dutch", "Dutch"},
+        Case{"say Dutch cheese", "Dutch cheese", "Dutch"},
+        Case{"say it to the Dutch", "the Dutch", "Dutch"}}) {
+    r = check(c.request, {{"text", c.text}, {"lang", c.lang}});
+    EXPECT_EQ(r.arguments["text"], c.text) << c.request;
+    EXPECT_EQ(r.replaced, 0);
+  }
+  r = check("say it polite Dutch", {{"text", "it"}, {"lang", "Dutch"}, {"tone", "polite Dutch"}});
+  EXPECT_EQ(r.arguments["tone"], "polite Dutch");
+  EXPECT_EQ(r.replaced, 0);
+}
+
 // The argument check keeps a call's required arguments and drops or replaces exactly what
 // call::CheckArguments decides from the channel's ScoreCalls (its rule pinned by the test
 // above); a streamed call and --no-arg-check keep the arguments as decoded.

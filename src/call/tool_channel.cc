@@ -90,6 +90,45 @@ std::optional<std::string> WithoutRunOnNumber(const text::Tool& tool, std::strin
   return v.substr(0, keep + 1);
 }
 
+// `copy` (argument `key`'s string) cut back when it is a copy of the request that ends with the
+// words of another argument's string value, and a word that joined them ("Turkish Japanese"
+// beside `language_b` "Japanese"; "I would like a coffee in Hindi" beside `language` "Hindi" ->
+// "I would like a coffee"); nullopt otherwise. No copied label in the project's data ends with
+// another argument's value (0 of 4,481).
+std::optional<std::string> WithoutOtherValue(std::string_view request, const std::string& key,
+                                             const nlohmann::json& copy,
+                                             const nlohmann::json& arguments) {
+  const std::string& v = copy.get_ref<const std::string&>();
+  if (request.find(v) == std::string_view::npos) return std::nullopt;
+  for (const auto& [other, value] : arguments.items()) {
+    if (other == key || !value.is_string()) continue;
+    const std::string& w = value.get_ref<const std::string&>();
+    if (w.empty() || w.size() + 1 >= v.size() || !v.ends_with(" " + w)) continue;
+    std::string_view kept = std::string_view(v).substr(0, v.size() - w.size() - 1);
+    const size_t space = kept.find_last_of(' ');
+    if (space != std::string_view::npos) {
+      static constexpr std::string_view kJoins[] = {"in", "into", "to", "for", "and", "on", "at"};
+      const std::string_view last = kept.substr(space + 1);
+      if (std::find(std::begin(kJoins), std::end(kJoins), last) != std::end(kJoins)) {
+        kept = kept.substr(0, space);
+      }
+    }
+    while (!kept.empty() && (kept.back() == ' ' || kept.back() == ',')) kept.remove_suffix(1);
+    // Two arguments that copied one phrase ("the credit card" beside "credit card"): no cut to
+    // its determiner.
+    static constexpr std::string_view kDeterminers[] = {"the",  "a",   "an",   "my",
+                                                        "your", "our", "this", "that"};
+    std::string lower(kept);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (kept.empty() || std::find(std::begin(kDeterminers), std::end(kDeterminers), lower) !=
+                            std::end(kDeterminers)) {
+      continue;
+    }
+    return std::string(kept);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
@@ -131,7 +170,7 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
       }
     }
   }
-  // Free strings that ran on into another argument's number: cut back.
+  // Free strings that ran on into another argument's number or string: cut back.
   if (said != nullptr) {
     for (auto& [key, value] : out.arguments.items()) {
       const auto prop = params.properties.find(key);
@@ -141,6 +180,9 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
       }
       if (auto cut = WithoutRunOnNumber(tool, said->request, key, value, out.arguments)) {
         value = std::move(*cut);
+        ++out.replaced;
+      } else if (auto rest = WithoutOtherValue(said->request, key, value, out.arguments)) {
+        value = std::move(*rest);
         ++out.replaced;
       }
     }

@@ -98,7 +98,10 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 // copied from the request that ends with " N", where the request goes on with a word that makes
 // N the value of another argument the call has with that value, loses the N ("Max 12 kilos":
 // `pet` "Max 12" -> "Max" beside `kg` 12; not "Inside Out 2" in "Inside Out 2 at 3:15" beside
-// `tickets` 2).
+// `tickets` 2); and one that ends with " " and another argument's string value loses it and a
+// word that joined them ("Turkish Japanese" -> "Turkish" beside `language_b` "Japanese"; "I
+// would like a coffee in Hindi" -> "I would like a coffee" beside `language` "Hindi"), unless
+// only a determiner would be left ("the credit card" beside "credit card").
 // Arguments that are not an object, or a tool with no properties, ask nothing.
 inline constexpr double kEnumCheckMargin = 2.0;
 struct CheckedArguments {

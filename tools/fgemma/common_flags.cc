@@ -65,15 +65,17 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
                 "p(request | the tool's description) under the base model to the model's own "
                 "choice (default 4 for a base Gemma 3 model taught by an adapter, 0 for "
                 "FunctionGemma; 0: off; costs one short run per tool per request)");
-    p.AddBool("--no-arg-check", &no_argument_check_,
-              "With the tool channel on, the same base model checks the call's arguments: an "
-              "optional one is dropped when the request is more likely without it, an enum "
-              "value replaced by a member the request is much likelier with (not an argument "
-              "whose value the request says: \"for 80 days\" keeps days 80), an optional number "
-              "the request does not say dropped, and an optional string with a word it does not say, "
-              "a copied string cut before another argument's "
-              "number (\"Max 12 kilos\": pet Max, kg 12); --no-arg-check keeps the arguments as "
-              "decoded");
+    p.AddBool(
+        "--no-arg-check", &no_argument_check_,
+        "With the tool channel on, the same base model checks the call's arguments: an "
+        "optional one is dropped when the request is more likely without it, an enum "
+        "value replaced by a member the request is much likelier with (not an argument "
+        "whose value the request says: \"for 80 days\" keeps days 80), an optional number "
+        "the request does not say dropped, and an optional string with a word it does not say, "
+        "a copied string cut before another argument's "
+        "number (\"Max 12 kilos\": pet Max, kg 12) or string (\"French Italian\" beside "
+        "\"Italian\": French); --no-arg-check keeps the arguments as "
+        "decoded");
     p.AddDouble(
         "--copy-bias", &copy_bias_, "B",
         "Bias added to the tokens that copy the request's text into a string value, and "
