@@ -23,8 +23,9 @@ while [[ ${1:-} == --fresh || ${1:-} == --prior ]]; do
   shift
 done
 src=$here/data/calls/eval_requests/$app.jsonl
-awk 'NR % 3 == 1' "$src" | head -30 > "$work/train.jsonl"
-awk 'NR % 3 != 1' "$src" | head -50 > "$work/test.jsonl"
+# (awk stops by itself: `| head` would end awk with SIGPIPE, which pipefail makes fatal)
+awk 'NR % 3 == 1 && ++n <= 30' "$src" > "$work/train.jsonl"
+awk 'NR % 3 != 1 && ++n <= 50' "$src" > "$work/test.jsonl"
 echo "per-app $app: $(wc -l < "$work/train.jsonl") training requests, $(wc -l < "$work/test.jsonl") test requests, in $work" >&2
 start=$(date +%s)
 "$fgemma" tune --tools "$here/data/calls/catalogs/$app.json" --data "$work/train.jsonl" \
