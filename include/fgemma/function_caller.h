@@ -108,6 +108,13 @@ struct FunctionCallerOptions {
   // base Gemma 3 vocabulary (a base model taught to call by an adapter; docs/tuning.md has the
   // measurements), off for FunctionGemma; 0: off.
   double tool_channel = -1;
+  // Requests that ask for a tool, as (tool name, request) pairs: appended to the tool's own
+  // examples (the catalog's "examples" array beside its "name"; text::Tool::examples), which
+  // the tool prior's text lists after the tool's description, ' For example: "..."; "...".' (the
+  // first that fit 160 tokens; not declared to the model). An app's labelled requests make its
+  // tool prior read like them (docs/tuning.md has the measurements). Each name must be a tool
+  // of the catalog; each request a non-empty string.
+  std::vector<std::pair<std::string, std::string>> tool_examples;
   // With the tool channel on (above), the same base model checks each optional argument of a
   // call: an argument is dropped when the request is more likely without it, log p_base(request
   // | the call without it) > log p_base(request | the call) (src/call/tool_channel.h; the

@@ -88,6 +88,24 @@ const std::string& TinyModelPath() {
   return path;
 }
 
+// The tiny model with a window over its whole context: its request rows see a tool's examples
+// in the tool prior's prompt (the tiny preset's 8-token window does not).
+std::shared_ptr<const CallModel> WideTinyModel() {
+  static std::shared_ptr<const CallModel> m = [] {
+    auto spec = gguf::SyntheticPreset("tiny");
+    EXPECT_TRUE(spec.ok());
+    spec->context = 2048;
+    spec->window = 2048;
+    const std::string p = ::testing::TempDir() + "/call_tiny_wide.gguf";
+    Status s = gguf::WriteSyntheticGemma3(*spec, p);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    auto r = CallModel::Load(p);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::shared_ptr<const CallModel>(std::move(*r)) : nullptr;
+  }();
+  return m;
+}
+
 std::shared_ptr<const CallModel> TinyModel() {
   static std::shared_ptr<const CallModel> m = [] {
     auto r = CallModel::Load(TinyModelPath());
@@ -1034,12 +1052,14 @@ TEST(FunctionCaller, SeveralCallsGiveAnArray) {
 // `model` (default: the tiny model) runs with its adapters from `lora_from` on (default: none).
 double ChannelOracle(const text::Tokenizer& tk, const std::string& text, int64_t cut,
                      std::string_view request, const runtime::Model* adapted = nullptr,
-                     int64_t lora_from = 512) {
+                     int64_t lora_from = 512, const std::string& examples = "") {
   const runtime::Model& model = adapted ? *adapted : call::RuntimeModel(*TinyModel());
   std::vector<int32_t> ids = {tk.vocab().bos};
   std::vector<int32_t> body = tk.Encode(text, false, false);
   if (static_cast<int64_t>(body.size()) > cut) body.resize(static_cast<size_t>(cut));
   ids.insert(ids.end(), body.begin(), body.end());
+  const std::vector<int32_t> ex = tk.Encode(examples, false, false);  // after the cut text
+  ids.insert(ids.end(), ex.begin(), ex.end());
   const std::vector<int32_t> ask = tk.Encode("\nA user asks for it: \"", false, false);
   ids.insert(ids.end(), ask.begin(), ask.end());
   std::vector<int32_t> req = tk.Encode(request, false, false);
@@ -1088,6 +1108,75 @@ TEST(ToolChannel, ScoresAreTheRequestsLogProbabilityAfterEachTool) {
     }
   }
   EXPECT_THAT((*channel)->Score("").status(), StatusIs(StatusCode::kInvalidArgument, _));
+}
+
+// A tool's examples follow its text in its channel prompt, ' For example: "A"; "B".', as many
+// whole ones as kChannelExampleTokens holds; the scores are the request's log-probability after
+// that prompt. A tool without examples keeps its plain prompt.
+TEST(ToolChannel, ExamplesFollowTheToolsText) {
+  const text::Tokenizer& tk = call::CallTokenizer(*TinyModel());
+  text::ToolCatalog cat = Catalog();
+  ASSERT_GE(cat.tools.size(), 2u);
+  cat.tools[0].examples = {"turn it on", "lights please"};
+  const std::string ex = " For example: \"turn it on\"; \"lights please\".";
+  auto channel = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()), tk, cat, nullptr);
+  FG_ASSERT_OK(channel.status());
+  for (const char* req : {"turn the light on", "weather in Paris tomorrow"}) {
+    auto scores = (*channel)->Score(req);
+    FG_ASSERT_OK(scores.status());
+    for (size_t t = 0; t < 2; ++t) {
+      const double want =
+          ChannelOracle(tk, call::ChannelToolText(cat.tools[t]), call::kChannelToolTokens, req,
+                        nullptr, 512, t == 0 ? ex : "");
+      EXPECT_NEAR((*scores)[t], want, 1e-4 * std::max(1.0, std::fabs(want))) << req << " " << t;
+    }
+  }
+  // (The tiny model's 8-token window hides the examples from the request's rows; a model that
+  // sees them scores the tool otherwise.)
+  text::ToolCatalog bare = cat;
+  bare.tools[0].examples.clear();
+  const runtime::Model& wide = call::RuntimeModel(*WideTinyModel());
+  auto with = call::ToolChannel::Create(wide, tk, cat, nullptr);
+  auto without = call::ToolChannel::Create(wide, tk, bare, nullptr);
+  FG_ASSERT_OK(with.status());
+  FG_ASSERT_OK(without.status());
+  auto a = (*with)->Score("turn the light on");
+  auto b = (*without)->Score("turn the light on");
+  FG_ASSERT_OK(a.status());
+  FG_ASSERT_OK(b.status());
+  EXPECT_GT(std::fabs((*a)[0] - (*b)[0]), 1e-3);
+  EXPECT_NEAR((*a)[1], (*b)[1], 1e-6 * std::max(1.0, std::fabs((*b)[1])));
+  // The budget: whole examples only, the first that fit.
+  const std::vector<int32_t> plain_prompt = call::ChannelPromptTokens(tk, cat.tools[1]);
+  auto examples_part = [&](const text::Tool& tool) {
+    std::vector<int32_t> p = call::ChannelPromptTokens(tk, tool);
+    text::Tool bare = tool;
+    bare.examples.clear();
+    const std::vector<int32_t> b = call::ChannelPromptTokens(tk, bare);
+    const size_t ask = tk.Encode("\nA user asks for it: \"", false, false).size();
+    EXPECT_GE(p.size(), b.size());
+    return std::vector<int32_t>(p.begin() + static_cast<ptrdiff_t>(b.size() - ask),
+                                p.end() - static_cast<ptrdiff_t>(ask));
+  };
+  EXPECT_EQ(examples_part(cat.tools[0]), tk.Encode(ex, false, false));
+  text::Tool many = cat.tools[1];
+  std::string want = " For example:";
+  size_t kept = 0;
+  for (int i = 0; i < 60; ++i) {
+    many.examples.push_back("please set the thermostat to " + std::to_string(i) + " degrees");
+    const std::string more = want + (i == 0 ? " \"" : "; \"") + many.examples.back() + "\"";
+    if (static_cast<int64_t>(tk.Encode(more + ".", false, false).size()) <=
+        call::kChannelExampleTokens) {
+      want = more;
+      ++kept;
+    }
+  }
+  ASSERT_GT(kept, 1u);
+  ASSERT_LT(kept, many.examples.size());
+  EXPECT_EQ(examples_part(many), tk.Encode(want + ".", false, false));
+  text::Tool huge = cat.tools[1];
+  huge.examples = {std::string(4000, 'x'), "short"};  // the first does not fit: none listed
+  EXPECT_EQ(call::ChannelPromptTokens(tk, huge), plain_prompt);
 }
 
 // A synthetic adapter for the tiny model trained on the base model's prefix (TempDir/NAME_M.gguf,
@@ -1638,6 +1727,52 @@ TEST(ToolChannel, PriorShiftsEachNameTokenByTheToolsItCanStillBecome) {
     proc->Restrict({**g, s, allowed}, cand);
     for (float c : cand) EXPECT_EQ(c, 0.0f);
   }
+}
+
+// FunctionCallerOptions::tool_examples join the catalog's own "examples" (the same caller as a
+// catalog that lists them); a name the catalog lacks or an empty request is refused.
+TEST(FunctionCaller, ToolExamplesJoinTheCatalogsOwn) {
+  FunctionCallerOptions o = Options("call");
+  o.tool_channel = 50;
+  o.tool_examples = {{"set_mode", "make it warmer"}, {"set_light", "kitchen lights off"}};
+  auto make = [&](const FunctionCallerOptions& opt, const std::string& catalog) {
+    auto c = FunctionCaller::Create(WideTinyModel(), catalog, opt);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  };
+  auto given = make(o, kBoundedCatalog);
+  nlohmann::json cat = nlohmann::json::parse(kBoundedCatalog);
+  cat[0]["examples"] = {"the light"};
+  auto own = nlohmann::json(cat);
+  own[0]["examples"].push_back("kitchen lights off");
+  own[1]["examples"] = {"make it warmer"};
+  ASSERT_EQ(own[1]["name"], "set_mode");
+  FunctionCallerOptions plain = o;
+  plain.tool_examples.clear();
+  auto listed = make(plain, own.dump());
+  auto both = make(o, cat.dump());  // "the light" first, then the options'
+  auto none = make(plain, kBoundedCatalog);
+  ASSERT_TRUE(given && listed && both && none);
+  int differ = 0;
+  for (const char* req : {"turn the light on", "make it warmer", "eco mode"}) {
+    auto a = listed->Call(req);
+    auto b = both->Call(req);
+    FG_ASSERT_OK(a.status());
+    FG_ASSERT_OK(b.status());
+    EXPECT_EQ(a->tokens, b->tokens) << req;
+    auto c = given->Call(req);
+    auto d = none->Call(req);
+    FG_ASSERT_OK(c.status());
+    FG_ASSERT_OK(d.status());
+    differ += c->tokens != d->tokens;
+  }
+  EXPECT_GT(differ, 0);  // the examples moved the prior's choice
+  o.tool_examples = {{"set_heater", "x"}};
+  EXPECT_THAT(FunctionCaller::Create(WideTinyModel(), kBoundedCatalog, o).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("'set_heater' is not a tool")));
+  o.tool_examples = {{"set_mode", ""}};
+  EXPECT_THAT(FunctionCaller::Create(WideTinyModel(), kBoundedCatalog, o).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty request")));
 }
 
 TEST(FunctionCaller, ToolChannelChoosesTheToolThatExplainsTheRequest) {

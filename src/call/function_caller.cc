@@ -331,6 +331,17 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     m.catalog = std::move(*cat);
   }
   if (m.catalog.tools.empty()) return InvalidArgumentError("tool catalog: no tools");
+  for (const auto& [name, request] : options.tool_examples) {
+    auto tool = std::find_if(m.catalog.tools.begin(), m.catalog.tools.end(),
+                             [&](const text::Tool& t) { return t.name == name; });
+    if (tool == m.catalog.tools.end()) {
+      return InvalidArgumentError("tool examples: '" + name + "' is not a tool of the catalog");
+    }
+    if (request.empty()) {
+      return InvalidArgumentError("tool examples: an empty request for '" + name + "'");
+    }
+    tool->examples.push_back(request);
+  }
   for (const std::string& name : options.grammar_tools) {
     if (m.catalog.Find(name) == nullptr) {
       return InvalidArgumentError("grammar tools: '" + name +

@@ -267,6 +267,17 @@ std::vector<int32_t> ChannelPromptTokens(const text::Tokenizer& tk, const text::
       tk.Encode(ChannelToolText(tool), /*add_special=*/false, /*parse_special=*/false);
   if (static_cast<int64_t>(body.size()) > kChannelToolTokens) body.resize(kChannelToolTokens);
   ids.insert(ids.end(), body.begin(), body.end());
+  // The tool's example requests, as many whole ones as kChannelExampleTokens holds.
+  std::vector<int32_t> examples;
+  std::string text = " For example:";
+  for (size_t i = 0; i < tool.examples.size(); ++i) {
+    text += (i == 0 ? " \"" : "; \"") + tool.examples[i] + "\"";
+    std::vector<int32_t> more =
+        tk.Encode(text + ".", /*add_special=*/false, /*parse_special=*/false);
+    if (static_cast<int64_t>(more.size()) > kChannelExampleTokens) break;
+    examples = std::move(more);
+  }
+  ids.insert(ids.end(), examples.begin(), examples.end());
   const std::vector<int32_t> ask = tk.Encode(kAsk, /*add_special=*/false, /*parse_special=*/false);
   ids.insert(ids.end(), ask.begin(), ask.end());
   return ids;

@@ -48,6 +48,9 @@ namespace fg::call {
 // is cut: the parameters' descriptions, then the tool's; the closing line is always there).
 inline constexpr int64_t kChannelRequestTokens = 48;
 inline constexpr int64_t kChannelToolTokens = 160;
+// Tokens of a tool's example requests (text::Tool::examples) kept at most, after its text: the
+// first examples that fit whole.
+inline constexpr int64_t kChannelExampleTokens = 160;
 // Enum members listed in a tool's text at most (ChannelToolText).
 inline constexpr size_t kChannelEnumMembers = 10;
 // FunctionCallerOptions::tool_channel's default weight for a base Gemma 3 vocabulary.
@@ -64,7 +67,8 @@ inline constexpr int64_t kChannelCallTokens = 96;
 // parameters' descriptions took the right function from 597 to 613 of 774 requests and the
 // exact call from 460 to 480 over the names alone.
 std::string ChannelToolText(const text::Tool& tool);
-// A tool's channel prompt: <bos>, ChannelToolText cut to kChannelToolTokens, the ask line
+// A tool's channel prompt: <bos>, ChannelToolText cut to kChannelToolTokens, its examples
+// (' For example: "REQUEST"; "REQUEST".', the first that fit kChannelExampleTokens), the ask line
 // "\nA user asks for it: \"". The request's tokens (ChannelRequestTokens) follow it; ToolChannel
 // and `fgemma tune --objective` (call::RenderTrainingExample) both render it here.
 std::vector<int32_t> ChannelPromptTokens(const text::Tokenizer& tk, const text::Tool& tool);

@@ -228,6 +228,17 @@ StatusOr<Tool> ParseTool(const json& entry, const std::string& path) {
     FG_ASSIGN_OR_RETURN(tool.parameters, ParseSchema(params, path + ".parameters", 0));
     tool.has_parameters = true;
   }
+  if (fn->contains("examples")) {
+    const json& e = (*fn)["examples"];
+    if (!e.is_array()) return Err(named, "\"examples\" must be an array of strings");
+    for (const json& x : e) {
+      if (!x.is_string() || x.get_ref<const std::string&>().empty()) {
+        return Err(named, "\"examples\" must be an array of non-empty strings");
+      }
+      FG_RETURN_IF_ERROR(CheckText(named, "\"examples\"", x.get<std::string>()));
+      tool.examples.push_back(x.get<std::string>());
+    }
+  }
   return tool;
 }
 

@@ -59,6 +59,10 @@ struct Tool {
   // False when the catalog gave no "parameters" at all (the official template then omits the
   // whole parameters block; an explicit empty object schema still renders one).
   bool has_parameters = false;
+  // Requests that ask for this tool ("examples": an array of non-empty strings beside "name";
+  // fgemma's own field, not OpenAI's). Not declared to the model: only the noisy-channel tool
+  // prior's text of the tool lists them (call::ChannelPromptTokens).
+  std::vector<std::string> examples;
 };
 
 struct ToolCatalog {

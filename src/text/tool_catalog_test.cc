@@ -14,6 +14,7 @@ namespace fg::text {
 namespace {
 
 using ::fg::testing::StatusIs;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr char kWeatherFunction[] = R"({
@@ -103,6 +104,17 @@ TEST(ToolCatalog, MissingParametersAndDescription) {
   EXPECT_EQ(c.tools[0].parameters.type, "OBJECT");
 }
 
+// fgemma's "examples" beside "name" (bare or in OpenAI's "function"): requests for the tool.
+TEST(ToolCatalog, ExamplesAreRequestsForTheTool) {
+  FG_ASSERT_OK_AND_ASSIGN(ToolCatalog c,
+                          ParseToolCatalog(R"([{"type":"function","function":{"name":"ping",
+          "examples":["ping the router","is the NAS up?"]}}, {"name":"pong","examples":[]},
+          {"name":"echo"}])"));
+  EXPECT_THAT(c.tools[0].examples, ElementsAre("ping the router", "is the NAS up?"));
+  EXPECT_TRUE(c.tools[1].examples.empty());
+  EXPECT_TRUE(c.tools[2].examples.empty());
+}
+
 struct BadCase {
   const char* json;
   const char* message;
@@ -135,7 +147,16 @@ TEST_P(ToolCatalogErrors, PointsAtTheEntry) {
 INSTANTIATE_TEST_SUITE_P(
     All, ToolCatalogErrors,
     ::testing::Values(
-        BadCase{R"([{"name":"a"},{"name":"b"},{"description":"x"}])", R"(tools[2]: missing "name")"},
+        BadCase{R"([{"name":"a"},{"name":"b"},{"description":"x"}])",
+                R"(tools[2]: missing "name")"},
+        BadCase{R"([{"name":"a","examples":"ping"}])",
+                R"(tools[0] ("a"): "examples" must be an array of strings)"},
+        BadCase{R"([{"name":"a","examples":["ping",3]}])",
+                R"(tools[0] ("a"): "examples" must be an array of non-empty strings)"},
+        BadCase{R"([{"name":"a","examples":[""]}])",
+                R"(tools[0] ("a"): "examples" must be an array of non-empty strings)"},
+        BadCase{R"([{"name":"a","examples":["say <escape>"]}])",
+                R"(tools[0] ("a"): "examples" contains the control token text)"},
         BadCase{R"([{"name":"get"},{"name":"set_light"},{"name":"set_light"}])",
                 R"(tools[2] ("set_light"): duplicate name)"},
         BadCase{R"([{"name":"f","parameters":{"type":"object","properties":{
@@ -186,11 +207,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"string",
                    "enum":["<start_function_call>"]}}}}])",
                 "enum member contains the control token text"},
-        BadCase{R"([{"name": "f",)", "invalid JSON at byte"},
-        BadCase{"", "invalid JSON at byte"},
+        BadCase{R"([{"name": "f",)", "invalid JSON at byte"}, BadCase{"", "invalid JSON at byte"},
         BadCase{"  555E525", "invalid JSON: number overflow"},
-        BadCase{R"([{"name":"f","parameters":{"properties":{"a":{"type":"number","enum":[1e999]}}}}])",
-                "invalid JSON: number overflow"}));
+        BadCase{
+            R"([{"name":"f","parameters":{"properties":{"a":{"type":"number","enum":[1e999]}}}}])",
+            "invalid JSON: number overflow"}));
 
 TEST(ToolCatalog, InvalidJsonReportsPosition) {
   EXPECT_THAT(ParseToolCatalog(R"([{"name": "f"} oops])"),

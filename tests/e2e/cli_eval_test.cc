@@ -90,5 +90,39 @@ TEST_F(CliEvalTest, BadInput) {
   EXPECT_THAT(empty.out, HasSubstr("holds no example"));
 }
 
+// --examples (as fgemma call's): labelled requests listed in the tool prior's texts. A good file
+// scores; a bad line, a tool the catalog lacks, a missing file are runtime errors (1), an
+// --examples per --tools that does not pair a usage error (2). The same checks for fgemma call.
+TEST_F(CliEvalTest, ExamplesForTheToolPrior) {
+  const std::string base = "eval -m " + model_ + " --tools " + tools_ + " --data " + data_;
+  Result ok = Fgemma(base + " --examples " + data_ + " --tool-channel 1 --json", false);
+  ASSERT_EQ(ok.rc, 0) << ok.out;
+  EXPECT_EQ(nlohmann::json::parse(ok.out)[0]["requests"], 2);
+  const std::string bad = Tmp("bad_examples.jsonl");
+  Write(bad, "{\"request\":\"x\",\"calls\":[{\"name\":\"set_light\"}]}\n{\"calls\": []}\n");
+  Result line = Fgemma(base + " --examples " + bad);
+  EXPECT_EQ(line.rc, 1);
+  EXPECT_THAT(line.out, HasSubstr("--examples '" + bad + "' line 2: no \"request\" string"));
+  const std::string other = Tmp("other_examples.jsonl");
+  Write(other, "{\"request\":\"x\",\"calls\":[{\"name\":\"set_heater\"}]}\n");
+  Result unknown = Fgemma(base + " --examples " + other);
+  EXPECT_EQ(unknown.rc, 1);
+  EXPECT_THAT(unknown.out, HasSubstr("'set_heater' is not a tool of the catalog"));
+  Result missing = Fgemma(base + " --examples " + Tmp("none"));
+  EXPECT_EQ(missing.rc, 1);
+  EXPECT_THAT(missing.out, HasSubstr("--examples"));
+  Result unpaired = Fgemma(base + " --examples " + data_ + " --examples " + data_);
+  EXPECT_EQ(unpaired.rc, 2);
+  EXPECT_THAT(unpaired.out, HasSubstr("one --examples FILE per --tools"));
+  const std::string call = "call -m " + model_ + " --tools " + tools_ + " --tool-channel 1 ";
+  Result called = Fgemma(call + "--examples " + data_ + " 'turn the light on'", false);
+  ASSERT_EQ(called.rc, 0) << called.out;
+  EXPECT_THAT(called.out, HasSubstr("set_light"));
+  EXPECT_EQ(Fgemma(call + "--examples " + bad + " 'turn the light on'").rc, 1);
+  Result call_unknown = Fgemma(call + "--examples " + other + " 'turn the light on'");
+  EXPECT_EQ(call_unknown.rc, 1);
+  EXPECT_THAT(call_unknown.out, HasSubstr("'set_heater' is not a tool of the catalog"));
+}
+
 }  // namespace
 }  // namespace fg

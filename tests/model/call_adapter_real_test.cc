@@ -31,12 +31,14 @@ namespace {
 // (2026-12-04). The adapter of `make adapter`'s second stage (one more epoch of the calls and
 // the tool prior together, `--objective both`, so that its prior runs with the adapter):
 // 69.1 % / 44.1 % alone, 82.3 % / 67.8 % with every default; after its prior's ranking steps
-// (`--prior-negatives`, the stages after it) 83.6 % / 68.2 % (2026-12-04). The eval is
+// (`--prior-negatives`, the stages after it) 83.6 % / 68.2 % (2026-12-04); 69.6 % exact with
+// the copy prior's word-end guard and copies cut before another argument's string
+// (2026-12-05). The eval is
 // deterministic on one machine; the margin of ~2.5 points covers another ISA's kernels (rounding
 // can flip a near-tie); a larger drop is a change in the model, the runtime, the prompt or the
 // adapter.
 constexpr double kMinFunction = 0.665, kMinExact = 0.415;
-constexpr double kMinFunctionWithPrior = 0.810, kMinExactWithPrior = 0.656;
+constexpr double kMinFunctionWithPrior = 0.810, kMinExactWithPrior = 0.671;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
@@ -117,6 +119,38 @@ TEST(CallAdapterRealTest, AnUnmarkedAdapterGetsTheShippedAdaptersPrior) {
               shipped["function"].get<int>(), base["function"].get<int>());
   EXPECT_GE(shipped["function"].get<double>() / 210, 0.81);
   EXPECT_GE(shipped["function"].get<int>(), base["function"].get<int>() + 8);
+}
+
+// An app's labelled requests as its tools' examples in the tool prior's texts (--examples), with
+// no tuning: printer (a held-out catalog), its 30 training requests of bench/per_app_tune.sh
+// (every 3rd line) as the examples, its 50 test requests scored with the shipped adapter and
+// every default. Measured 48 / 50 right functions (38 exact) with them, 42 (31) without
+// (2026-12-05).
+TEST(CallAdapterRealTest, AnAppsRequestsAsExamplesOfItsTools) {
+  if (ModelPath().empty()) GTEST_SKIP() << "FGEMMA_MODEL is not set (make test sets it)";
+  const std::string src = std::string(FG_SOURCE_DIR) + "/data/calls/eval_requests/printer.jsonl";
+  const std::string dir = testing::ProcessTempDir();
+  const std::string train = dir + "/printer_train.jsonl", test = dir + "/printer_test.jsonl";
+  ASSERT_EQ(testing::RunCommand("awk 'NR % 3 == 1 && ++n <= 30' " + src + " > " + train +
+                                " && awk 'NR % 3 != 1 && ++n <= 50' " + src + " > " + test)
+                .rc,
+            0);
+  auto eval = [&](const std::string& flags) {
+    const std::string catalog = std::string(FG_SOURCE_DIR) + "/data/calls/catalogs/printer.json";
+    auto r = testing::RunFgemma("eval -m " + ModelPath() + " --lora " + Adapter() +
+                                    " --json -t 2 --tools " + catalog + " --data " + test + flags,
+                                false);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    return j.is_array() && !j.empty() ? j.back() : nlohmann::json::object();
+  };
+  const nlohmann::json with = eval(" --examples " + train), without = eval("");
+  ASSERT_EQ(with.value("requests", 0), 50);
+  ASSERT_EQ(without.value("requests", 0), 50);
+  std::printf("printer: %d right functions with its requests as examples, %d without\n",
+              with["function"].get<int>(), without["function"].get<int>());
+  EXPECT_GE(with["function"].get<int>(), 46);
+  EXPECT_GE(with["function"].get<int>(), without["function"].get<int>() + 4);
 }
 
 // The argument check's enum part on a held-out request: without the copy prior (whose key

@@ -60,8 +60,8 @@ void PrintStats(const CallResult& r, double cpu_ms) {
 }  // namespace
 
 int CmdCall(int argc, char** argv) {
-  std::string tools_path, dialect = "official", constrain = "call", cache_dir,
-                                      tool_map_path;
+  std::string tools_path, dialect = "official", constrain = "call", cache_dir, tool_map_path,
+                          examples_path;
   int64_t top_k = 64, seed = 0, max_calls = 1, max_tokens = 256,
           draft = FunctionCallerOptions{}.draft_tokens;
   double temp = 0.0, top_p = 0.95;
@@ -73,6 +73,11 @@ int CmdCall(int argc, char** argv) {
   CommonFlags common;
   common.Register(p, CommonFlags::kModel);
   p.AddString("--tools", &tools_path, "FILE", "Tool catalog JSON (required; see examples/)");
+  p.AddString("--examples", &examples_path, "FILE",
+              "Labelled requests ({\"request\", \"calls\"} lines, as fgemma tune reads them): each "
+              "request is listed as an example of the tools it calls in the tool prior's text "
+              "of the tool (--tool-channel), so that the prior reads the app's own phrasing; the "
+              "catalog's own \"examples\" arrays come first");
   p.AddString("--dialect", &dialect, "NAME",
               "official (FunctionGemma declarations, default) or compact (<tool_N> tokens of the "
               "seed's fine-tune; needs --tool-map)");
@@ -179,6 +184,11 @@ int CmdCall(int argc, char** argv) {
 
   auto catalog = ReadFileToString(tools_path);
   if (!catalog.ok()) return ReportError("call", catalog.status().WithContext("--tools"));
+  if (!examples_path.empty()) {
+    auto ex = ReadToolExamples(examples_path);
+    if (!ex.ok()) return ReportError("call", ex.status());
+    o.tool_examples = std::move(*ex);
+  }
   if (!tool_map_path.empty()) {
     auto map = LoadToolMap(tool_map_path);
     if (!map.ok()) return ReportError("call", map.status().WithContext("--tool-map"));

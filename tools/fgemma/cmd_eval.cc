@@ -74,7 +74,7 @@ std::string Pct(int a, int n) {
 }  // namespace
 
 int CmdEval(int argc, char** argv) {
-  std::vector<std::string> tools, data;
+  std::vector<std::string> tools, data, examples;
   int64_t max_tokens = 256, limit = 0, show_misses = 10;
   bool json = false;
   FlagParser p("eval",
@@ -86,6 +86,10 @@ int CmdEval(int argc, char** argv) {
   p.AddStringList("--tools", &tools, "FILE", "Tool catalog (repeatable, paired with --data in order)");
   p.AddStringList("--data", &data, "FILE",
                   "JSONL of {\"request\": ..., \"calls\": [{\"name\", \"arguments\"}]} (repeatable)");
+  p.AddStringList("--examples", &examples, "FILE",
+                  "Labelled requests listed as examples of their tools in the tool prior's "
+                  "texts (as fgemma call --examples; repeatable, paired with --tools in order: "
+                  "all or none)");
   common.Register(p, CommonFlags::kLora | CommonFlags::kCallLora | CommonFlags::kToolChannel);
   p.AddInt("-n,--max-tokens", &max_tokens, "N", "Generated tokens per request at most (default 256)");
   common.Register(p, CommonFlags::kThreads);
@@ -98,6 +102,9 @@ int CmdEval(int argc, char** argv) {
   auto usage = [&](const std::string& m) { return ReportError("eval", InvalidArgumentError(m), true); };
   if (tools.empty() || tools.size() != data.size()) {
     return usage("give --tools CATALOG and --data FILE in pairs (at least one)");
+  }
+  if (!examples.empty() && examples.size() != tools.size()) {
+    return usage("give one --examples FILE per --tools CATALOG, or none");
   }
   if (Status s = common.Check(); !s.ok()) return usage(s.message());
   if (max_tokens < 1) return usage("-n must be >= 1");
@@ -121,6 +128,12 @@ int CmdEval(int argc, char** argv) {
     if (!c.ok()) return ReportError("eval", c.status().WithContext("--tools"));
     catalogs.push_back(std::move(*c));
   }
+  std::vector<std::vector<std::pair<std::string, std::string>>> tool_examples(tools.size());
+  for (size_t i = 0; i < examples.size(); ++i) {
+    auto ex = ReadToolExamples(examples[i]);
+    if (!ex.ok()) return ReportError("eval", ex.status());
+    tool_examples[i] = std::move(*ex);
+  }
   auto model_path = common.ModelPath();
   if (!model_path.ok()) return ReportError("eval", model_path.status());
   auto model = CallModel::Load(*model_path, common.CallAdapters(), common.PriorAdapters());
@@ -133,6 +146,7 @@ int CmdEval(int argc, char** argv) {
   Score total;
   total.catalog = "all";
   for (size_t i = 0; i < tools.size(); ++i) {
+    o.tool_examples = tool_examples[i];
     auto caller = FunctionCaller::Create(*model, catalogs[i], o);
     if (!caller.ok()) return ReportError("eval", caller.status().WithContext("'" + tools[i] + "'"));
     Score s;

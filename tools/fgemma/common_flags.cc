@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "src/base/file_io.h"
 #include "src/base/thread_pool.h"
 #include "src/gguf/reader.h"
 #include "src/model/gemma3/lora.h"
@@ -257,6 +260,42 @@ std::string DefaultCallAdapterPath() {
 std::string DefaultTuneAdapterPath() {
   const std::string path = ShippedFile("FGEMMA_TUNE_LORA", "fgemma-tune-lora.gguf");
   return path.empty() ? DefaultCallAdapterPath() : path;
+}
+
+StatusOr<std::vector<std::pair<std::string, std::string>>> ReadToolExamples(
+    const std::string& path) {
+  StatusOr<std::string> text = ReadFileToString(path, uint64_t{256} << 20);
+  if (!text.ok()) return text.status().WithContext("--examples");
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(*text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto fail = [&](const std::string& why) {
+      return InvalidArgumentError("--examples '" + path + "' line " + std::to_string(n) + ": " +
+                                  why);
+    };
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return fail("not a JSON object");
+    if (!j.contains("request") || !j["request"].is_string() ||
+        j["request"].get_ref<const std::string&>().empty()) {
+      return fail("no \"request\" string");
+    }
+    if (!j.contains("calls") || !j["calls"].is_array() || j["calls"].empty()) {
+      return fail("no \"calls\" array with a call");
+    }
+    std::vector<std::string> names;
+    for (const nlohmann::json& c : j["calls"]) {
+      if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) {
+        return fail("a call has no \"name\"");
+      }
+      const std::string& name = c["name"].get_ref<const std::string&>();
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+    for (std::string& name : names) out.emplace_back(std::move(name), j["request"]);
+  }
+  if (out.empty()) return InvalidArgumentError("--examples '" + path + "' holds no example");
+  return out;
 }
 
 }  // namespace fg::cli

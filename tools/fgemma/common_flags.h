@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fgemma/function_caller.h"
@@ -111,6 +112,13 @@ std::string DefaultTuneAdapterPath();
 // tensor table, which hold the tokenizer and every tensor's type, shape and offset; and the
 // same first 256 bytes of every tensor, which differ where a fine-tune changed the weights).
 bool IsDefaultModel(const std::string& path);
+
+// `--examples FILE` of fgemma call and eval: labelled requests ({"request": ..., "calls":
+// [{"name": ...}, ...]} lines, as fgemma tune and eval read them) as (tool name, request) pairs
+// for FunctionCallerOptions::tool_examples: one for each tool a line calls. Blank lines are
+// skipped; a bad line is InvalidArgument naming it; a file with no example too.
+StatusOr<std::vector<std::pair<std::string, std::string>>> ReadToolExamples(
+    const std::string& path);
 
 }  // namespace fg::cli
 
