@@ -9,17 +9,24 @@
 # --prior: also tune the app's own tool prior (`fgemma tune --objective channel` on the 30, from
 # the shipped call adapter; about as long again) and score with it (--prior-lora). Extra tune
 # flags go to both tunes.
-#   bench/per_app_tune.sh banking [--fresh] [--prior] [extra fgemma tune flags...]
+# --examples: also list the 30 as examples of their tools in the tool prior's texts when scoring
+# (`fgemma eval --examples`).
+#   bench/per_app_tune.sh banking [--fresh] [--prior] [--examples] [extra fgemma tune flags...]
 set -euo pipefail
 work=${WORK:-$(mktemp -d)}
 work_prior=$work/app_prior.gguf
 here=$(cd "$(dirname "$0")/.." && pwd)
 fgemma=${FGEMMA:-$here/build/fgemma}
-app=${1:?usage: per_app_tune.sh CATALOG [--fresh] [--prior] [tune flags]}; shift
+app=${1:?usage: per_app_tune.sh CATALOG [--fresh] [--prior] [--examples] [tune flags]}; shift
 init=(--init-lora "${FGEMMA_TUNE_LORA:-$here/models/fgemma-tune-lora.gguf}")
 prior=()
-while [[ ${1:-} == --fresh || ${1:-} == --prior ]]; do
-  if [[ $1 == --fresh ]]; then init=(--init-lora none); else prior=(--prior-lora "$work_prior"); fi
+examples=()
+while [[ ${1:-} == --fresh || ${1:-} == --prior || ${1:-} == --examples ]]; do
+  case $1 in
+    --fresh) init=(--init-lora none) ;;
+    --prior) prior=(--prior-lora "$work_prior") ;;
+    --examples) examples=(--examples "$work/train.jsonl") ;;
+  esac
   shift
 done
 src=$here/data/calls/eval_requests/$app.jsonl
@@ -38,4 +45,4 @@ if (( ${#prior[@]} )); then
   echo "prior tune took $(( $(date +%s) - start )) s" >&2
 fi
 "$fgemma" eval --tools "$here/data/calls/catalogs/$app.json" --data "$work/test.jsonl" \
-  --lora "$work/app.gguf" "${prior[@]}"
+  --lora "$work/app.gguf" "${prior[@]}" "${examples[@]}"
