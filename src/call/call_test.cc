@@ -1483,6 +1483,19 @@ TEST(ArgumentCheck, DropsAnOptionalStringWithAWordTheRequestDoesNotSay) {
   EXPECT_EQ(r.arguments, nlohmann::json({{"zone", "raininference"}, {"room", "hall"}}));
 }
 
+// call::CheckArguments of `decoded` for `request` with the facts it says and a scorer that
+// finds every candidate alike (so only the rules that need no score act).
+call::CheckedArguments CheckWithSaidFacts(const text::Tool& tool, std::string_view request,
+                                          const nlohmann::json& decoded) {
+  const call::CallScorer score = [](std::span<const nlohmann::json> cands) {
+    return StatusOr<std::vector<double>>(std::vector<double>(cands.size(), 0.0));
+  };
+  const call::SaidFacts said = call::SaidFactsOf(request, tool);
+  auto r = call::CheckArguments(tool, decoded, score, &said);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : call::CheckedArguments{};
+}
+
 // A free string that ran on into another argument's said value ("Max 12" beside `kg` 12 for
 // "Max 12 kilos") loses it; a number the request does not say with the other key's unit, a
 // number no argument has, an enum and a string that is only the number stay.
@@ -1492,14 +1505,8 @@ TEST(ArgumentCheck, CutsAnotherArgumentsSaidNumberOffTheEndOfACopy) {
     "unit":{"type":"string","enum":["a 12","b"]}},"required":["pet","kg","note","unit"]}}])");
   FG_ASSERT_OK(cat.status());
   const text::Tool& weigh = cat->tools[0];
-  const call::CallScorer score = [](std::span<const nlohmann::json> cands) {
-    return StatusOr<std::vector<double>>(std::vector<double>(cands.size(), 0.0));
-  };
   auto check = [&](std::string_view request, const nlohmann::json& decoded) {
-    const call::SaidFacts said = call::SaidFactsOf(request, weigh);
-    auto r = call::CheckArguments(weigh, decoded, score, &said);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : call::CheckedArguments{};
+    return CheckWithSaidFacts(weigh, request, decoded);
   };
   call::CheckedArguments r =
       check("Max 12 kilos", {{"pet", "Max 12"}, {"kg", 12}, {"note", "12"}, {"unit", "a 12"}});
@@ -1536,14 +1543,8 @@ TEST(ArgumentCheck, CutsAnotherArgumentsStringOffTheEndOfACopy) {
     "tone":{"type":"string","enum":["polite Dutch","casual"]}},"required":["text","lang"]}}])");
   FG_ASSERT_OK(cat.status());
   const text::Tool& say = cat->tools[0];
-  const call::CallScorer score = [](std::span<const nlohmann::json> cands) {
-    return StatusOr<std::vector<double>>(std::vector<double>(cands.size(), 0.0));
-  };
   auto check = [&](std::string_view request, const nlohmann::json& decoded) {
-    const call::SaidFacts said = call::SaidFactsOf(request, say);
-    auto r = call::CheckArguments(say, decoded, score, &said);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : call::CheckedArguments{};
+    return CheckWithSaidFacts(say, request, decoded);
   };
   call::CheckedArguments r = check("save I would like a coffee in Hindi",
                                    {{"text", "I would like a coffee in Hindi"}, {"lang", "Hindi"}});
