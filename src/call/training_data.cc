@@ -244,6 +244,25 @@ StatusOr<std::vector<TrainingExample>> ParseTrainingData(
   return out;
 }
 
+namespace {
+
+// A tool as the tool prior's example for `request` sees it: without `request` among its
+// examples (text::Tool::examples), so that no request is trained after itself.
+text::Tool ChannelToolFor(const text::Tool& tool, const std::string& request) {
+  text::Tool t = tool;
+  std::erase(t.examples, request);
+  return t;
+}
+
+// The prefix key of a tool's channel prompt: its text and its examples.
+std::string ChannelKey(const text::Tool& tool) {
+  std::string key = "channel\n" + ChannelToolText(tool);
+  for (const std::string& x : tool.examples) key += "\n" + x;
+  return key;
+}
+
+}  // namespace
+
 std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>& examples,
                                              int negatives, uint64_t seed) {
   std::vector<TrainingExample> out;
@@ -255,7 +274,7 @@ std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>&
     if (tool == nullptr) continue;
     TrainingExample c = e;
     c.channel = true;
-    c.catalog_key = "channel\n" + ChannelToolText(*tool);
+    c.catalog_key = ChannelKey(ChannelToolFor(*tool, e.request));
     if (!seen.insert({c.catalog_key, e.request}).second) continue;
     c.channel_negatives.clear();
     if (negatives > 0) {
@@ -281,7 +300,7 @@ TrainingExample ChannelNegative(const TrainingExample& e, const std::string& too
   TrainingExample n = e;
   n.channel_negatives.clear();
   n.calls = {{tool, nlohmann::json::object()}};
-  n.catalog_key = "channel\n" + ChannelToolText(*e.catalog->Find(tool));
+  n.catalog_key = ChannelKey(ChannelToolFor(*e.catalog->Find(tool), e.request));
   return n;
 }
 
@@ -294,7 +313,7 @@ StatusOr<TrainingTokens> RenderTrainingExample(const text::Tokenizer& tk,
     const text::Tool* tool = e.calls.size() == 1 ? e.catalog->Find(e.calls[0].first) : nullptr;
     if (tool == nullptr)
       return InvalidArgumentError("a tool prior example needs one call of its tools");
-    t.tokens = ChannelPromptTokens(tk, *tool);
+    t.tokens = ChannelPromptTokens(tk, ChannelToolFor(*tool, e.request));
     t.prefix_len = static_cast<int64_t>(t.tokens.size()) - 1;
     t.target_start = static_cast<int64_t>(t.tokens.size());
     FG_ASSIGN_OR_RETURN(std::vector<int32_t> request, ChannelRequestTokens(tk, e.request));

@@ -68,7 +68,9 @@ std::vector<TrainingExample> AugmentSwappingValues(const std::vector<TrainingExa
 
 // The tool prior's examples (`fgemma tune --objective both|channel`): for each example with one
 // call, the request after the called tool's channel prompt (TrainingExample::channel; its
-// catalog_key is the tool's text, so examples of one tool share their prefix). A request said
+// catalog_key is the tool's text and examples, so examples of one tool share their prefix). A
+// tool's examples (text::Tool::examples) never include the request itself: it is left out of
+// them, there and in a negative's tool (a request is not trained after itself). A request said
 // twice to one tool gives one example. In the examples' order. With `negatives` > 0, each
 // example also names up to that many other tools of its catalog (channel_negatives), drawn
 // without replacement from the seed.
@@ -76,8 +78,8 @@ std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>&
                                              int negatives = 0, uint64_t seed = 0);
 
 // One of a tool prior example's contrast: the same request after `tool`'s channel prompt
-// (`tool` one of e.channel_negatives, a tool of e's catalog; its key the tool's text, as
-// ChannelExamples keys).
+// (`tool` one of e.channel_negatives, a tool of e's catalog; its key the tool's text and
+// examples but e's request, as ChannelExamples keys).
 TrainingExample ChannelNegative(const TrainingExample& e, const std::string& tool);
 
 // The tokens of one example: <bos> + prefix + request (call::PrefixTokens, call::RequestTokens:

@@ -240,5 +240,52 @@ TEST(TrainingData, ChannelExamplesRenderAsTheToolPriorAsks) {
   EXPECT_EQ(t->target_start, static_cast<int64_t>(prompt.size()));
 }
 
+// A catalog with examples (text::Tool::examples): a tool prior example sees its tool's examples
+// but its own request, in its prompt and its key; so does a negative (the other tool's
+// examples but the request).
+TEST(TrainingData, ChannelExamplesLeaveTheirOwnRequestOutOfTheExamples) {
+  auto cat = text::ParseToolCatalog(
+      R"([{"name":"set_light","examples":["lights on in the hall","kitchen light off"]},)"
+      R"({"name":"stop","examples":["stop it","lights on in the hall"]}])");
+  ASSERT_TRUE(cat.ok()) << cat.status().ToString();
+  auto catalog = std::make_shared<const text::ToolCatalog>(std::move(*cat));
+  const std::string jsonl =
+      R"({"request":"lights on in the hall","calls":[{"name":"set_light","arguments":{}}]})"
+      "\n"
+      R"({"request":"kitchen light off","calls":[{"name":"set_light","arguments":{}}]})"
+      "\n";
+  auto ex = ParseTrainingData(jsonl, "train.jsonl", catalog);
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  const std::vector<TrainingExample> prior = ChannelExamples(*ex, /*negatives=*/1, 1);
+  ASSERT_EQ(prior.size(), 2u);
+  auto tk = SyntheticTokenizer();
+  auto without = [&](const text::Tool& tool, const std::string& request) {
+    text::Tool t = tool;
+    std::erase(t.examples, request);
+    return t;
+  };
+  const text::Tool& light = catalog->tools[0];
+  const text::Tool& stop = catalog->tools[1];
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string& req = prior[i].request;
+    auto t = RenderTrainingExample(*tk, prior[i]);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    const std::vector<int32_t> prompt = ChannelPromptTokens(*tk, without(light, req));
+    EXPECT_EQ(std::vector<int32_t>(t->tokens.begin(), t->tokens.begin() + prompt.size()), prompt);
+    EXPECT_NE(prompt, ChannelPromptTokens(*tk, light)) << req;  // its request was listed
+    ASSERT_EQ(prior[i].channel_negatives, std::vector<std::string>{"stop"});
+    const TrainingExample n = ChannelNegative(prior[i], "stop");
+    auto nt = RenderTrainingExample(*tk, n);
+    ASSERT_TRUE(nt.ok());
+    const std::vector<int32_t> nprompt = ChannelPromptTokens(*tk, without(stop, req));
+    EXPECT_EQ(std::vector<int32_t>(nt->tokens.begin(), nt->tokens.begin() + nprompt.size()),
+              nprompt);
+  }
+  // Each example's prompt differs, and so do the keys that share a prefix.
+  EXPECT_NE(prior[0].catalog_key, prior[1].catalog_key);
+  EXPECT_NE(ChannelNegative(prior[0], "stop").catalog_key,
+            ChannelNegative(prior[1], "stop").catalog_key);
+}
+
 }  // namespace
 }  // namespace fg::call
