@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <span>
@@ -88,21 +89,26 @@ const std::string& TinyModelPath() {
   return path;
 }
 
+// A variant of the tiny preset (context 2048 and `change`), written to TempDir/NAME and loaded.
+std::shared_ptr<const CallModel> TinyVariant(
+    const std::string& name, const std::function<void(gguf::SyntheticSpec*)>& change) {
+  auto spec = gguf::SyntheticPreset("tiny");
+  EXPECT_TRUE(spec.ok());
+  spec->context = 2048;
+  change(&*spec);
+  const std::string p = ::testing::TempDir() + "/" + name;
+  Status s = gguf::WriteSyntheticGemma3(*spec, p);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  auto r = CallModel::Load(p);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::shared_ptr<const CallModel>(std::move(*r)) : nullptr;
+}
+
 // The tiny model with a window over its whole context: its request rows see a tool's examples
 // in the tool prior's prompt (the tiny preset's 8-token window does not).
 std::shared_ptr<const CallModel> WideTinyModel() {
-  static std::shared_ptr<const CallModel> m = [] {
-    auto spec = gguf::SyntheticPreset("tiny");
-    EXPECT_TRUE(spec.ok());
-    spec->context = 2048;
-    spec->window = 2048;
-    const std::string p = ::testing::TempDir() + "/call_tiny_wide.gguf";
-    Status s = gguf::WriteSyntheticGemma3(*spec, p);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    auto r = CallModel::Load(p);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? std::shared_ptr<const CallModel>(std::move(*r)) : nullptr;
-  }();
+  static std::shared_ptr<const CallModel> m =
+      TinyVariant("call_tiny_wide.gguf", [](gguf::SyntheticSpec* s) { s->window = 2048; });
   return m;
 }
 
@@ -587,18 +593,8 @@ TEST(FunctionCaller, ReuseOutlivesARefusedRequest) {
 // is large enough (4096) for free strings to need the whole head, where drafts are made, and
 // its strings repeat (random weights loop), so drafts are taken.
 TEST(FunctionCaller, DraftsAreCheckedAndNeverChangeTheAnswer) {
-  static const std::shared_ptr<const CallModel> model = [] {
-    auto spec = gguf::SyntheticPreset("tiny");
-    EXPECT_TRUE(spec.ok());
-    spec->context = 2048;
-    spec->vocab = 4096;
-    const std::string p = ::testing::TempDir() + "/call_tiny_4k.gguf";
-    Status w = gguf::WriteSyntheticGemma3(*spec, p);
-    EXPECT_TRUE(w.ok()) << w.ToString();
-    auto m = CallModel::Load(p);
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    return m.ok() ? *m : nullptr;
-  }();
+  static const std::shared_ptr<const CallModel> model =
+      TinyVariant("call_tiny_4k.gguf", [](gguf::SyntheticSpec* s) { s->vocab = 4096; });
   ASSERT_NE(model, nullptr);
   FunctionCallerOptions with = Options("call");
   with.draft_tokens = 6;
