@@ -399,6 +399,8 @@ Status Executor::RunNode(const Node& n) {
     case OpKind::kDotTN: return RunDotTN(n);
     case OpKind::kCandidateLogits:
     case OpKind::kCandidateLogitsBack: return RunCandidateLogits(n);
+    case OpKind::kHeadCrossEntropyBack:
+      return RunHeadCrossEntropyBack(n);
   }
   return InternalError("exec: unknown op");
 }
@@ -906,6 +908,53 @@ Status Executor::RunCandidateLogits(const Node& n) {
         } else {
           y[r * C + c] = ops.dot(in + r * D, row.data(), D);
         }
+      }
+    }
+  });
+  return OkStatus();
+}
+
+Status Executor::RunHeadCrossEntropyBack(const Node& n) {
+  // (w [V,D], mean f32 [D], logits [R,V], targets [R], loss [R], dloss [R]) -> [R,D]
+  const WeightData& wd = weight_data_[n.inputs[0]];
+  const WeightData& md = weight_data_[n.inputs[1]];
+  kernels::HeadBackArgs a;
+  a.head = static_cast<const uint8_t*>(wd.data);
+  a.type = wd.type;
+  a.rows = kernels_.type_ops(wd.type);
+  a.V = wd.shape[0];
+  a.D = wd.shape[1];
+  a.row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, a.D));
+  a.mean = static_cast<const float*>(md.data);
+  a.threshold = n.threshold;
+  a.max_tokens = n.max_tokens;
+  if (a.rows == nullptr) {
+    return UnimplementedError("exec: no kernels for the LM head's type " +
+                              std::string(tensor::DTypeName(wd.type)));
+  }
+  const int64_t R = graph_.value(n.inputs[2]).shape[0];
+  const float* logits = F32(n.inputs[2]);
+  const int32_t* t = I32(n.inputs[3]);
+  const float* loss = F32(n.inputs[4]);
+  const float* dloss = F32(n.inputs[5]);
+  for (int64_t r = 0; r < R; ++r) {
+    if (t[r] >= a.V) {
+      return OutOfRangeError("exec: target " + std::to_string(t[r]) + " is outside [0, " +
+                             std::to_string(a.V) + ")");
+    }
+  }
+  float* y = F32(n.output);
+  const kernels::ElementOps& ops = *ops_;
+  // Each row on one thread, its tokens in id order: the result does not depend on the threads.
+  MaybeParallel(pool_, R, a.V * 4, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      float* dx = y + r * a.D;
+      if (t[r] < 0) {
+        std::memset(dx, 0, a.D * kElementBytes);
+      } else if (kernels_.reference) {
+        kernels::scalar::HeadCrossEntropyBackRow(a, logits + r * a.V, t[r], loss[r], dloss[r], dx);
+      } else {
+        kernels::HeadCrossEntropyBackRow(ops, a, logits + r * a.V, t[r], loss[r], dloss[r], dx);
       }
     }
   });

@@ -129,6 +129,7 @@ class Executor {
   Status RunCrossEntropy(const graph::Node& n);  // cross_entropy and its backward
   Status RunDotTN(const graph::Node& n);
   Status RunCandidateLogits(const graph::Node& n);  // candidate_logits and its backward
+  Status RunHeadCrossEntropyBack(const graph::Node& n);
   // Every key the queries at pos read is still in a ring of R rows (and no position is < 0).
   static Status CheckKeysInRing(const int32_t* pos, int64_t S, int64_t window, int64_t R);
   float* F32(int value) const { return reinterpret_cast<float*>(ptr_[value]); }

@@ -634,6 +634,7 @@ Status FnEmitter::Lower(const Node& n) {
     case OpKind::kDotTN:
     case OpKind::kCandidateLogits:
     case OpKind::kCandidateLogitsBack:
+    case OpKind::kHeadCrossEntropyBack:
       return UnimplementedError("stablehlo: '" + g_.value(n.output).name + "' is a " +
                                 std::string(graph::OpName(n.op)) +
                                 " (a training op; training graphs are not exported)");

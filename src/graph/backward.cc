@@ -236,9 +236,40 @@ Status DotTNRule(Ctx& c, const Node& n, ValueId dy) {
   return OkStatus();
 }
 
+// The matmul node producing `logits` when cross_entropy may take head_cross_entropy_back
+// (BackwardSpec::sparse_head): a frozen quantized weight, the logits read by nothing else.
+const Node* SparseHeadProduct(const Ctx& c, ValueId logits) {
+  const SparseHead& sh = c.spec.sparse_head;
+  if (sh.threshold <= 0.0f || !sh.mean) return nullptr;
+  const Graph& g = c.b.graph();
+  const Node& p = g.nodes()[c.V(logits).producer];
+  if (p.op != OpKind::kMatMul) return nullptr;
+  const Value& w = c.V(In(p, 1));
+  if (c.needs[In(p, 1)] || w.type != ValueType::kStored || w.stored_dtype == tensor::DType::kF32) {
+    return nullptr;
+  }
+  int readers = 0;
+  for (const Node& m : g.nodes())
+    readers += static_cast<int>(std::count(m.inputs.begin(), m.inputs.end(), logits.index()));
+  return readers == 1 ? &p : nullptr;
+}
+
 Status CrossEntropyRule(Ctx& c, const Node& n, ValueId dy) {
   const ValueId x = In(n, 0);
   if (!c.needs[x]) return OkStatus();
+  if (const Node* p = SparseHeadProduct(c, x)) {
+    const ValueId hx = In(*p, 0), w = In(*p, 1);
+    if (!c.needs[hx]) return OkStatus();
+    const Value wv = c.V(w);
+    const std::string mean_name = c.spec.sparse_head.mean(wv);
+    ValueId mean = c.b.graph().Find(mean_name);
+    if (!mean.valid()) mean = c.b.Weight(mean_name, {wv.shape[1]}, tensor::DType::kF32);
+    const ValueId dx =
+        c.b.HeadCrossEntropyBack(c.Fresh(hx), w, mean, x, In(n, 1), ValueId(n.output), dy,
+                                 c.spec.sparse_head.threshold, c.spec.sparse_head.max_tokens);
+    c.Accumulate(hx, dx);
+    return OkStatus();
+  }
   const ValueId dx = c.b.CrossEntropyBack(c.Fresh(x), x, In(n, 1), dy);
   c.Accumulate(x, dx);
   return OkStatus();
@@ -308,6 +339,8 @@ Rule RuleOf(OpKind op) {
     case OpKind::kDotTN: return DotTNRule;
     case OpKind::kCandidateLogits: return CandidateLogitsRule;
     case OpKind::kCandidateLogitsBack: return NoRule;
+    case OpKind::kHeadCrossEntropyBack:
+      return NoRule;
   }
   return NoRule;
 }

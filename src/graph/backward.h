@@ -10,9 +10,11 @@
 // a stored weight the caller serves (`transposed`: its name and type; f32 weights use low_rank
 // with W itself). States (KV caches) are constants; cache_write passes its rows' gradient to
 // the rows written; candidate_logits (a few LM-head rows per row) passes dx on through
-// candidate_logits_back, the head frozen; concat along a leading axis passes each operand its
-// slice. An op without a rule (argmax, the contract's other ops, concat along an inner axis,
-// the backward ops themselves) on a gradient's path is an Unimplemented error naming the value.
+// candidate_logits_back, the head frozen; cross_entropy over a frozen quantized head's full
+// product may take head_cross_entropy_back (BackwardSpec::sparse_head); concat along a leading axis
+// passes each operand its slice. An op without a rule (argmax, the contract's other ops, concat
+// along an inner axis, the backward ops themselves) on a gradient's path is an Unimplemented error
+// naming the value.
 #ifndef FGEMMA_GRAPH_BACKWARD_H_
 #define FGEMMA_GRAPH_BACKWARD_H_
 
@@ -32,12 +34,23 @@ struct TransposedWeight {
   tensor::DType type = tensor::DType::kF32;
 };
 
+// cross_entropy(matmul(x, W)) with W frozen and quantized, the logits read by nothing else:
+// with a threshold, dx comes from head_cross_entropy_back (the rows of W whose tokens carry
+// the softmax's mass, W's mean row for the rest) instead of cross_entropy_back's [R,V] and a
+// product with W^T. The mean row is a stored f32 [D] weight the caller serves, named by `mean`.
+struct SparseHead {
+  float threshold = 0.0f;  // 0: off
+  int64_t max_tokens = 0;
+  std::function<std::string(const Value& head)> mean;
+};
+
 struct BackwardSpec {
   ValueId loss;              // an f32 value
   ValueId seed;              // d(objective)/d(loss): an f32 value of loss's shape (an input)
   std::vector<ValueId> wrt;  // f32 inputs or stored f32 weights
   std::function<TransposedWeight(const Value& weight)> transposed;
   std::string prefix = "grad.";  // gradient values are named prefix + the value's name
+  SparseHead sparse_head = {};
 };
 
 // Returns, for each value of spec.wrt, its gradient (same shape), named spec.prefix + its name.

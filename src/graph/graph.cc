@@ -40,6 +40,8 @@ std::string_view OpName(OpKind op) {
     case OpKind::kDotTN: return "dot_tn";
     case OpKind::kCandidateLogits: return "candidate_logits";
     case OpKind::kCandidateLogitsBack: return "candidate_logits_back";
+    case OpKind::kHeadCrossEntropyBack:
+      return "head_cross_entropy_back";
   }
   return "?";
 }
@@ -667,6 +669,38 @@ ValueId Builder::CandidateLogitsBack(std::string name, ValueId w, ValueId ids, V
   }
   return Add(OpKind::kCandidateLogitsBack, std::move(name), {w, ids, dy},
              {iv.shape[0], wv.shape[1]}, ValueType::kF32);
+}
+
+ValueId Builder::HeadCrossEntropyBack(std::string name, ValueId w, ValueId mean, ValueId logits,
+                                      ValueId targets, ValueId loss, ValueId dloss, float threshold,
+                                      int64_t max_tokens) {
+  if (!Usable(name, {w, mean, logits, targets, loss, dloss})) return ValueId();
+  const Value& lossv = g_.values_[loss];
+  const Value& wv = g_.values_[w];
+  const Value& mv = g_.values_[mean];
+  const Value& lv = g_.values_[logits];
+  const Value& tv = g_.values_[targets];
+  const Value& dv = g_.values_[dloss];
+  if (wv.type != ValueType::kStored || wv.shape.size() != 2 || mv.type != ValueType::kStored ||
+      mv.stored_dtype != tensor::DType::kF32 || mv.shape != std::vector<int64_t>{wv.shape[1]} ||
+      lv.type != ValueType::kF32 || lv.shape.size() != 2 || lv.shape[1] != wv.shape[0] ||
+      tv.type != ValueType::kI32 || tv.shape != std::vector<int64_t>{lv.shape[0]} ||
+      dv.type != ValueType::kF32 || dv.shape != tv.shape || lossv.type != ValueType::kF32 ||
+      lossv.shape != tv.shape) {
+    return Refuse("head_cross_entropy_back", name,
+                  "a stored weight [V,D], its mean row f32 [D], logits f32 [R,V], targets i32 "
+                  "[R], loss f32 [R] and dloss f32 [R] expected");
+  }
+  if (!(threshold > 0.0f && threshold < 1.0f) || max_tokens < 1) {
+    return Refuse("head_cross_entropy_back", name,
+                  "the threshold must be in (0, 1) and max_tokens at least 1");
+  }
+  Node n;
+  n.threshold = threshold;
+  n.max_tokens = max_tokens;
+  return Add(OpKind::kHeadCrossEntropyBack, std::move(name),
+             {w, mean, logits, targets, loss, dloss}, {lv.shape[0], wv.shape[1]}, ValueType::kF32,
+             n);
 }
 
 void Builder::MarkOutput(ValueId value, std::string name) {

@@ -47,44 +47,50 @@ enum class OpKind {
   kSelectRows,  // (x [S,N], rows i32 [R]) -> [R,N]; rows[i] in [0,S)
   kArgmax,      // (x [R,N]) -> i32 [R]; first index of the maximum
   // Ops of the compiled-graph contract (docs/contract.md; src/export/contract_graphs.h).
-  kIota,        // () -> i32 [N]: 0, 1, ..., N-1 (the positions of a graph without a past)
-  kScale,       // (x f32) -> x * attr scale, same shape (the sqrt(H) of an embeddings input)
-  kTranspose,   // (x) -> x with dims permuted: out.shape[i] = x.shape[perm[i]]; attr perm
-  kConcat,      // (a, b) -> a then b along attr axis; the other dims equal
-  kRopeTable,   // (x f32 [S,heads,D], cos f32 [S,D], sin f32 [S,D]) -> [S,heads,D]:
-                // x*cos + swap_halves(x)*sin (the contract's tables carry the sign), per head
-  kAttentionKV, // (q f32 [S,Hq,D], k f32 [1,KV,T,D], v f32 [1,KV,T,D] [, mask f32 [1,Hq,S,T]])
-                // -> f32 [S,Hq*D]; query head h reads KV head h / (Hq/KV); scores * attr
-                // scale. Without a mask, query i sits at key index T-S+i and sees keys
-                // T-S+i-window+1 .. T-S+i (window 0: 0 .. T-S+i). With a mask (window must be
-                // 0), all T keys with the mask added to the scores (-1e30: masked).
-  kDot,         // (a f32 [M,K], b f32 [K,N]) -> f32 [M,N]: a plain f32 matmul (one-hot select)
-  kLowRank,     // (x f32 [S,K], w stored f32 [K,N] [, y f32 [S,N]]) -> y + scale x w (no y: 0):
-                // a LoRA's projections (w = A or B transposed), scale and add, fused; each
-                // output element sums its K products in order, so a token's result does not
-                // depend on the batch
+  kIota,         // () -> i32 [N]: 0, 1, ..., N-1 (the positions of a graph without a past)
+  kScale,        // (x f32) -> x * attr scale, same shape (the sqrt(H) of an embeddings input)
+  kTranspose,    // (x) -> x with dims permuted: out.shape[i] = x.shape[perm[i]]; attr perm
+  kConcat,       // (a, b) -> a then b along attr axis; the other dims equal
+  kRopeTable,    // (x f32 [S,heads,D], cos f32 [S,D], sin f32 [S,D]) -> [S,heads,D]:
+                 // x*cos + swap_halves(x)*sin (the contract's tables carry the sign), per head
+  kAttentionKV,  // (q f32 [S,Hq,D], k f32 [1,KV,T,D], v f32 [1,KV,T,D] [, mask f32 [1,Hq,S,T]])
+                 // -> f32 [S,Hq*D]; query head h reads KV head h / (Hq/KV); scores * attr
+                 // scale. Without a mask, query i sits at key index T-S+i and sees keys
+                 // T-S+i-window+1 .. T-S+i (window 0: 0 .. T-S+i). With a mask (window must be
+                 // 0), all T keys with the mask added to the scores (-1e30: masked).
+  kDot,          // (a f32 [M,K], b f32 [K,N]) -> f32 [M,N]: a plain f32 matmul (one-hot select)
+  kLowRank,      // (x f32 [S,K], w stored f32 [K,N] [, y f32 [S,N]]) -> y + scale x w (no y: 0):
+                 // a LoRA's projections (w = A or B transposed), scale and add, fused; each
+                 // output element sums its K products in order, so a token's result does not
+                 // depend on the batch
   // Ops of the backward pass (src/graph/backward.h; training only, never exported).
-  kRmsNormBack,   // (x [..,N], w f32 [N], dy) -> dx of rms_norm(x, w) (w frozen); attr eps
-  kRopeBack,      // (dy f32 [S,heads,D], pos i32 [S]) -> dx: the inverse rotation; attr rope_base
-  kCacheRead,     // (cache [R,KV,D], pos i32 [S]) -> f32 [S,KV,D]: rows pos % R (cache_write's
-                  // gradient for its rows)
-  kAttentionBack, // (q, kcache, vcache, pos, dout f32 [S,Hq*D]) -> f32 [S*Hq*D + 2*R*KV*D]:
-                  // dq, then d kcache and d vcache (zero outside the rows read); attrs as
-                  // attention, and written_keys_only. Read the parts with slice.
-  kSlice,         // (x) -> x's elements offset .. offset+n-1 as attr shape (a view); attr offset
-  kGeluMulBack,   // (gate, up, dy) -> d gate (attr operand 0) or d up (operand 1)
-  kScatterRows,   // (dy f32 [R,N], rows i32 [R]) -> f32 [S,N] (S = attr n_rows): zeros, then
-                  // dy's row i added to row rows[i] (select_rows' gradient)
-  kCrossEntropy,  // (logits f32 [R,V], targets i32 [R]) -> f32 [R]: -log softmax(row)[target];
-                  // a negative target gives 0 (a row without a target)
-  kCrossEntropyBack,  // (logits, targets, dloss f32 [R]) -> f32 [R,V]:
-                      // dloss[r] (softmax(row) - onehot(target)); rows without a target: 0
-  kDotTN,         // (a f32 [K,M], b f32 [K,N]) -> f32 [M,N] = a^T b (weight gradients)
-  kCandidateLogits,      // (x f32 [R,D], w [V,D] stored, ids i32 [R,C]) -> f32 [R,C]:
-                         // x[r] . w[ids[r,c]] (w dequantized to f32), a few LM-head rows per
-                         // row; ids[r,c] < 0: kMaskedLogit (a padding candidate)
-  kCandidateLogitsBack,  // (w, ids, dy f32 [R,C]) -> f32 [R,D]: sum_c dy[r,c] w[ids[r,c]]
-                         // (padding candidates skipped)
+  kRmsNormBack,    // (x [..,N], w f32 [N], dy) -> dx of rms_norm(x, w) (w frozen); attr eps
+  kRopeBack,       // (dy f32 [S,heads,D], pos i32 [S]) -> dx: the inverse rotation; attr rope_base
+  kCacheRead,      // (cache [R,KV,D], pos i32 [S]) -> f32 [S,KV,D]: rows pos % R (cache_write's
+                   // gradient for its rows)
+  kAttentionBack,  // (q, kcache, vcache, pos, dout f32 [S,Hq*D]) -> f32 [S*Hq*D + 2*R*KV*D]:
+                   // dq, then d kcache and d vcache (zero outside the rows read); attrs as
+                   // attention, and written_keys_only. Read the parts with slice.
+  kSlice,          // (x) -> x's elements offset .. offset+n-1 as attr shape (a view); attr offset
+  kGeluMulBack,    // (gate, up, dy) -> d gate (attr operand 0) or d up (operand 1)
+  kScatterRows,    // (dy f32 [R,N], rows i32 [R]) -> f32 [S,N] (S = attr n_rows): zeros, then
+                   // dy's row i added to row rows[i] (select_rows' gradient)
+  kCrossEntropy,   // (logits f32 [R,V], targets i32 [R]) -> f32 [R]: -log softmax(row)[target];
+                   // a negative target gives 0 (a row without a target)
+  kCrossEntropyBack,      // (logits, targets, dloss f32 [R]) -> f32 [R,V]:
+                          // dloss[r] (softmax(row) - onehot(target)); rows without a target: 0
+  kDotTN,                 // (a f32 [K,M], b f32 [K,N]) -> f32 [M,N] = a^T b (weight gradients)
+  kCandidateLogits,       // (x f32 [R,D], w [V,D] stored, ids i32 [R,C]) -> f32 [R,C]:
+                          // x[r] . w[ids[r,c]] (w dequantized to f32), a few LM-head rows per
+                          // row; ids[r,c] < 0: kMaskedLogit (a padding candidate)
+  kCandidateLogitsBack,   // (w, ids, dy f32 [R,C]) -> f32 [R,D]: sum_c dy[r,c] w[ids[r,c]]
+                          // (padding candidates skipped)
+  kHeadCrossEntropyBack,  // (w [V,D] stored, mean f32 [D] stored, logits f32 [R,V], targets,
+                          // loss f32 [R] (the cross_entropy's own), dloss) -> f32 [R,D]:
+                          // dx of cross_entropy(x w^T) over the tokens
+                          // that carry the softmax's mass (kernels::HeadCrossEntropyBackRow:
+                          // p >= threshold, at most max_tokens, mean for the rest); rows
+                          // without a target: 0. attrs threshold, max_tokens
 };
 
 // The logit of a padding candidate: softmax gives it 0 (finite, so no inf - inf).
@@ -141,6 +147,8 @@ struct Node {
   int64_t offset = 0;         // slice: the first element
   int64_t operand = 0;        // gelu_mul_back: 0 d gate, 1 d up
   int64_t n_rows = 0;         // scatter_rows: the output's rows
+  float threshold = 0.0f;     // head_cross_entropy_back: the least p of a token read
+  int64_t max_tokens = 0;     // head_cross_entropy_back: tokens read per row at most
   // attention_back: d kcache / d vcache only for keys at positions >= the first query's (the
   // rows the cache_write before the attention wrote; older rows, a state, stay 0)
   bool written_keys_only = false;
@@ -229,6 +237,9 @@ class Builder {
   ValueId DotTN(std::string name, ValueId a, ValueId b);
   ValueId CandidateLogits(std::string name, ValueId x, ValueId w, ValueId ids);
   ValueId CandidateLogitsBack(std::string name, ValueId w, ValueId ids, ValueId dy);
+  ValueId HeadCrossEntropyBack(std::string name, ValueId w, ValueId mean, ValueId logits,
+                               ValueId targets, ValueId loss, ValueId dloss, float threshold,
+                               int64_t max_tokens);
   // `name` empty: the value's own name. Output names must be unique.
   void MarkOutput(ValueId value, std::string name = {});
 

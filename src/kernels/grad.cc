@@ -1,14 +1,14 @@
 #include "src/kernels/grad.h"
 
-#include <climits>
-
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "src/kernels/attention.h"
 #include "src/kernels/kernel_set.h"
+#include "src/kernels/quant.h"
 
 namespace fg::kernels {
 
@@ -76,6 +76,54 @@ void CrossEntropyBackRow(const ElementOps& ops, const float* x, int64_t n, int32
   ops.softmax(dx, n);
   ops.scale(dx, dloss, n);
   dx[target] -= dloss;
+}
+
+namespace {
+
+// The tokens of S (HeadCrossEntropyBackRow): those with logit >= cut, the target left out, the
+// max_tokens largest when more (ties: the lower id), in id order.
+void HeadTokens(const float* logits, int64_t V, double cut, int32_t target, int64_t max_tokens,
+                std::vector<int32_t>& ids) {
+  ids.clear();
+  for (int64_t v = 0; v < V; ++v) {
+    if (logits[v] >= cut && v != target) ids.push_back(static_cast<int32_t>(v));
+  }
+  if (static_cast<int64_t>(ids.size()) > max_tokens) {
+    auto before = [logits](int32_t a, int32_t b) {
+      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    };
+    std::nth_element(ids.begin(), ids.begin() + max_tokens, ids.end(), before);
+    ids.resize(static_cast<size_t>(max_tokens));
+    std::sort(ids.begin(), ids.end());
+  }
+}
+
+}  // namespace
+
+float HeadCrossEntropyBackRow(const ElementOps& ops, const HeadBackArgs& a, const float* logits,
+                              int32_t target, float loss, float dloss, float* dx) {
+  const TypeOps* to = a.rows != nullptr ? a.rows : GetTypeOps(a.type);
+  const float lse = loss + logits[target];
+  thread_local std::vector<int32_t> ids;
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(a.D));
+  HeadTokens(logits, a.V, static_cast<double>(lse) + std::log(static_cast<double>(a.threshold)),
+             target, a.max_tokens, ids);
+  std::memset(dx, 0, a.D * sizeof(float));
+  const float pt = std::exp(logits[target] - lse);
+  double kept = pt;
+  for (int32_t v : ids) {
+    const float p = std::exp(logits[v] - lse);
+    kept += p;
+    to->dequantize_row(a.head + a.row_bytes * v, row.data(), a.D);
+    ops.axpy(p, row.data(), dx, a.D);
+  }
+  to->dequantize_row(a.head + a.row_bytes * target, row.data(), a.D);
+  ops.axpy(pt - 1.0f, row.data(), dx, a.D);
+  const float tail = static_cast<float>(std::max(0.0, 1.0 - kept));
+  if (a.mean != nullptr) ops.axpy(tail, a.mean, dx, a.D);
+  ops.scale(dx, dloss, a.D);
+  return tail;
 }
 
 void AttentionBack(const KernelSet& ks, const AttentionBackArgs& a, int64_t t_begin, int64_t t_end) {
@@ -191,6 +239,35 @@ void GeluMulBack(const float* gate, const float* up, const float* dy, float* out
       out[i] = static_cast<float>(static_cast<double>(dy[i]) * up[i] * (s + g * ds));
     }
   }
+}
+
+float HeadCrossEntropyBackRow(const HeadBackArgs& a, const float* logits, int32_t target,
+                              float loss, float dloss, float* dx) {
+  const TypeOps* to = GetTypeOps(a.type, Isa::kScalar);
+  const double lse = static_cast<double>(loss) + logits[target];
+  std::vector<int32_t> ids;
+  HeadTokens(logits, a.V, lse + std::log(static_cast<double>(a.threshold)), target, a.max_tokens,
+             ids);
+  std::vector<double> acc(static_cast<size_t>(a.D), 0.0);
+  std::vector<float> row(static_cast<size_t>(a.D));
+  auto add = [&](int32_t v, double c) {
+    to->dequantize_row(a.head + a.row_bytes * v, row.data(), a.D);
+    for (int64_t d = 0; d < a.D; ++d) acc[d] += c * row[d];
+  };
+  const double pt = std::exp(logits[target] - lse);
+  double kept = pt;
+  for (int32_t v : ids) {
+    const double p = std::exp(logits[v] - lse);
+    kept += p;
+    add(v, p);
+  }
+  add(target, pt - 1.0);
+  const double tail = std::max(0.0, 1.0 - kept);
+  for (int64_t d = 0; d < a.D; ++d) {
+    if (a.mean != nullptr) acc[d] += tail * a.mean[d];
+    dx[d] = static_cast<float>(dloss * acc[d]);
+  }
+  return static_cast<float>(tail);
 }
 
 float CrossEntropyRow(const float* x, int64_t n, int32_t target) {

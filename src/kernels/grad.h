@@ -19,6 +19,8 @@
 #include <cstdint>
 
 #include "src/kernels/ops.h"
+#include "src/kernels/quant.h"
+#include "src/tensor/dtype.h"
 
 namespace fg::kernels {
 
@@ -35,6 +37,30 @@ float CrossEntropyRow(const ElementOps& ops, const float* x, int64_t n, int32_t 
 // dx = dloss (softmax(x) - onehot(target)); dx may not alias x.
 void CrossEntropyBackRow(const ElementOps& ops, const float* x, int64_t n, int32_t target,
                          float dloss, float* dx);
+
+// The gradient of the loss through a frozen LM head, over the tokens that carry the softmax's
+// mass (the training graph's head_cross_entropy_back). With logits = x head^T and loss =
+// logsumexp(logits) - logits[t], the exact dx = dloss (sum_v p_v head[v] - head[t]) reads all
+// V rows of the head (262144 x 640 in Gemma 3: as much as the forward product); nearly all of
+// p's mass is on a few tokens, so this reads only the rows with p_v >= threshold (at most
+// max_tokens of them besides the target, the likeliest; ties: the lower id), the target's, and
+// stands `mean` (the head's mean row; null: nothing) in for the rest:
+//   dx = dloss (sum_{v in S} p_v head[v] + tail mean + (p_t - 1) head[t]),
+//   tail = 1 - p_t - sum_{v in S} p_v (the mass left out, >= 0).
+// Returns tail. `logits` is a row of V, `loss` its cross entropy (logsumexp - logits[target],
+// what the forward op computed: not computed again); the head is V rows of D in `type`.
+struct HeadBackArgs {
+  const uint8_t* head = nullptr;
+  tensor::DType type = tensor::DType::kF32;
+  const TypeOps* rows = nullptr;  // the fast version's dequantizer of `type` (null: the CPU's)
+  size_t row_bytes = 0;
+  int64_t V = 0, D = 0;
+  const float* mean = nullptr;
+  float threshold = 0;
+  int64_t max_tokens = 0;
+};
+float HeadCrossEntropyBackRow(const ElementOps& ops, const HeadBackArgs& a, const float* logits,
+                              int32_t target, float loss, float dloss, float* dx);
 
 // Cache attention's gradient for queries t_begin .. t_end-1 (the forward op's layout: q
 // [S,Hq,D], caches [R,KV,D] read at rows pos % R, query at position p sees p-window+1 .. p,
@@ -64,6 +90,8 @@ void GeluMulBack(const float* gate, const float* up, const float* dy, float* out
 float CrossEntropyRow(const float* x, int64_t n, int32_t target);
 void CrossEntropyBackRow(const float* x, int64_t n, int32_t target, float dloss, float* dx);
 void AttentionBack(const AttentionBackArgs& a, int64_t t_begin, int64_t t_end);
+float HeadCrossEntropyBackRow(const HeadBackArgs& a, const float* logits, int32_t target,
+                              float loss, float dloss, float* dx);
 }  // namespace scalar
 
 }  // namespace fg::kernels

@@ -76,15 +76,45 @@ StatusOr<graph::Graph> BuildTrainGraph(const model::Config& config, const model:
   }
   const tensor::DType type = spec.transposed_type;
   bs.transposed = [type](const graph::Value& w) { return graph::TransposedName(w, type); };
+  if (spec.head_threshold > 0.0f) {
+    bs.sparse_head.threshold = spec.head_threshold;
+    bs.sparse_head.max_tokens = spec.head_max_tokens;
+    bs.sparse_head.mean = [](const graph::Value& w) { return HeadMeanName(w.name); };
+  }
   FG_RETURN_IF_ERROR(graph::AddBackward(b, bs).status());
   return b.Finish();
 }
 
+std::string HeadMeanName(const std::string& weight) { return weight + "^mean"; }
+
 StatusOr<std::unique_ptr<TransposedWeights>> TransposedWeights::Make(
     const graph::Graph& g, const exec::WeightResolver& base, tensor::DType type) {
   auto t = std::unique_ptr<TransposedWeights>(new TransposedWeights());
+  constexpr std::string_view kMean = "^mean";
   for (int id : g.weights()) {
     const std::string& name = g.value(id).name;
+    if (name.size() > kMean.size() && name.ends_with(kMean)) {
+      const std::string src_name = name.substr(0, name.size() - kMean.size());
+      FG_ASSIGN_OR_RETURN(exec::WeightData w, base(src_name));
+      const auto in_row = w.shape.size() == 2 ? tensor::RowBytes(w.type, w.shape[1]) : std::nullopt;
+      if (!in_row) return InvalidArgumentError("train: '" + src_name + "' is not 2-D rows");
+      const int64_t N = w.shape[0], K = w.shape[1];
+      std::vector<double> sum(static_cast<size_t>(K), 0.0);
+      std::vector<float> row(static_cast<size_t>(K));
+      for (int64_t n = 0; n < N; ++n) {
+        FG_RETURN_IF_ERROR(kernels::DequantizeRow(
+            w.type, static_cast<const uint8_t*>(w.data) + *in_row * n, row.data(), K));
+        for (int64_t k = 0; k < K; ++k) sum[k] += row[k];
+      }
+      Tensor out{{K}, tensor::DType::kF32, std::vector<uint8_t>(static_cast<size_t>(K) * 4)};
+      for (int64_t k = 0; k < K; ++k) {
+        const float m = static_cast<float>(sum[k] / static_cast<double>(N));
+        std::memcpy(out.data.data() + k * 4, &m, 4);
+      }
+      t->bytes_ += out.data.size();
+      t->tensors_.emplace(name, std::move(out));
+      continue;
+    }
     if (name.size() < 2 || name.compare(name.size() - 2, 2, "^T") != 0) continue;
     const std::string src_name = name.substr(0, name.size() - 2);
     FG_ASSIGN_OR_RETURN(exec::WeightData w, base(src_name));

@@ -45,7 +45,16 @@ struct TrainGraphSpec {
   int64_t global_cache_rows = 0;
   int64_t local_cache_rows = 0;
   tensor::DType transposed_type = tensor::DType::kQ8_0;  // the frozen weights' W^T
+  // > 0: the whole-vocabulary rows' gradient reaches the hidden state through the LM-head rows
+  // of the tokens with p >= head_threshold (at most head_max_tokens a row) and the head's mean
+  // row for the rest (graph::SparseHead; served as HeadMeanName), not through the head's W^T.
+  // 0: exactly, through W^T.
+  float head_threshold = 0.0f;
+  int64_t head_max_tokens = 0;
 };
+
+// The name under which the caller serves a weight's mean row (f32 [cols]; TransposedWeights).
+std::string HeadMeanName(const std::string& weight);
 
 // `weights.loras` must hold the trained adapter first (index 0); its tensors are the graph
 // weights differentiated (model::LoraWeightName / LoraTransposedName of index 0).
@@ -56,8 +65,9 @@ StatusOr<graph::Graph> BuildTrainGraph(const model::Config& config, const model:
 std::vector<std::string> TrainedNames(const model::Weights& weights);
 
 // The transposes W^T [K, N] of the frozen weights the backward pass multiplies by (every
-// adapted projection's input side and the LM head), made once from the base file: each row
-// dequantized, transposed, quantized to `type` (F32: exact, for gradient checks).
+// adapted projection's input side and the LM head, unless the sparse head gradient replaces
+// it), made once from the base file: each row dequantized, transposed, quantized to `type`
+// (F32: exact, for gradient checks); and the mean rows (HeadMeanName, f32) the graph asks for.
 class TransposedWeights {
  public:
   static StatusOr<std::unique_ptr<TransposedWeights>> Make(const graph::Graph& train_graph,

@@ -153,6 +153,8 @@ struct Trainer::Impl {
     spec.global_cache_rows = C;
     spec.local_cache_rows = C;
     spec.transposed_type = opt.transposed_type;
+    spec.head_threshold = opt.head_grad_threshold;
+    spec.head_max_tokens = opt.head_grad_max_tokens;
     FG_ASSIGN_OR_RETURN(graph::Graph g, BuildTrainGraph(model->config(), lora_weights, spec));
     if (!transposed) {
       // Made once, from a graph with a whole-vocabulary row: it holds every transpose any
@@ -392,6 +394,8 @@ struct Trainer::Impl {
         " max_steps=" + std::to_string(opt.max_steps) + " init=" + opt.init_adapter +
         " free_only=" + std::to_string(opt.loss_free_tokens_only) +
         " softmax_allowed=" + std::to_string(opt.softmax_allowed) +
+        " head_grad=" + std::to_string(opt.head_grad_threshold) + "/" +
+        std::to_string(opt.head_grad_max_tokens) +
         " prior_weight=" + std::to_string(opt.prior_weight) + " modules=";
     for (const auto& mname : opt.lora.modules) s += mname + ",";
     return s + " data=" + std::to_string(h);

@@ -36,6 +36,10 @@ enum class PrefixMode { kBase, kAdapted };
 // softmax_allowed); rows that allow more use the whole vocabulary.
 inline constexpr int64_t kMaxCandidates = 64;
 
+// The sparse LM-head gradient's defaults (TuneOptions::head_grad_threshold).
+inline constexpr float kHeadGradThreshold = 1e-5f;
+inline constexpr int64_t kHeadGradMaxTokens = 2048;
+
 struct TuneOptions {
   LoraTrainSpec lora;
   // Start from this adapter's values (an adapter `fgemma tune` wrote, f32/f16/bf16/q8_0)
@@ -53,6 +57,12 @@ struct TuneOptions {
   // faster per-app tunes but 6 points fewer right functions (docs/tuning.md), so off by
   // default. false: every row's softmax covers the whole vocabulary.
   bool softmax_allowed = false;
+  // > 0: a whole-vocabulary row's gradient reaches the hidden state through the LM-head rows
+  // of the tokens with p >= this (at most head_grad_max_tokens; the head's mean row for the
+  // mass left out) instead of the head's whole transpose (TrainGraphSpec::head_threshold):
+  // the head's backward product and its 178 MB transpose are gone. 0: exact.
+  float head_grad_threshold = kHeadGradThreshold;
+  int64_t head_grad_max_tokens = kHeadGradMaxTokens;
   // The tool prior's examples' (call::ChannelExamples) share of the loss: their rows weigh this
   // much against a call row's 1 (they need a lower rate than the calls: docs/tuning.md).
   double prior_weight = 1.0;

@@ -170,6 +170,28 @@ TEST_F(CliTuneTest, SameSeedSameBytesAndResumeEqualsOneRun) {
   EXPECT_THAT(other.out, HasSubstr("written with other options or data"));
 }
 
+// A quantized LM head (q8_0): by default the gradient reaches the model through the head's
+// rows of the likely tokens (--head-grad top); --head-grad full goes through the whole head's
+// transpose: other arithmetic, other bytes, each run repeatable; the checkpoint of one is not
+// resumed by the other.
+TEST_F(CliTuneTest, HeadGradTopAndFullOnAQuantizedHead) {
+  const std::string q8 = Tmp("small_q8.gguf");
+  ASSERT_EQ(Fgemma("mkmodel -o " + q8 + " --preset small --seed 7 --type q8_0").rc, 0);
+  auto tune = [&](const std::string& out, const std::string& extra) {
+    return Fgemma("tune -m " + q8 + " --tools " + *tools_ + " --data " + *data_ + " -o " + out +
+                  " --lora-rank 4 --batch-tokens 1 --lr 0.01 -t 1 --epochs 2 -q " + extra);
+  };
+  const std::string top = Tmp("h_top.gguf"), top2 = Tmp("h_top2.gguf"), full = Tmp("h_full.gguf");
+  ASSERT_EQ(tune(top, "").rc, 0);
+  ASSERT_EQ(tune(top2, "--head-grad top").rc, 0);
+  ASSERT_EQ(tune(full, "--head-grad full").rc, 0);
+  EXPECT_TRUE(Read(top) == Read(top2));
+  EXPECT_FALSE(Read(top) == Read(full));
+  Result other = tune(full, "--head-grad full --resume " + top + ".ckpt");
+  EXPECT_EQ(other.rc, 1);
+  EXPECT_THAT(other.out, HasSubstr("written with other options or data"));
+}
+
 // Two catalog prompts taking turns: each prefix is computed once and read back from the prefix
 // store after; the adapter is the same bytes as with every prefix computed (--prefix-store 0).
 TEST_F(CliTuneTest, PrefixStoreReadsPrefixesBackWithTheSameAdapter) {
@@ -417,6 +439,7 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
                                  "--prefix-run 0",
                                  "--prefix-store -1",
                                  "--loss-softmax sideways",
+                                 "--head-grad sideways",
                                  "--lora-rank -1",
                                  "--lora-alpha -1",
                                  "--epochs -1",

@@ -478,6 +478,7 @@ Status GraphDouble::RunNode(const Node& n) {
     case OpKind::kScatterRows:
     case OpKind::kCrossEntropyBack:
     case OpKind::kCandidateLogitsBack:
+    case OpKind::kHeadCrossEntropyBack:
       break;
   }
   return UnimplementedError("graph_double: op " + std::string(graph::OpName(n.op)) + " ('" +

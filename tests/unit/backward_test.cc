@@ -113,6 +113,11 @@ struct GradCase {
   WeightTable weights;
   std::function<graph::TransposedWeight(const graph::Value&)> transposed;
   bool quantized = false;  // a weight is block-quantized
+  graph::SparseHead sparse_head;
+  // The fast executor's gradients depend on its forward values (a loss over quantized
+  // logits), which are off the double function's by the activations' 8-bit rounding: only the
+  // reference one is held to the finite differences; the case checks the fast one itself.
+  bool fast_gradient_checked_by_case = false;
 };
 
 // Central differences of J(v) = <seed, loss(v)> for every element of `wrt`, in double.
@@ -168,6 +173,7 @@ double CheckCase(GradCase& c) {
   spec.seed = b.Input("seed", loss_shape, ValueType::kF32);
   spec.wrt = built->wrt;
   spec.transposed = c.transposed;
+  spec.sparse_head = c.sparse_head;
   auto grads = graph::AddBackward(b, spec);
   EXPECT_TRUE(grads.ok()) << grads.status().ToString();
   if (!grads.ok()) return INFINITY;
@@ -231,7 +237,9 @@ double CheckCase(GradCase& c) {
       EXPECT_TRUE(got.ok()) << got.status().ToString();
       if (!got.ok()) return INFINITY;
       const double err = MaxGradError(*got, fd[i]);
-      EXPECT_LE(err, kTolerance) << "d/d " << name;
+      if (reference || !c.fast_gradient_checked_by_case) {
+        EXPECT_LE(err, kTolerance) << "d/d " << name;
+      }
       std::cout << "[ grad    ] " << c.name << " " << (reference ? "reference" : "fast") << " d/d "
                 << name << " (" << got->size() << " elements): max rel error " << err << "\n";
       worst = std::max(worst, err);
@@ -564,6 +572,112 @@ TEST(BackwardGradTest, CandidateLogitsQuantizedWithPadding) {
     };
     CheckCase(c);
   }
+}
+
+// The loss through a frozen quantized LM head with the sparse head gradient on (BackwardSpec::
+// sparse_head): dx comes from head_cross_entropy_back, which reads the head's rows and its mean
+// row, never a transpose (none is served). With every token's p above the threshold it is the
+// exact gradient; a row without a target gets 0.
+TEST(BackwardGradTest, SparseHeadThroughHeadCrossEntropyBack) {
+  GradCase c;
+  c.name = "sparse head";
+  const int64_t V = 40, D = 64, R = 3;
+  c.weights.Add("head", {V, D}, Random(V * D, 53), DType::kQ8_0);
+  const std::vector<float> rows = c.weights.Values("head");
+  std::vector<float> mean(D, 0.0f);
+  for (int64_t v = 0; v < V; ++v) {
+    for (int64_t d = 0; d < D; ++d) mean[d] += rows[v * D + d] / V;
+  }
+  c.weights.Add("head^mean", {D}, mean);
+  c.quantized = true;
+  c.sparse_head.threshold = 1e-9f;
+  c.sparse_head.max_tokens = V;
+  c.sparse_head.mean = [](const graph::Value& w) { return w.name + "^mean"; };
+  c.i32["targets"] = {7, -1, 39};
+  c.build = [=](Builder& b) -> StatusOr<Built> {
+    ValueId x = F32In(b, "x", {R, D});
+    ValueId w = b.Weight("head", {V, D}, DType::kQ8_0);
+    ValueId logits = b.MatMul("logits", x, w);
+    ValueId t = b.Input("targets", {R}, ValueType::kI32);
+    return Built{b.CrossEntropy("loss", logits, t), {x}};
+  };
+  c.fast_gradient_checked_by_case = true;
+  CheckCase(c);
+
+  // The fast executor: the same gradient as cross_entropy_back and the exact f32 transpose on
+  // the same (quantized) logits.
+  std::vector<float> wt(static_cast<size_t>(D * V));
+  for (int64_t v = 0; v < V; ++v) {
+    for (int64_t d = 0; d < D; ++d) wt[d * V + v] = rows[v * D + d];
+  }
+  c.weights.Add("head^T", {D, V}, wt);
+  const std::vector<float> x = Random(R * D, 54), seed = Random(R, 55);
+  std::vector<std::vector<float>> dx;
+  ThreadPool pool(2);
+  for (bool sparse : {true, false}) {
+    Builder b;
+    auto built = c.build(b);
+    ASSERT_TRUE(built.ok());
+    graph::BackwardSpec spec{built->loss, F32In(b, "seed", {R}), built->wrt, {}};
+    spec.transposed = [](const graph::Value& w) { return graph::TransposedName(w, DType::kF32); };
+    if (sparse) spec.sparse_head = c.sparse_head;
+    ASSERT_TRUE(graph::AddBackward(b, spec).ok());
+    auto g = b.Finish();
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    auto e = exec::Executor::Create(*std::move(g), c.weights.Resolver(), &pool, {});
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    ASSERT_TRUE((*e)->SetInput("x", std::span<const float>(x)).ok());
+    ASSERT_TRUE((*e)->SetInput("seed", std::span<const float>(seed)).ok());
+    ASSERT_TRUE((*e)->SetInput("targets", std::span<const int32_t>(c.i32["targets"])).ok());
+    ASSERT_TRUE((*e)->Run().ok());
+    const auto got = (*e)->OutputF32("grad.x").value();
+    dx.emplace_back(got.begin(), got.end());
+  }
+  const std::vector<double> dense(dx[1].begin(), dx[1].end());
+  EXPECT_LE(MaxGradError(dx[0], dense), 1e-5);
+  for (int64_t d = 0; d < D; ++d) EXPECT_EQ(dx[0][D + d], 0.0f) << "the row without a target";
+}
+
+// The rule takes head_cross_entropy_back only where it is the whole story: a frozen quantized
+// head whose logits nothing else reads. Logits read twice (or an f32 head) go through
+// cross_entropy_back and the transpose as before.
+TEST(BackwardGraphTest, SparseHeadOnlyWhereTheLogitsFeedTheLossAlone) {
+  for (bool twice : {false, true}) {
+    Builder b;
+    const ValueId x = F32In(b, "x", {2, 32});
+    const ValueId w = b.Weight("head", {8, 32}, DType::kQ8_0);
+    const ValueId logits = b.MatMul("logits", x, w);
+    ValueId loss = b.CrossEntropy("loss", logits, b.Input("t", {2}, ValueType::kI32));
+    if (twice)
+      loss =
+          b.Add("loss2", loss, b.CrossEntropy("again", logits, b.Input("u", {2}, ValueType::kI32)));
+    graph::BackwardSpec s{loss, F32In(b, "seed", {2}), {x}, {}};
+    s.transposed = [](const graph::Value& v) { return graph::TransposedName(v, DType::kQ8_0); };
+    s.sparse_head.threshold = 1e-5f;
+    s.sparse_head.max_tokens = 16;
+    s.sparse_head.mean = [](const graph::Value& v) { return v.name + "^mean"; };
+    ASSERT_TRUE(graph::AddBackward(b, s).ok());
+    int sparse = 0, dense = 0;
+    for (const graph::Node& n : b.graph().nodes()) {
+      sparse += n.op == graph::OpKind::kHeadCrossEntropyBack;
+      dense += n.op == graph::OpKind::kCrossEntropyBack;
+    }
+    EXPECT_EQ(sparse, twice ? 0 : 1);
+    EXPECT_EQ(dense, twice ? 2 : 0);
+    EXPECT_EQ(b.graph().Find("head^T").valid(), twice);
+    EXPECT_EQ(b.graph().Find("head^mean").valid(), !twice);
+  }
+}
+
+TEST(BackwardErrorTest, HeadCrossEntropyBackRefusesABadThreshold) {
+  Builder b;
+  const ValueId w = b.Weight("head", {8, 32}, DType::kQ8_0);
+  const ValueId mean = b.Weight("mean", {32}, DType::kF32);
+  const ValueId logits = F32In(b, "logits", {2, 8});
+  const ValueId t = b.Input("t", {2}, ValueType::kI32);
+  const ValueId loss = F32In(b, "loss", {2});
+  b.HeadCrossEntropyBack("dx", w, mean, logits, t, loss, loss, 1.5f, 4);
+  EXPECT_THAT(b.status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("threshold")));
 }
 
 // The training graph's two losses (the whole head for some rows, candidates for others) joined

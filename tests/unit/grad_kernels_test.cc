@@ -7,18 +7,20 @@
 // double per chunk). The scalar twins vs finite differences: relative 1e-6 (central
 // differences in double with h = 1e-5 are good to ~1e-9; the twins round only their result to
 // f32, 6e-8).
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "src/kernels/cpu.h"
 #include "src/kernels/grad.h"
 #include "src/kernels/kernel_set.h"
 #include "src/kernels/ops.h"
+#include "src/kernels/quant.h"
+#include "src/tensor/dtype.h"
 
 namespace fg::kernels {
 namespace {
@@ -113,6 +115,60 @@ TEST_P(GradIsaTest, CrossEntropyMatchesScalar) {
         // whole gradient is tiny, so a relative bound would measure only that).
         for (int64_t i = 0; i < n; ++i) {
           EXPECT_NEAR(dgot[i], dwant[i], 0.75 * 1e-6) << i;
+        }
+      }
+    }
+  }
+}
+
+// A head of V rows of D in `type` (values in [-1, 1]) and its dequantized rows.
+struct Head {
+  std::vector<uint8_t> bytes;
+  std::vector<float> rows, mean;
+  HeadBackArgs args;
+};
+Head MakeHead(DType type, int64_t V, int64_t D, uint32_t seed) {
+  Head h;
+  const auto row_bytes = static_cast<size_t>(*tensor::RowBytes(type, D));
+  h.bytes.resize(row_bytes * V);
+  h.rows = Rand(V * D, seed);
+  h.mean.assign(static_cast<size_t>(D), 0.0f);
+  for (int64_t v = 0; v < V; ++v) {
+    EXPECT_TRUE(QuantizeRow(type, h.rows.data() + v * D, h.bytes.data() + row_bytes * v, D).ok());
+    EXPECT_TRUE(DequantizeRow(type, h.bytes.data() + row_bytes * v, h.rows.data() + v * D, D).ok());
+    for (int64_t d = 0; d < D; ++d) h.mean[d] += h.rows[v * D + d] / static_cast<float>(V);
+  }
+  h.args.head = h.bytes.data();
+  h.args.type = type;
+  h.args.row_bytes = row_bytes;
+  h.args.V = V;
+  h.args.D = D;
+  h.args.mean = h.mean.data();
+  return h;
+}
+
+TEST_P(GradIsaTest, HeadCrossEntropyBackMatchesScalar) {
+  const int64_t V = 1000, D = 64;
+  for (DType type : {DType::kF32, DType::kQ8_0}) {
+    Head h = MakeHead(type, V, D, 21);
+    h.args.rows = GetTypeOps(type, GetParam());
+    for (float spread : {1.0f, 30.0f}) {
+      const auto x = Rand(V, 22, -spread, spread);
+      for (auto [threshold, max_tokens] : {std::pair{1e-9f, 2048}, {1e-3f, 2048}, {1e-3f, 3}}) {
+        SCOPED_TRACE(std::string(tensor::DTypeName(type)) + " spread " + std::to_string(spread) +
+                     " threshold " + std::to_string(threshold) + " max " +
+                     std::to_string(max_tokens));
+        h.args.threshold = threshold;
+        h.args.max_tokens = max_tokens;
+        for (int32_t t : {0, 499, 999}) {
+          const float loss = scalar::CrossEntropyRow(x.data(), V, t);
+          std::vector<float> got(D), want(D);
+          const float tail_got =
+              HeadCrossEntropyBackRow(ops(), h.args, x.data(), t, loss, 0.75f, got.data());
+          const float tail_want =
+              scalar::HeadCrossEntropyBackRow(h.args, x.data(), t, loss, 0.75f, want.data());
+          EXPECT_NEAR(tail_got, tail_want, 1e-5);
+          EXPECT_LE(Nmse(got, want), 1e-7);
         }
       }
     }
@@ -270,6 +326,78 @@ TEST(GradScalarTest, CrossEntropyBackIsTheDerivative) {
     const double fd = 0.5 * (loss(xp) - loss(xm)) / (2 * kH);
     EXPECT_NEAR(dx[i], fd, 1e-7 + 1e-6 * std::fabs(fd)) << i;
   }
+}
+
+// The scalar twin against the head's exact gradient dloss (sum_v p_v E_v - E_t), in double:
+// with every token read it is that gradient; with a threshold and a cap it is that gradient
+// over the tokens the rule picks (p >= threshold, the max_tokens likeliest) plus the mass left
+// out times the mean row, and the difference from the exact one is at most that mass times the
+// largest row's norm plus the mean's.
+TEST(GradScalarTest, HeadCrossEntropyBackIsTheHeadsGradient) {
+  const int64_t V = 3000, D = 32;
+  Head h = MakeHead(DType::kF32, V, D, 31);
+  const auto x = Rand(V, 32, -12.0f, 12.0f);
+  const int32_t t = 17;
+  double m = x[0];
+  for (float v : x) m = std::max<double>(m, v);
+  double sum = 0;
+  for (float v : x) sum += std::exp(v - m);
+  const double lse = m + std::log(sum);
+  std::vector<double> p(V);
+  for (int64_t v = 0; v < V; ++v) p[v] = std::exp(x[v] - lse);
+  auto gradient = [&](auto keep) {  // dloss (sum_{kept} p_v E_v + tail mean - E_t), dloss 0.5
+    std::vector<double> g(D, 0.0);
+    double kept = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      if (v != t && !keep(v)) continue;
+      kept += p[v];
+      for (int64_t d = 0; d < D; ++d) g[d] += p[v] * h.rows[v * D + d];
+    }
+    for (int64_t d = 0; d < D; ++d) {
+      g[d] = 0.5 * (g[d] - h.rows[t * D + d] + (1.0 - kept) * h.mean[d]);
+    }
+    return std::pair{g, 1.0 - kept};
+  };
+  const float loss = static_cast<float>(lse - x[t]);
+  auto run = [&](float threshold, int64_t max_tokens, std::vector<float>& dx) {
+    h.args.threshold = threshold;
+    h.args.max_tokens = max_tokens;
+    dx.assign(D, 0.0f);
+    return scalar::HeadCrossEntropyBackRow(h.args, x.data(), t, loss, 0.5f, dx.data());
+  };
+  auto near = [&](const std::vector<float>& got, const std::vector<double>& want, double tol) {
+    for (int64_t d = 0; d < D; ++d) EXPECT_NEAR(got[d], want[d], tol) << d;
+  };
+  std::vector<float> dx;
+  // Every token read: the exact gradient.
+  const auto [exact, none] = gradient([](int64_t) { return true; });
+  EXPECT_NEAR(run(1e-30f, V, dx), 0.0, 1e-6);
+  near(dx, exact, 1e-6);
+  // p >= 1e-3: fewer tokens; the rule's own sum.
+  const auto [some, some_tail] = gradient([&](int64_t v) { return p[v] >= 1e-3; });
+  ASSERT_GT(some_tail, 1e-4) << "the case must leave mass out";
+  EXPECT_NEAR(run(1e-3f, V, dx), some_tail, 1e-5);
+  near(dx, some, 1e-5);
+  double row_max = 0, mean_norm = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    double n2 = 0;
+    for (int64_t d = 0; d < D; ++d) n2 += h.rows[v * D + d] * h.rows[v * D + d];
+    row_max = std::max(row_max, std::sqrt(n2));
+  }
+  for (float v : h.mean) mean_norm += v * v;
+  double err2 = 0;
+  for (int64_t d = 0; d < D; ++d) err2 += (dx[d] - exact[d]) * (dx[d] - exact[d]);
+  EXPECT_LE(std::sqrt(err2), 0.5 * some_tail * (row_max + std::sqrt(mean_norm)) + 1e-6);
+  // At most 5 tokens: the 5 likeliest besides the target.
+  std::vector<int64_t> order(V);
+  for (int64_t v = 0; v < V; ++v) order[v] = v;
+  order.erase(order.begin() + t);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return x[a] > x[b]; });
+  std::vector<bool> top(V, false);
+  for (int i = 0; i < 5; ++i) top[order[i]] = true;
+  const auto [five, five_tail] = gradient([&](int64_t v) { return top[v]; });
+  EXPECT_NEAR(run(1e-30f, 5, dx), five_tail, 1e-5);
+  near(dx, five, 1e-5);
 }
 
 }  // namespace

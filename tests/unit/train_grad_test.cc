@@ -12,15 +12,16 @@
 // The executor's gradients are f32 through 6 layers forward and back; their relative error is
 // ~1e-5 (the numbers are printed), the finite differences in double are good to ~1e-9, and a
 // wrong rule anywhere on the path gives O(1) errors on the entries behind it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "src/base/status_matchers.h"
 #include "src/base/thread_pool.h"
@@ -78,6 +79,9 @@ struct Case {
   // Also two candidate rows (a softmax over a few LM-head rows, one candidate a padding):
   // rows 1 and S-1, the second also a whole-vocabulary row.
   bool candidates = false;
+  // > 0: the sparse head gradient (TrainGraphSpec::head_threshold); the tiny vocabulary's
+  // tokens all have p above it, so it is exact
+  float head_threshold = 0.0f;
 };
 
 void CheckTrainGraph(const Case& tc, DType base_type) {
@@ -120,8 +124,14 @@ void CheckTrainGraph(const Case& tc, DType base_type) {
   ts.global_cache_rows = global_rows;
   ts.local_cache_rows = local_rows;
   ts.transposed_type = DType::kF32;
+  ts.head_threshold = tc.head_threshold;
+  ts.head_max_tokens = config.vocab;
   auto tg = train::BuildTrainGraph(config, weights, ts);
   ASSERT_TRUE(tg.ok()) << tg.status().ToString();
+  const bool sparse = std::any_of(tg->nodes().begin(), tg->nodes().end(), [](const graph::Node& n) {
+    return n.op == graph::OpKind::kHeadCrossEntropyBack;
+  });
+  EXPECT_EQ(sparse, tc.head_threshold > 0.0f);
   auto transposed = train::TransposedWeights::Make(*tg, m->resolver(), DType::kF32);
   ASSERT_TRUE(transposed.ok()) << transposed.status().ToString();
   const exec::WeightResolver resolver = (*lora)->Resolver((*transposed)->Resolver(m->resolver()));
@@ -312,6 +322,14 @@ TEST(TrainGradTest, SlidingRingThatWraps) {
 // function, and the fast one is held to the reference (see the comment on `noisy`).
 TEST(TrainGradTest, QuantizedBaseRingThatWraps) {
   CheckTrainGraph({"ring wraps", 8, 4, 4, true}, DType::kQ8_0);
+}
+
+// The same with the sparse head gradient: the LM head's rows and their mean (served by
+// TransposedWeights as HeadMeanName) instead of its transpose.
+TEST(TrainGradTest, QuantizedBaseSparseHead) {
+  Case c{"sparse head", 8, 4, 4, true};
+  c.head_threshold = 1e-9f;
+  CheckTrainGraph(c, DType::kQ8_0);
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ int CmdTune(int argc, char** argv) {
   // kUnset, kUnsetAlpha and "": not given; the defaults below depend on the data and model.
   std::string data_path, tools_path, out_path, checkpoint, resume, modules;
   std::string prefix = "base", init_lora, loss_tokens = "free", loss_softmax = "vocab";
-  std::string objective = "call";
+  std::string objective = "call", head_grad = "top";
   double prior_weight = 1.0;
   int64_t rank = kUnset, epochs = kUnset, batch_tokens = kUnset, max_steps = 0,
           checkpoint_every = 50, prefix_run = 1, prefix_store = 8192;
@@ -143,6 +143,12 @@ int CmdTune(int argc, char** argv) {
               "allowed: where the call grammar allows at most 64 tokens, only those (what "
               "constrained decoding chooses from; the LM head costs 64 rows there instead of "
               "the vocabulary's: faster, but less accurate in our per-app runs)");
+  p.AddString("--head-grad", &head_grad, "top|full",
+              "top (default): a whole-vocabulary row's gradient reaches the model through the "
+              "LM-head rows of the tokens with p >= 1e-5 (at most 2048; the head's mean row for "
+              "the mass left out, 1.6e-4 of it on average in a per-app tune); full: through "
+              "the whole head (exact; a product as large as the head's forward one, and its "
+              "178 MB transpose in memory)");
   p.AddString("--objective", &objective, "call|both|channel",
               "call (default): learn the calls; both: also learn the tool prior, each one-call "
               "example's request after its tool's text (the adapter is marked "
@@ -248,6 +254,7 @@ int CmdTune(int argc, char** argv) {
   if (loss_softmax != "allowed" && loss_softmax != "vocab") {
     return usage("--loss-softmax must be allowed or vocab");
   }
+  if (head_grad != "top" && head_grad != "full") return usage("--head-grad must be top or full");
   auto mods = train::ParseModules(modules);
   if (!mods.ok()) return usage("--lora-modules: " + mods.status().message());
   if (checkpoint.empty()) checkpoint = out_path + ".ckpt";
@@ -352,6 +359,7 @@ int CmdTune(int argc, char** argv) {
   o.init_adapter = init_lora;
   o.loss_free_tokens_only = loss_tokens == "free";
   o.softmax_allowed = loss_softmax == "allowed";
+  if (head_grad == "full") o.head_grad_threshold = 0.0f;
   o.prior_weight = prior_weight;
   o.prefix = prefix == "base" ? train::PrefixMode::kBase : train::PrefixMode::kAdapted;
   o.lr = lr;
