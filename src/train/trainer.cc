@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -84,8 +85,9 @@ struct Trainer::Impl {
   std::vector<std::vector<float>> best;
   std::vector<EpochResult> epochs;
   // FGEMMA_TUNE_PROFILE=1: seconds per op kind (the time between the executor's per-node dump
-  // callbacks), printed to stderr when the trainer goes away.
+  // callbacks), printed to stderr when the trainer goes away; =2: matmuls also by weight name.
   bool profile = std::getenv("FGEMMA_TUNE_PROFILE") != nullptr;
+  bool detail = profile && std::string_view(std::getenv("FGEMMA_TUNE_PROFILE")) == "2";
   std::map<std::string, double> op_seconds;
   std::chrono::steady_clock::time_point last_node;
   void Profile(exec::Executor& e) {
@@ -95,7 +97,12 @@ struct Trainer::Impl {
       const auto now = std::chrono::steady_clock::now();
       const int id = g->Find(name);
       const std::string op = id >= 0 ? std::string(graph::OpName(g->nodes()[g->value(id).producer].op)) : "?";
-      op_seconds[(g->Find("loss") >= 0 ? "train " : "prefix ") + op] +=
+      std::string key = op;
+      if (detail && op == "matmul") {  // FGEMMA_TUNE_PROFILE=2: matmuls by name, layers merged
+        key += " ";
+        for (char ch : name) key += std::isdigit(static_cast<unsigned char>(ch)) ? '#' : ch;
+      }
+      op_seconds[(g->Find("loss") >= 0 ? "train " : "prefix ") + key] +=
           std::chrono::duration<double>(now - last_node).count();
       last_node = now;
     });
