@@ -28,33 +28,16 @@ struct Example {
 
 // Lines {"request": ..., "calls": [{"name", "arguments"}, ...]}; the first call is scored.
 StatusOr<std::vector<Example>> ReadExamples(const std::string& path) {
-  FG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, uint64_t{256} << 20));
   std::vector<Example> out;
-  std::istringstream in(text);
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto fail = [&](const std::string& why) {
-      return InvalidArgumentError("'" + path + "' line " + std::to_string(n) + ": " + why);
-    };
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return fail("not a JSON object");
-    if (!j.contains("request") || !j["request"].is_string()) return fail("no \"request\" string");
-    if (!j.contains("calls") || !j["calls"].is_array() || j["calls"].empty()) {
-      return fail("no \"calls\" array with a call");
-    }
+  FG_RETURN_IF_ERROR(ForEachLabelledRequest(path, "", [&](int n, const nlohmann::json& j) {
     const nlohmann::json& c = j["calls"][0];
-    if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) {
-      return fail("the first call has no \"name\"");
-    }
     Example e;
     e.line = n;
     e.request = j["request"];
     e.want = {{"name", c["name"]},
               {"arguments", c.contains("arguments") ? c["arguments"] : nlohmann::json::object()}};
     out.push_back(std::move(e));
-  }
-  if (out.empty()) return InvalidArgumentError("'" + path + "' holds no example");
+  }));
   return out;
 }
 

@@ -262,18 +262,18 @@ std::string DefaultTuneAdapterPath() {
   return path.empty() ? DefaultCallAdapterPath() : path;
 }
 
-StatusOr<std::vector<std::pair<std::string, std::string>>> ReadToolExamples(
-    const std::string& path) {
+Status ForEachLabelledRequest(const std::string& path, const std::string& flag,
+                              const std::function<void(int, const nlohmann::json&)>& take) {
+  const std::string where = (flag.empty() ? "" : flag + " ") + "'" + path + "'";
   StatusOr<std::string> text = ReadFileToString(path, uint64_t{256} << 20);
-  if (!text.ok()) return text.status().WithContext("--examples");
-  std::vector<std::pair<std::string, std::string>> out;
+  if (!text.ok()) return flag.empty() ? text.status() : text.status().WithContext(flag);
   std::istringstream in(*text);
   std::string line;
+  int taken = 0;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto fail = [&](const std::string& why) {
-      return InvalidArgumentError("--examples '" + path + "' line " + std::to_string(n) + ": " +
-                                  why);
+      return InvalidArgumentError(where + " line " + std::to_string(n) + ": " + why);
     };
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return fail("not a JSON object");
@@ -284,17 +284,29 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> ReadToolExamples(
     if (!j.contains("calls") || !j["calls"].is_array() || j["calls"].empty()) {
       return fail("no \"calls\" array with a call");
     }
-    std::vector<std::string> names;
     for (const nlohmann::json& c : j["calls"]) {
       if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) {
         return fail("a call has no \"name\"");
       }
+    }
+    take(n, j);
+    ++taken;
+  }
+  if (taken == 0) return InvalidArgumentError(where + " holds no example");
+  return OkStatus();
+}
+
+StatusOr<std::vector<std::pair<std::string, std::string>>> ReadToolExamples(
+    const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> out;
+  FG_RETURN_IF_ERROR(ForEachLabelledRequest(path, "--examples", [&](int, const nlohmann::json& j) {
+    std::vector<std::string> names;
+    for (const nlohmann::json& c : j["calls"]) {
       const std::string& name = c["name"].get_ref<const std::string&>();
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
     for (std::string& name : names) out.emplace_back(std::move(name), j["request"]);
-  }
-  if (out.empty()) return InvalidArgumentError("--examples '" + path + "' holds no example");
+  }));
   return out;
 }
 

@@ -5,6 +5,8 @@
 #define FGEMMA_TOOLS_COMMON_FLAGS_H_
 
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,6 +114,14 @@ std::string DefaultTuneAdapterPath();
 // tensor table, which hold the tokenizer and every tensor's type, shape and offset; and the
 // same first 256 bytes of every tensor, which differ where a fine-tune changed the weights).
 bool IsDefaultModel(const std::string& path);
+
+// The labelled requests of a {"request": ..., "calls": [{"name": ..., "arguments": ...}, ...]}
+// file (fgemma eval's --data, call's and eval's --examples): each non-blank line a JSON object
+// with a non-empty "request" string and a "calls" array of at least one call, each with a
+// "name" string; `take(line number, object)` gets each. A bad line is InvalidArgument naming
+// the file and the line (after `flag`, when given), a file without one too.
+Status ForEachLabelledRequest(const std::string& path, const std::string& flag,
+                              const std::function<void(int, const nlohmann::json&)>& take);
 
 // `--examples FILE` of fgemma call and eval: labelled requests ({"request": ..., "calls":
 // [{"name": ...}, ...]} lines, as fgemma tune and eval read them) as (tool name, request) pairs
