@@ -1492,6 +1492,34 @@ call::CheckedArguments CheckWithSaidFacts(const text::Tool& tool, std::string_vi
   return r.ok() ? *r : call::CheckedArguments{};
 }
 
+// An optional number the request says only inside another of the call's string values
+// (`minutes` 7 beside `time` "7:20 am") is dropped without asking; one it also says elsewhere,
+// as digits or words, and a required one stay.
+TEST(ArgumentCheck, DropsAnOptionalNumberSaidOnlyInsideAnotherValue) {
+  auto cat = text::ParseToolCatalog(R"([{"name":"water","parameters":{"type":"object",
+    "properties":{"zone":{"type":"string"},"time":{"type":"string"},"minutes":{"type":"integer"},
+    "portions":{"type":"integer"}},"required":["zone","portions"]}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& water = cat->tools[0];
+  call::CheckedArguments r = CheckWithSaidFacts(
+      water, "water the orchard every day at 7:20 am",
+      {{"zone", "orchard"}, {"time", "7:20 am"}, {"minutes", 7}, {"portions", 20}});
+  EXPECT_EQ(r.arguments,
+            nlohmann::json({{"zone", "orchard"}, {"time", "7:20 am"}, {"portions", 20}}));
+  EXPECT_EQ(r.dropped, 1);
+  r = CheckWithSaidFacts(
+      water, "Water The Orchard at 9 P.M.",
+      {{"zone", "orchard"}, {"time", "9 p.m."}, {"minutes", 9}, {"portions", 1}});
+  EXPECT_FALSE(r.arguments.contains("minutes")) << "case aside";
+  for (const char* request : {"water the orchard for 7 minutes at 7:20 am",
+                              "water the orchard seven minutes at 7:20 am"}) {
+    r = CheckWithSaidFacts(
+        water, request,
+        {{"zone", "orchard"}, {"time", "7:20 am"}, {"minutes", 7}, {"portions", 1}});
+    EXPECT_EQ(r.arguments["minutes"], 7) << request;
+  }
+}
+
 // A free string that ran on into another argument's said value ("Max 12" beside `kg` 12 for
 // "Max 12 kilos") loses it; a number the request does not say with the other key's unit, a
 // number no argument has, an enum and a string that is only the number stay.

@@ -129,6 +129,24 @@ std::optional<std::string> WithoutOtherValue(std::string_view request, const std
   return std::nullopt;
 }
 
+// The request with every occurrence of the call's other string values (not `key`'s; case
+// aside) blanked out: what it says besides them.
+std::string WithoutOtherStrings(const std::string& request, const std::string& key,
+                                const nlohmann::json& arguments) {
+  std::string out = request, lower = request;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& [k, v] : arguments.items()) {
+    if (k == key || !v.is_string() || v.get_ref<const std::string&>().empty()) continue;
+    std::string s = v.get<std::string>();
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (size_t at = lower.find(s); at != std::string::npos; at = lower.find(s, at + s.size())) {
+      std::fill(out.begin() + static_cast<std::ptrdiff_t>(at),
+                out.begin() + static_cast<std::ptrdiff_t>(at + s.size()), ' ');
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
@@ -155,8 +173,13 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
       bool unsaid = false;
       if (value.is_number()) {
         const double v = std::abs(value.get<double>());  // RequestNumbers reads no sign
-        unsaid = std::none_of(said->numbers.begin(), said->numbers.end(),
-                              [&](double n) { return std::abs(n - v) <= 1e-9 * std::max(1.0, v); });
+        auto says = [&](const std::vector<double>& numbers) {
+          return std::any_of(numbers.begin(), numbers.end(),
+                             [&](double n) { return std::abs(n - v) <= 1e-9 * std::max(1.0, v); });
+        };
+        // Said only inside another argument's string ("7" of `time` "7:20 am") is not said.
+        unsaid = !says(said->numbers) ||
+                 !says(SaidNumberValues(WithoutOtherStrings(said->request, key, arguments)));
       } else if (value.is_string()) {
         const std::vector<std::string> words = LowerCaseWords(value.get<std::string>());
         unsaid = std::any_of(words.begin(), words.end(), [&](const std::string& w) {

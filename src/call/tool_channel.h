@@ -95,7 +95,9 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 // stays valid. With `said`, an optional number argument (not an enum) whose value (sign aside)
 // is none of the numbers the request says (`said->numbers`, SaidNumberValues) is dropped without
 // asking: `minutes: 60` for "water the greenhouse at 6:10 am" (the data's labels have such a value
-// in 11 of 450 optional number arguments in training, 0 of the held-out ones); so is an optional
+// in 11 of 450 optional number arguments in training, 0 of the held-out ones), also when the
+// request says it only inside another of the call's string values (`minutes: 7` beside `time`
+// "7:20 am"; `portions: 10` beside "8:10 pm"); so is an optional
 // free string (not an enum) with a word that starts no word of the request, case aside
 // (`zone: "rainin drogue"` for "it's raining, turn the water off"; 4 of the data's 1,103 optional
 // free-string labels have such a word: "all" for "everyone"); and a free string
