@@ -1520,6 +1520,31 @@ TEST(ArgumentCheck, DropsAnOptionalNumberSaidOnlyInsideAnotherValue) {
   }
 }
 
+// An optional array of free strings with an item that holds another of the call's string
+// values (`rooms: ["at 11 pm"]` beside `time: "11 pm"`, case aside) is dropped without asking;
+// one without such an item, a required one and an array of enum members stay.
+TEST(ArgumentCheck, DropsAnOptionalArrayWithAnItemHoldingAnotherValue) {
+  auto cat = text::ParseToolCatalog(R"([{"name":"schedule","parameters":{"type":"object",
+    "properties":{"time":{"type":"string"},"rooms":{"type":"array","items":{"type":"string"}},
+    "zones":{"type":"array","items":{"type":"string"}},
+    "days":{"type":"array","items":{"type":"string","enum":["mon","11 PM"]}}},
+    "required":["time","zones"]}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& schedule = cat->tools[0];
+  call::CheckedArguments r = CheckWithSaidFacts(schedule, "clean at 11 pm",
+                                                {{"time", "11 pm"},
+                                                 {"rooms", {"kitchen", "At 11 PM"}},
+                                                 {"zones", {"at 11 pm"}},
+                                                 {"days", {"11 PM"}}});
+  EXPECT_EQ(r.arguments,
+            nlohmann::json({{"time", "11 pm"}, {"zones", {"at 11 pm"}}, {"days", {"11 PM"}}}));
+  EXPECT_EQ(r.dropped, 1);
+  r = CheckWithSaidFacts(schedule, "clean the kitchen and hall at 11 pm",
+                         {{"time", "11 pm"}, {"rooms", {"kitchen", "hall"}}, {"zones", {"a"}}});
+  EXPECT_EQ(r.arguments["rooms"], nlohmann::json({"kitchen", "hall"}));
+  EXPECT_EQ(r.dropped, 0);
+}
+
 // A free string that ran on into another argument's said value ("Max 12" beside `kg` 12 for
 // "Max 12 kilos") loses it; a number the request does not say with the other key's unit, a
 // number no argument has, an enum and a string that is only the number stay.

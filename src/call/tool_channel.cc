@@ -186,6 +186,14 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
           return std::none_of(request_words.begin(), request_words.end(),
                               [&](const std::string& r) { return r.starts_with(w); });
         });
+      } else if (value.is_array() && prop->second.items != nullptr &&
+                 prop->second.items->type == "STRING" && prop->second.items->enum_values.empty()) {
+        // An array of free strings with an item holding another of the call's string values
+        // (`rooms: ["at 11 pm"]` beside `time: "11 pm"`).
+        unsaid = std::any_of(value.begin(), value.end(), [&](const nlohmann::json& item) {
+          return item.is_string() && WithoutOtherStrings(item.get<std::string>(), key, arguments) !=
+                                         item.get_ref<const std::string&>();
+        });
       }
       if (unsaid) {
         out.arguments.erase(key);

@@ -97,7 +97,9 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 // asking: `minutes: 60` for "water the greenhouse at 6:10 am" (the data's labels have such a value
 // in 11 of 450 optional number arguments in training, 0 of the held-out ones), also when the
 // request says it only inside another of the call's string values (`minutes: 7` beside `time`
-// "7:20 am"; `portions: 10` beside "8:10 pm"); so is an optional
+// "7:20 am"; `portions: 10` beside "8:10 pm"); so is an optional array of free strings with an
+// item that holds another of the call's string values, case aside (`rooms: ["at 11 pm"]`
+// beside `time: "11 pm"`); so is an optional
 // free string (not an enum) with a word that starts no word of the request, case aside
 // (`zone: "rainin drogue"` for "it's raining, turn the water off"; 4 of the data's 1,103 optional
 // free-string labels have such a word: "all" for "everyone"); and a free string
