@@ -59,6 +59,12 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 
 namespace {
 
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 // `copy` (argument `key`'s string) cut back when it is a copy of the request that ends with " N"
 // where the request goes on with a word that makes N the value of another argument that the
 // call `arguments` has with that value ("Max 12 kilos": "Max 12" -> "Max" beside `kg` 12; not
@@ -118,9 +124,7 @@ std::optional<std::string> WithoutOtherValue(std::string_view request, const std
     // its determiner.
     static constexpr std::string_view kDeterminers[] = {"the",  "a",   "an",   "my",
                                                         "your", "our", "this", "that"};
-    std::string lower(kept);
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (kept.empty() || std::find(std::begin(kDeterminers), std::end(kDeterminers), lower) !=
+    if (kept.empty() || std::find(std::begin(kDeterminers), std::end(kDeterminers), Lower(kept)) !=
                             std::end(kDeterminers)) {
       continue;
     }
@@ -133,12 +137,11 @@ std::optional<std::string> WithoutOtherValue(std::string_view request, const std
 // aside) blanked out: what it says besides them.
 std::string WithoutOtherStrings(const std::string& request, const std::string& key,
                                 const nlohmann::json& arguments) {
-  std::string out = request, lower = request;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string out = request;
+  const std::string lower = Lower(request);
   for (const auto& [k, v] : arguments.items()) {
     if (k == key || !v.is_string() || v.get_ref<const std::string&>().empty()) continue;
-    std::string s = v.get<std::string>();
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string s = Lower(v.get_ref<const std::string&>());
     for (size_t at = lower.find(s); at != std::string::npos; at = lower.find(s, at + s.size())) {
       std::fill(out.begin() + static_cast<std::ptrdiff_t>(at),
                 out.begin() + static_cast<std::ptrdiff_t>(at + s.size()), ' ');

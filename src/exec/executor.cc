@@ -92,6 +92,17 @@ void ReferenceProduct(const float* a, int64_t sam, int64_t sak, const float* b, 
   }
 }
 
+// A loss's targets: each below the vocabulary's V (negative: a row without one).
+Status CheckTargets(const int32_t* t, int64_t R, int64_t V) {
+  for (int64_t r = 0; r < R; ++r) {
+    if (t[r] >= V) {
+      return OutOfRangeError("exec: target " + std::to_string(t[r]) + " is outside [0, " +
+                             std::to_string(V) + ")");
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 Executor::~Executor() = default;
@@ -840,12 +851,7 @@ Status Executor::RunCrossEntropy(const Node& n) {
   const int64_t R = lv.shape[0], V = lv.shape[1];
   const float* x = F32(n.inputs[0]);
   const int32_t* t = I32(n.inputs[1]);
-  for (int64_t r = 0; r < R; ++r) {
-    if (t[r] >= V) {
-      return OutOfRangeError("exec: target " + std::to_string(t[r]) + " is outside [0, " +
-                             std::to_string(V) + ")");
-    }
-  }
+  FG_RETURN_IF_ERROR(CheckTargets(t, R, V));
   const bool back = n.op == OpKind::kCrossEntropyBack;
   const float* dloss = back ? F32(n.inputs[2]) : nullptr;
   float* y = F32(n.output);
@@ -919,30 +925,25 @@ Status Executor::RunHeadCrossEntropyBack(const Node& n) {
   const WeightData& wd = weight_data_[n.inputs[0]];
   const WeightData& md = weight_data_[n.inputs[1]];
   kernels::HeadBackArgs a;
+  a.rows = kernels_.type_ops(wd.type);
+  if (a.rows == nullptr) {
+    return UnimplementedError("exec: no kernels for the LM head's type " +
+                              std::string(tensor::DTypeName(wd.type)));
+  }
   a.head = static_cast<const uint8_t*>(wd.data);
   a.type = wd.type;
-  a.rows = kernels_.type_ops(wd.type);
   a.V = wd.shape[0];
   a.D = wd.shape[1];
   a.row_bytes = static_cast<size_t>(*tensor::RowBytes(wd.type, a.D));
   a.mean = static_cast<const float*>(md.data);
   a.threshold = n.threshold;
   a.max_tokens = n.max_tokens;
-  if (a.rows == nullptr) {
-    return UnimplementedError("exec: no kernels for the LM head's type " +
-                              std::string(tensor::DTypeName(wd.type)));
-  }
   const int64_t R = graph_.value(n.inputs[2]).shape[0];
   const float* logits = F32(n.inputs[2]);
   const int32_t* t = I32(n.inputs[3]);
   const float* loss = F32(n.inputs[4]);
   const float* dloss = F32(n.inputs[5]);
-  for (int64_t r = 0; r < R; ++r) {
-    if (t[r] >= a.V) {
-      return OutOfRangeError("exec: target " + std::to_string(t[r]) + " is outside [0, " +
-                             std::to_string(a.V) + ")");
-    }
-  }
+  FG_RETURN_IF_ERROR(CheckTargets(t, R, a.V));
   float* y = F32(n.output);
   const kernels::ElementOps& ops = *ops_;
   // Each row on one thread, its tokens in id order: the result does not depend on the threads.

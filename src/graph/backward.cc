@@ -258,8 +258,8 @@ Status CrossEntropyRule(Ctx& c, const Node& n, ValueId dy) {
   const ValueId x = In(n, 0);
   if (!c.needs[x]) return OkStatus();
   if (const Node* p = SparseHeadProduct(c, x)) {
+    // The head is frozen (SparseHeadProduct), so the logits need a gradient through hx alone.
     const ValueId hx = In(*p, 0), w = In(*p, 1);
-    if (!c.needs[hx]) return OkStatus();
     const Value wv = c.V(w);
     const std::string mean_name = c.spec.sparse_head.mean(wv);
     ValueId mean = c.b.graph().Find(mean_name);

@@ -85,64 +85,69 @@ StatusOr<graph::Graph> BuildTrainGraph(const model::Config& config, const model:
   return b.Finish();
 }
 
-std::string HeadMeanName(const std::string& weight) { return weight + "^mean"; }
+namespace {
+constexpr std::string_view kMeanSuffix = "^mean", kTransposedSuffix = "^T";
+}  // namespace
+
+std::string HeadMeanName(const std::string& weight) { return weight + std::string(kMeanSuffix); }
 
 StatusOr<std::unique_ptr<TransposedWeights>> TransposedWeights::Make(
     const graph::Graph& g, const exec::WeightResolver& base, tensor::DType type) {
   auto t = std::unique_ptr<TransposedWeights>(new TransposedWeights());
-  constexpr std::string_view kMean = "^mean";
+  auto has = [](const std::string& name, std::string_view suffix) {
+    return name.size() > suffix.size() && name.ends_with(suffix);
+  };
   for (int id : g.weights()) {
     const std::string& name = g.value(id).name;
-    if (name.size() > kMean.size() && name.ends_with(kMean)) {
-      const std::string src_name = name.substr(0, name.size() - kMean.size());
-      FG_ASSIGN_OR_RETURN(exec::WeightData w, base(src_name));
-      const auto in_row = w.shape.size() == 2 ? tensor::RowBytes(w.type, w.shape[1]) : std::nullopt;
-      if (!in_row) return InvalidArgumentError("train: '" + src_name + "' is not 2-D rows");
-      const int64_t N = w.shape[0], K = w.shape[1];
-      std::vector<double> sum(static_cast<size_t>(K), 0.0);
-      std::vector<float> row(static_cast<size_t>(K));
-      for (int64_t n = 0; n < N; ++n) {
-        FG_RETURN_IF_ERROR(kernels::DequantizeRow(
-            w.type, static_cast<const uint8_t*>(w.data) + *in_row * n, row.data(), K));
-        for (int64_t k = 0; k < K; ++k) sum[k] += row[k];
-      }
-      Tensor out{{K}, tensor::DType::kF32, std::vector<uint8_t>(static_cast<size_t>(K) * 4)};
-      for (int64_t k = 0; k < K; ++k) {
-        const float m = static_cast<float>(sum[k] / static_cast<double>(N));
-        std::memcpy(out.data.data() + k * 4, &m, 4);
-      }
-      t->bytes_ += out.data.size();
-      t->tensors_.emplace(name, std::move(out));
-      continue;
-    }
-    if (name.size() < 2 || name.compare(name.size() - 2, 2, "^T") != 0) continue;
-    const std::string src_name = name.substr(0, name.size() - 2);
+    const bool mean = has(name, kMeanSuffix);
+    if (!mean && !has(name, kTransposedSuffix)) continue;
+    const std::string src_name =
+        name.substr(0, name.size() - (mean ? kMeanSuffix : kTransposedSuffix).size());
     FG_ASSIGN_OR_RETURN(exec::WeightData w, base(src_name));
     if (w.shape.size() != 2) return InvalidArgumentError("train: '" + src_name + "' is not 2-D");
     const int64_t N = w.shape[0], K = w.shape[1];
     const auto in_row = tensor::RowBytes(w.type, K);
     const auto out_row = tensor::RowBytes(type, N);
-    if (!in_row || !out_row) {
+    if (!in_row || (!mean && !out_row)) {
       return InvalidArgumentError("train: '" + src_name + "' (" + graph::ShapeString(w.shape) +
-                                  ") cannot be transposed to " +
-                                  std::string(tensor::DTypeName(type)) + " rows of " +
-                                  std::to_string(N));
+                                  ") cannot be " +
+                                  (mean ? std::string("read as rows")
+                                        : "transposed to " + std::string(tensor::DTypeName(type)) +
+                                              " rows of " + std::to_string(N)));
     }
-    // 64 columns of W at a time (a band of W^T's rows, 64 x N f32: 64 MiB for the 262144-row
-    // LM head, never the whole f32 matrix): each row of W dequantized once per band.
-    constexpr int64_t kBand = 64;
-    Tensor out{{K, N}, type, std::vector<uint8_t>(static_cast<size_t>(*out_row * K))};
-    std::vector<float> row(K), band(static_cast<size_t>(std::min(kBand, K) * N));
-    for (int64_t k0 = 0; k0 < K; k0 += kBand) {
-      const int64_t kn = std::min(kBand, K - k0);
+    std::vector<float> row(static_cast<size_t>(K));
+    auto read_row = [&](int64_t n) {
+      return kernels::DequantizeRow(w.type, static_cast<const uint8_t*>(w.data) + *in_row * n,
+                                    row.data(), K);
+    };
+    Tensor out;
+    if (mean) {  // the mean row, f32 [K], summed in double
+      std::vector<double> sum(static_cast<size_t>(K), 0.0);
       for (int64_t n = 0; n < N; ++n) {
-        FG_RETURN_IF_ERROR(kernels::DequantizeRow(
-            w.type, static_cast<const uint8_t*>(w.data) + *in_row * n, row.data(), K));
-        for (int64_t k = 0; k < kn; ++k) band[k * N + n] = row[k0 + k];
+        FG_RETURN_IF_ERROR(read_row(n));
+        for (int64_t k = 0; k < K; ++k) sum[k] += row[k];
       }
-      for (int64_t k = 0; k < kn; ++k) {
-        FG_RETURN_IF_ERROR(kernels::QuantizeRow(type, band.data() + k * N,
-                                                out.data.data() + *out_row * (k0 + k), N));
+      out = Tensor{{K}, tensor::DType::kF32, std::vector<uint8_t>(static_cast<size_t>(K) * 4)};
+      for (int64_t k = 0; k < K; ++k) {
+        const float m = static_cast<float>(sum[k] / static_cast<double>(N));
+        std::memcpy(out.data.data() + k * 4, &m, 4);
+      }
+    } else {
+      // 64 columns of W at a time (a band of W^T's rows, 64 x N f32: 64 MiB for the 262144-row
+      // LM head, never the whole f32 matrix): each row of W dequantized once per band.
+      constexpr int64_t kBand = 64;
+      out = Tensor{{K, N}, type, std::vector<uint8_t>(static_cast<size_t>(*out_row * K))};
+      std::vector<float> band(static_cast<size_t>(std::min(kBand, K) * N));
+      for (int64_t k0 = 0; k0 < K; k0 += kBand) {
+        const int64_t kn = std::min(kBand, K - k0);
+        for (int64_t n = 0; n < N; ++n) {
+          FG_RETURN_IF_ERROR(read_row(n));
+          for (int64_t k = 0; k < kn; ++k) band[k * N + n] = row[k0 + k];
+        }
+        for (int64_t k = 0; k < kn; ++k) {
+          FG_RETURN_IF_ERROR(kernels::QuantizeRow(type, band.data() + k * N,
+                                                  out.data.data() + *out_row * (k0 + k), N));
+        }
       }
     }
     t->bytes_ += out.data.size();

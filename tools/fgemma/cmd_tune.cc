@@ -143,12 +143,16 @@ int CmdTune(int argc, char** argv) {
               "allowed: where the call grammar allows at most 64 tokens, only those (what "
               "constrained decoding chooses from; the LM head costs 64 rows there instead of "
               "the vocabulary's: faster, but less accurate in our per-app runs)");
+  char head_top[160];
+  std::snprintf(head_top, sizeof(head_top), "p >= %g (at most %lld", train::kHeadGradThreshold,
+                static_cast<long long>(train::kHeadGradMaxTokens));
   p.AddString("--head-grad", &head_grad, "top|full",
               "top (default): a whole-vocabulary row's gradient reaches the model through the "
-              "LM-head rows of the tokens with p >= 1e-5 (at most 2048; the head's mean row for "
-              "the mass left out, 1.6e-4 of it on average in a per-app tune); full: through "
-              "the whole head (exact; a product as large as the head's forward one, and its "
-              "178 MB transpose in memory)");
+              "LM-head rows of the tokens with " +
+                  std::string(head_top) +
+                  "; the head's mean row for the mass left out, 1.6e-4 of it on average in a "
+                  "per-app tune); full: through the whole head (exact; a product as large as the "
+                  "head's forward one, and its 178 MB transpose in memory)");
   p.AddString("--objective", &objective, "call|both|channel",
               "call (default): learn the calls; both: also learn the tool prior, each one-call "
               "example's request after its tool's text (the adapter is marked "
