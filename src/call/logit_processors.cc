@@ -68,6 +68,12 @@ int SaidMember(std::span<const std::string> said, const text::Schema& schema) {
   return found;
 }
 
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 // Sets the candidates whose token `drop` rules out to -inf, unless that would leave none.
 template <class Drop>
 void RuleOut(std::span<const int32_t> allowed, std::span<float> cand, Drop drop) {
@@ -243,7 +249,10 @@ class CopyPrior : public LogitProcessor {
     in_string_ = step.grammar.InFreeString(step.state);
     if (!in_string_) {
       text_.clear();
-      if (!in_number_) KeyBias(step, cand);
+      if (!in_number_) {
+        KeyBias(step, cand);
+        ListGuard(step, cand);
+      }
       return;
     }
     // The tokens whose text is request[at, at + len) where request[i, at) is the string so far.
@@ -319,8 +328,7 @@ class CopyPrior : public LogitProcessor {
              std::string_view(".,!?;:\"')").find(rest.back()) != std::string_view::npos) {
         rest.remove_suffix(1);
       }
-      std::string lower(rest);
-      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const std::string lower = Lower(rest);
       if (lower.empty() || lower == "s" || lower == "es" || lower == "'s" ||
           lower == "\xe2\x80\x99s") {
         return false;
@@ -473,6 +481,74 @@ class CopyPrior : public LogitProcessor {
       return std::any_of(spelled.begin(), spelled.end(),
                          [&](const std::string& k) { return k.starts_with(p); });
     });
+  }
+  // The list guard: in an array of free strings whose items so far, two at least, are a list
+  // of the request in its order ("the dining room, kids room"; items apart by ", ", " and ",
+  // ", and " or " & "), while the request's list goes on after the last item (", kitchen", " and
+  // living room"), the array does not close: the tokens that begin with ']' are ruled out. The
+  // adapters close such arrays an item early (`rooms: ["dining room", "kids room"]`). Not when
+  // the list goes on with thanks or please (", thank you"). Of the 232 arrays of two items or
+  // more that the project's labels write as such a list, one stops while the request's list goes
+  // on ("..., boss@work.example, subject lunch on Friday").
+  void ListGuard(const SampleStep& step, std::span<float> cand) const {
+    static constexpr std::string_view kEscape = "<escape>";
+    const std::string_view out(output_);
+    const size_t open = out.rfind('[');
+    if (open == std::string_view::npos || open == 0 || out[open - 1] != ':' ||
+        out.find(']', open) != std::string_view::npos) {
+      return;
+    }
+    std::vector<std::string> items;  // lower-cased
+    for (std::string_view rest = out.substr(open + 1);;) {
+      if (!rest.starts_with(kEscape)) return;
+      rest.remove_prefix(kEscape.size());
+      const size_t end = rest.find(kEscape);
+      if (end == std::string_view::npos) return;  // in an item
+      items.push_back(Lower(rest.substr(0, end)));
+      rest.remove_prefix(end + kEscape.size());
+      if (rest.empty()) break;  // an item just closed
+      if (!rest.starts_with(',')) return;
+      rest.remove_prefix(1);
+      if (rest.empty()) return;  // the next item to come
+    }
+    if (items.size() < 2) return;
+    const text::Tool* tool = CalledTool();
+    if (tool == nullptr) return;
+    size_t b = open - 1;
+    while (b > 0 &&
+           (std::isalnum(static_cast<unsigned char>(out[b - 1])) != 0 || out[b - 1] == '_'))
+      --b;
+    const auto param = tool->parameters.properties.find(std::string(out.substr(b, open - 1 - b)));
+    if (param == tool->parameters.properties.end() || param->second.items == nullptr ||
+        param->second.items->type != "STRING" || !param->second.items->enum_values.empty()) {
+      return;
+    }
+    static constexpr std::string_view kSeparators[] = {", and ", ", ", " and ", " & "};
+    auto separator = [](std::string_view s) -> size_t {  // its length at the start of s, or 0
+      for (std::string_view sep : kSeparators) {
+        if (s.starts_with(sep)) return sep.size();
+      }
+      return 0;
+    };
+    const std::string request = Lower(request_);
+    size_t at = 0;  // the end of the list so far in the request
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].empty()) return;
+      const size_t found = request.find(items[i], at);
+      if (found == std::string::npos) return;
+      if (i > 0 && separator(std::string_view(request).substr(at)) != found - at) return;
+      if (i == 0 && found > 0 && request[found - 1] != ' ') return;
+      at = found + items[i].size();
+    }
+    const size_t sep = separator(std::string_view(request).substr(at));
+    if (sep == 0) return;
+    const std::string_view next = std::string_view(request).substr(at + sep);
+    if (next.empty() || !WordByte(next[0])) return;
+    for (std::string_view polite : {"thank", "please"}) {
+      if (next.starts_with(polite)) return;
+    }
+    RuleOut(step.allowed, cand,
+            [&](int32_t t) { return tk_->TokenToPiece(t, /*special=*/true).starts_with(']'); });
   }
   // The tool whose call is being written: null before its '{' (or without a catalog).
   const text::Tool* CalledTool() const {

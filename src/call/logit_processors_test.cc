@@ -437,6 +437,50 @@ class PriorWalk {
   text::CallGrammar::State s_;
 };
 
+// The list guard: an array of free strings whose items so far (two at least) are a list of the
+// request, in its order, does not close while the request's list goes on; it may once the list
+// has ended or when it goes on with thanks. An enum array, a single item, items out of the
+// request's order and items not apart by a list's separators are left alone.
+TEST(CopyPrior, ListGuardKeepsAnArrayOpenWhileTheRequestsListGoesOn) {
+  auto tok = SmallTokenizer({"call:f{", "rooms:", "modes:", "hall", "den", "attic"}, 0);
+  auto cat = text::ParseToolCatalog(R"([{"name":"f","parameters":{"type":"object","properties":{
+    "rooms":{"type":"array","items":{"type":"string"}},
+    "modes":{"type":"array","items":{"type":"string","enum":["hall","den","attic"]}}}}}])");
+  FG_ASSERT_OK(cat.status());
+  auto g = text::CallGrammar::Create(*cat, *tok, text::GrammarOptions{});
+  FG_ASSERT_OK(g.status());
+  struct Case {
+    const char* request;
+    const char* key;
+    std::vector<const char*> items;
+    bool kept_open;
+  };
+  const Case cases[] = {
+      {"clean the hall, den and attic", "rooms:", {"hall", "den"}, true},
+      {"clean the Hall, den, and attic", "rooms:", {"hall", "den"}, true},  // case aside
+      {"clean the hall & den, attic", "rooms:", {"hall", "den"}, true},
+      {"clean the hall, den and attic", "rooms:", {"hall", "den", "attic"}, false},  // ended
+      {"clean the hall, den, thank you", "rooms:", {"hall", "den"}, false},
+      {"clean the hall, den and please hurry", "rooms:", {"hall", "den"}, false},
+      {"clean the hall, den and attic", "rooms:", {"hall"}, false},             // one item
+      {"clean the den, hall and attic", "rooms:", {"hall", "den"}, false},      // not in order
+      {"clean the hall then den and attic", "rooms:", {"hall", "den"}, false},  // no list
+      {"clean the hall, den and attic", "modes:", {"hall", "den"}, false},      // enum items
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.request) + " " + c.key + std::to_string(c.items.size()));
+    auto prior = MakeCopyPrior(c.request, 5.0, tok.get(), &*cat);
+    PriorWalk walk(**g, *tok, *prior);
+    for (const char* t : {"<start_function_call>", "call:f{", c.key, "["}) walk.Write(t);
+    for (size_t i = 0; i < c.items.size(); ++i) {
+      if (i > 0) walk.Write(",");
+      for (const char* t : {"<escape>", c.items[i], "<escape>"}) walk.Write(t);
+    }
+    EXPECT_EQ(walk.Bias("]"), c.kept_open ? -INFINITY : 0.0f);
+    EXPECT_EQ(walk.Bias(","), 0.0f);
+  }
+}
+
 // At the first digit, the numbers the request says with the key's own unit are favoured ("5
 // minutes" for `minutes`), by the key prior's bias, to their end; numbers said with another
 // word are not (a conversion may follow).
