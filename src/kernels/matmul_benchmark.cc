@@ -144,12 +144,19 @@ bool Registered() {
                                  int64_t{1})
         ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
   }
+  // The LM head over a training example's loss rows (~15 in a per-app tune).
+  benchmark::RegisterBenchmark("MatMul/Q8_0/262144x640/m16", BM_MatMul, DType::kQ8_0,
+                               int64_t{262144}, int64_t{640}, int64_t{16})
+      ->ArgName("threads")
+      ->Arg(1)
+      ->Arg(2)
+      ->UseRealTime();
   // Batches: the few tokens a grammar forces at once, and prefill chunks.
   for (DType t : tensor::kSupportedWeightTypes) {
     if (GetTypeOps(t) == nullptr) continue;
     for (const Shape& s : {Shape{2048, 640}, Shape{640, 2048}}) {
       if (!tensor::RowBytes(t, s.cols).has_value()) continue;
-      for (int64_t m : {2, 4, 8, 64, 512}) {
+      for (int64_t m : {2, 4, 8, 16, 32, 64, 512}) {
         const std::string name = "MatMul/" + std::string(tensor::DTypeName(t)) + "/" +
                                  std::to_string(s.rows) + "x" + std::to_string(s.cols) +
                                  "/m" + std::to_string(m);
