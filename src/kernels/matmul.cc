@@ -115,6 +115,18 @@ Plan Prepare(const KernelSet& ks, const WeightMatrix& w, const float* x, int64_t
   return p;
 }
 
+// Most tokens for which ComputePanels prefetches the next panel's rows: where it was measured
+// to pay (the LM head over a training example's ~15 loss rows, fg_kernels_benchmark
+// MatMul/Q8_0/262144x640/m16: 1.2x; a per-app tune's ~32-row projections). Past them a panel's
+// run is long enough for the hardware's own prefetch; the runtime's calls read prepacked panels
+// (PackPanels), which this does not touch.
+constexpr int64_t kPrefetchMaxTokens = 64;
+
+// A hint to bring [p, p + bytes) into the caches; no effect on any result.
+void Prefetch(const uint8_t* p, size_t bytes) {
+  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+}
+
 // Panels [p0, p1) of kPanelRows weight rows for all m activation rows: each panel is packed
 // once into a per-thread buffer, then meets every token (panel.h).
 void ComputePanels(const Plan& p, const WeightMatrix& w, int64_t m, float* y, int64_t ldy,
@@ -137,6 +149,15 @@ void ComputePanels(const Plan& p, const WeightMatrix& w, int64_t m, float* y, in
     const int64_t r = i * internal::kPanelRows;
     const int rows = static_cast<int>(std::min<int64_t>(internal::kPanelRows, w.rows - r));
     p.panel->pack(w.cols, w.row(r), w.row_bytes, rows, buf);
+    if (m <= kPrefetchMaxTokens && i + 1 < p1) {
+      // The next panel's weight rows, contiguous, fetched while this panel meets the tokens:
+      // with few tokens, a weight that is not in the caches (the LM head over a training
+      // example's loss rows, a training step's projections) otherwise stalls every pack on
+      // memory, and memory idles while the panel runs.
+      const int64_t next =
+          std::min<int64_t>(internal::kPanelRows, w.rows - r - internal::kPanelRows);
+      Prefetch(w.row(r + internal::kPanelRows), static_cast<size_t>(next) * w.row_bytes);
+    }
     p.panel->run(w.cols, buf, p.act, p.act_stride, p.side, m, y + r, ldy, rows);
   }
 }
