@@ -985,8 +985,8 @@ Status Executor::RunDotTN(const Node& n) {
     return OkStatus();
   }
   // The thread's rows of a^T, then low_rank from zero (scale 1): every element takes its K
-  // products in k order, fused, as K axpy calls would give it, bit for bit, without a call per
-  // (k, row) when N is a LoRA's rank (a LoRA's dA: M the projection's width, N = 16).
+  // products in k order, fused, as K axpy calls would give it, bit for bit, with one weight
+  // load per 8 rows (a LoRA's dA and dB: M = its rank, 16; N the projection's width).
   MaybeParallel(
       pool_, M, K * N,
       [&](int64_t lo, int64_t hi) {
