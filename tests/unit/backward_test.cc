@@ -537,6 +537,33 @@ TEST(BackwardGradTest, DotTNBothOperands) {
   CheckCase(c);
 }
 
+// A LoRA's products at sizes the 2-thread pool splits: dot_tn's 16 rows (its rank) and
+// low_rank's 24 rows run in ranges of at least 8 rows, dot_tn through low_rank over its rows
+// of a^T. The fast gradients are held to the finite differences like the small cases.
+TEST(BackwardGradTest, LoraSizedProductsSplitOverTheThreads) {
+  GradCase tn;
+  tn.name = "dot_tn, 16 rows split";
+  tn.build = [](Builder& b) -> StatusOr<Built> {
+    ValueId x = F32In(b, "a", {16, 16});
+    ValueId y = F32In(b, "b", {16, 256});
+    ValueId d = b.DotTN("d", x, y);
+    ValueId z = b.GeluMul("z", d, d);
+    return Built{z, {x, y}};
+  };
+  CheckCase(tn);
+  GradCase lr;
+  lr.name = "low_rank, 24 rows split";
+  lr.weights.Add("Wlr", {16, 128}, Random(16 * 128, 7));
+  lr.build = [](Builder& b) -> StatusOr<Built> {
+    ValueId x = F32In(b, "x", {24, 16});
+    ValueId w = b.Weight("Wlr", {16, 128}, DType::kF32);
+    ValueId o = b.LowRank("o", x, w, 0.5f);
+    ValueId z = b.GeluMul("z", o, o);
+    return Built{z, {x, w}};
+  };
+  CheckCase(lr);
+}
+
 TEST(BackwardGradTest, CrossEntropyWithRowWithoutTarget) {
   GradCase c;
   c.name = "cross_entropy";
