@@ -68,12 +68,6 @@ int SaidMember(std::span<const std::string> said, const text::Schema& schema) {
   return found;
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // Sets the candidates whose token `drop` rules out to -inf, unless that would leave none.
 template <class Drop>
 void RuleOut(std::span<const int32_t> allowed, std::span<float> cand, Drop drop) {
@@ -207,6 +201,7 @@ class CopyPrior : public LogitProcessor {
   CopyPrior(std::string request, double bias, const text::Tokenizer* tk,
             const text::ToolCatalog* catalog)
       : request_(std::move(request)),
+        request_lower_(LowerCase(request_)),
         numbers_(SaidNumbers(request_)),
         bias_(static_cast<float>(bias)),
         tk_(tk),
@@ -328,7 +323,7 @@ class CopyPrior : public LogitProcessor {
              std::string_view(".,!?;:\"')").find(rest.back()) != std::string_view::npos) {
         rest.remove_suffix(1);
       }
-      const std::string lower = Lower(rest);
+      const std::string lower = LowerCase(rest);
       if (lower.empty() || lower == "s" || lower == "es" || lower == "'s" ||
           lower == "\xe2\x80\x99s") {
         return false;
@@ -504,7 +499,7 @@ class CopyPrior : public LogitProcessor {
       rest.remove_prefix(kEscape.size());
       const size_t end = rest.find(kEscape);
       if (end == std::string_view::npos) return;  // in an item
-      items.push_back(Lower(rest.substr(0, end)));
+      items.push_back(LowerCase(rest.substr(0, end)));
       rest.remove_prefix(end + kEscape.size());
       if (rest.empty()) break;  // an item just closed
       if (!rest.starts_with(',')) return;
@@ -530,7 +525,7 @@ class CopyPrior : public LogitProcessor {
       }
       return 0;
     };
-    const std::string request = Lower(request_);
+    const std::string& request = request_lower_;
     size_t at = 0;  // the end of the list so far in the request
     for (size_t i = 0; i < items.size(); ++i) {
       if (items[i].empty()) return;
@@ -614,6 +609,7 @@ class CopyPrior : public LogitProcessor {
   static constexpr size_t kGuardedMost = 256;  // and at most per step
   std::vector<std::string> request_words_;     // the request's words (WordByte runs), as written
   const std::string request_;
+  const std::string request_lower_;        // LowerCase(request_)
   const std::vector<SaidNumber> numbers_;  // SaidNumbers(request_)
   const float bias_;
   const text::Tokenizer* tk_;
@@ -817,6 +813,12 @@ bool WordNamesKey(std::string_view word, std::string_view key) {
 }
 
 std::vector<std::string> LowerCaseWords(std::string_view s) { return LowerWords(s); }
+
+std::string LowerCase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 std::vector<SaidNumber> RequestAmounts(std::string_view request) {
   std::vector<SaidNumber> out;

@@ -136,6 +136,8 @@ std::vector<SaidNumber> RequestConversions(std::string_view request);
 // The words of `s`: its runs of ASCII letters and digits, lower case ("Turn-off 2x" -> "turn",
 // "off", "2x").
 std::vector<std::string> LowerCaseWords(std::string_view s);
+// `s` with its ASCII letters in lower case.
+std::string LowerCase(std::string_view s);
 // The word RequestAmounts gives as a money number's `next_word`.
 inline constexpr std::string_view kMoneyWord = "$";
 // The sums of money `request` says, as {number, kMoneyWord}: a number before a currency word

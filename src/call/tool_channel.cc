@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "src/call/logit_processors.h"
 #include "src/kernels/grad.h"
 #include "src/kernels/kernel_set.h"
 #include "src/kernels/matmul.h"
@@ -58,12 +59,6 @@ std::string ChannelCallText(const text::Tool& tool, const nlohmann::json& argume
 }
 
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // `copy` (argument `key`'s string) cut back when it is a copy of the request that ends with " N"
 // where the request goes on with a word that makes N the value of another argument that the
@@ -124,8 +119,8 @@ std::optional<std::string> WithoutOtherValue(std::string_view request, const std
     // its determiner.
     static constexpr std::string_view kDeterminers[] = {"the",  "a",   "an",   "my",
                                                         "your", "our", "this", "that"};
-    if (kept.empty() || std::find(std::begin(kDeterminers), std::end(kDeterminers), Lower(kept)) !=
-                            std::end(kDeterminers)) {
+    if (kept.empty() || std::find(std::begin(kDeterminers), std::end(kDeterminers),
+                                  LowerCase(kept)) != std::end(kDeterminers)) {
       continue;
     }
     return std::string(kept);
@@ -138,10 +133,10 @@ std::optional<std::string> WithoutOtherValue(std::string_view request, const std
 std::string WithoutOtherStrings(const std::string& request, const std::string& key,
                                 const nlohmann::json& arguments) {
   std::string out = request;
-  const std::string lower = Lower(request);
+  const std::string lower = LowerCase(request);
   for (const auto& [k, v] : arguments.items()) {
     if (k == key || !v.is_string() || v.get_ref<const std::string&>().empty()) continue;
-    const std::string s = Lower(v.get_ref<const std::string&>());
+    const std::string s = LowerCase(v.get_ref<const std::string&>());
     for (size_t at = lower.find(s); at != std::string::npos; at = lower.find(s, at + s.size())) {
       std::fill(out.begin() + static_cast<std::ptrdiff_t>(at),
                 out.begin() + static_cast<std::ptrdiff_t>(at + s.size()), ' ');

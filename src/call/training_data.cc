@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "src/base/splitmix.h"
+#include "src/call/logit_processors.h"
 #include "src/call/prompt.h"
 #include "src/call/tool_channel.h"
 #include "src/text/call_parser.h"
@@ -42,12 +43,6 @@ bool ValueText(const nlohmann::json& v, std::string* text) {
     return false;
   }
   return !text->empty();
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 bool WordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
@@ -86,13 +81,13 @@ std::vector<TrainingExample> AugmentSwappingValues(const std::vector<TrainingExa
   for (size_t i = 0; i < examples.size(); ++i) {
     const TrainingExample& e = examples[i];
     seen.insert({e.catalog_key, e.request});
-    const std::string hay = Lower(e.request);
+    const std::string hay = LowerCase(e.request);
     std::vector<Slot> found;
     for (size_t c = 0; c < e.calls.size(); ++c) {
       for (const auto& [arg, v] : e.calls[c].second.items()) {
         std::string text;
         if (!ValueText(v, &text)) continue;
-        const size_t at = OnlyOccurrence(hay, Lower(text));
+        const size_t at = OnlyOccurrence(hay, LowerCase(text));
         if (at == std::string::npos) continue;
         found.push_back({c, arg, at, text.size()});
         auto& pool = pools[{e.catalog_key, e.calls[c].first, arg}];
