@@ -184,6 +184,10 @@ struct CallStats {
   double argument_check_ms = 0;   // the argument check (argument_check)
   int64_t dropped_arguments = 0;  // optional arguments the argument check dropped
   int64_t replaced_values = 0;    // values the argument check changed: enum members, copies cut
+  // Tools the argument check ruled out, each followed by another decode: their call had a
+  // number the request, which says none, cannot have given (a digit in a free string, a
+  // required number argument; call::InventsNumbers).
+  int64_t excluded_tools = 0;
 };
 
 // Why decoding stopped.

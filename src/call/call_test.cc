@@ -1627,6 +1627,85 @@ TEST(ArgumentCheck, CutsAnotherArgumentsStringOffTheEndOfACopy) {
 // The argument check keeps a call's required arguments and drops or replaces exactly what
 // call::CheckArguments decides from the channel's ScoreCalls (its rule pinned by the test
 // above); a streamed call and --no-arg-check keep the arguments as decoded.
+// A call invents a number when the request says none and the call has one where only the
+// request could have put it: a free string with a digit, a required number.
+TEST(ArgumentCheck, ACallInventsANumberTheRequestDoesNotSay) {
+  auto cat = text::ParseToolCatalog(R"([
+    {"name":"schedule_feeding","parameters":{"type":"object","properties":{
+      "pet":{"type":"string"},"time":{"type":"string"},"portions":{"type":"integer"},
+      "input":{"type":"string","enum":["hdmi1","hdmi2"]},
+      "rooms":{"type":"array","items":{"type":"string"}},
+      "at":{"type":"object","properties":{"clock":{"type":"string"}}}},
+      "required":["pet"]}},
+    {"name":"log_weight","parameters":{"type":"object","properties":{
+      "pet":{"type":"string"},"kg":{"type":"number"}},"required":["pet","kg"]}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& feed = cat->tools[0];
+  const text::Tool& weigh = cat->tools[1];
+  auto invents = [&](const text::Tool& tool, const nlohmann::json& args, const char* request) {
+    return call::InventsNumbers(tool, args, call::SaidFactsOf(request, tool));
+  };
+  const char* none = "Charlie is begging again";
+  EXPECT_TRUE(invents(feed, {{"pet", "Charlie"}, {"time", "9 am"}}, none));
+  EXPECT_TRUE(invents(feed, {{"pet", "Charlie"}, {"rooms", {"hall", "room 2"}}}, none));
+  EXPECT_TRUE(invents(feed, {{"pet", "Charlie"}, {"at", {{"clock", "10:10"}}}}, none));
+  EXPECT_TRUE(invents(weigh, {{"pet", "Coco"}, {"kg", 100}}, "Coco has been throwing up"));
+  // Not: no number anywhere, an enum member with a digit, an optional number (the argument
+  // check's to drop), the same calls where the request says a number in digits, in words or as
+  // a measure.
+  EXPECT_FALSE(invents(feed, {{"pet", "Charlie"}, {"rooms", {"hall"}}}, none));
+  EXPECT_FALSE(invents(feed, {{"pet", "Charlie"}, {"input", "hdmi1"}}, none));
+  EXPECT_FALSE(invents(feed, {{"pet", "Charlie"}, {"portions", 2}}, none));
+  EXPECT_FALSE(invents(feed, {{"pet", "Rocky"}, {"time", "111 pm"}}, "Feed Rocky at 11 pm"));
+  EXPECT_FALSE(invents(feed, {{"pet", "Rocky"}, {"time", "9 am"}}, "Feed Rocky at nine am"));
+  EXPECT_FALSE(invents(weigh, {{"pet", "Coco"}, {"kg", 1}}, "Coco weighs a kilogram"));
+  EXPECT_FALSE(invents(weigh, {{"pet", "Coco"}, {"kg", 4}}, "Coco is 4kg"));
+  EXPECT_FALSE(invents(weigh, nlohmann::json::array(), none));
+}
+
+// A call that invents a number is decoded again without its tool; a request that says a number
+// is decoded once.
+TEST(FunctionCaller, ACallThatInventsANumberIsDecodedAgainWithoutItsTool) {
+  constexpr char kLevelCatalog[] = R"([
+    {"name": "set_level", "description": "Sets the level.",
+     "parameters": {"type": "object", "properties": {"level": {"type": "integer"}},
+                    "required": ["level"]}},
+    {"name": "stop_music", "description": "Stops the music."}])";
+  FunctionCallerOptions o = Options("call");
+  o.tool_channel = 1e-3;  // the prior on, too weak to choose
+  FunctionCallerOptions off = o;
+  off.argument_check = false;
+  auto checked = NewCaller(o, kLevelCatalog);
+  auto plain = NewCaller(off, kLevelCatalog);
+  ASSERT_NE(checked, nullptr);
+  ASSERT_NE(plain, nullptr);
+  int excluded = 0;
+  for (const char* req :
+       {"kitchen light on", "turn it up", "lights off", "stop the music", "louder please",
+        "the level", "quiet", "music off in the den", "more", "set the level high"}) {
+    auto raw = plain->Call(req);
+    auto r = checked->Call(req);
+    FG_ASSERT_OK(raw.status());
+    FG_ASSERT_OK(r.status());
+    FG_ASSERT_OK(r->validity) << r->text;
+    ASSERT_EQ(raw->calls.size(), 1u) << raw->text;
+    ASSERT_EQ(r->calls.size(), 1u) << r->text;
+    EXPECT_EQ(raw->stats.excluded_tools, 0);
+    EXPECT_EQ(r->calls[0].name, "stop_music") << req;
+    EXPECT_EQ(r->stats.excluded_tools, raw->calls[0].name == "set_level" ? 1 : 0) << req;
+    excluded += static_cast<int>(r->stats.excluded_tools);
+  }
+  EXPECT_GT(excluded, 0);  // the requests did exercise a second decode
+  for (const char* req : {"level 7", "set the level to five"}) {
+    auto raw = plain->Call(req);
+    auto r = checked->Call(req);
+    FG_ASSERT_OK(raw.status());
+    FG_ASSERT_OK(r.status());
+    EXPECT_EQ(r->stats.excluded_tools, 0) << req;
+    EXPECT_EQ(r->text, raw->text) << req;
+  }
+}
+
 TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierWithout) {
   auto cat = text::ParseToolCatalog(kOptionalCatalog);
   FG_ASSERT_OK(cat.status());
@@ -1710,72 +1789,85 @@ TEST(ToolChannel, PriorShiftsEachNameTokenByTheToolsItCanStillBecome) {
   auto g = text::CallGrammar::Create(cat, *tk, text::GrammarOptions{});
   FG_ASSERT_OK(g.status());
   const std::vector<std::string> names = {"set_light", "set_timer", "get_weather"};
-  const std::vector<double> prior = {-1.5, 0.25, -4.0};
-  auto lse = [&](const std::string& text) {  // over the tools whose name fits "call:" + text
-    double z = 0;
-    const size_t brace = text.find('{');
-    for (size_t i = 0; i < names.size(); ++i) {
-      const bool fits = brace == std::string::npos ? names[i].rfind(text, 0) == 0
-                                                   : names[i] == text.substr(0, brace);
-      if (fits) z += std::exp(prior[i]);
-    }
-    return std::log(z);
-  };
-  const int32_t start_call = *tk->Find("<start_function_call>");
-  // Walk the grammar to each tool's name, checking every sampled step of the way.
-  for (const std::string& target : names) {
-    auto proc = call::MakeToolPrior(&names, &prior, tk.get(), start_call);
-    text::CallGrammar::State s = (*g)->Start();
-    std::string written;  // since <start_function_call>
-    bool in_call = false;
-    int checked = 0;
-    for (int step = 0; step < 64; ++step) {
+  // The second prior rules get_weather out: a token that leads only to it is ruled out too.
+  for (const std::vector<double>& prior :
+       {std::vector<double>{-1.5, 0.25, -4.0},
+        std::vector<double>{-1.5, 0.25, -std::numeric_limits<double>::infinity()}}) {
+    auto lse = [&](const std::string& text) {  // over the tools whose name fits "call:" + text
+      double z = 0;
+      const size_t brace = text.find('{');
+      for (size_t i = 0; i < names.size(); ++i) {
+        const bool fits = brace == std::string::npos ? names[i].rfind(text, 0) == 0
+                                                     : names[i] == text.substr(0, brace);
+        if (fits) z += std::exp(prior[i]);
+      }
+      return std::log(z);
+    };
+    const int32_t start_call = *tk->Find("<start_function_call>");
+    int ruled_out = 0;
+    // Walk the grammar to each tool's name, checking every sampled step of the way.
+    for (size_t target_i = 0; target_i < names.size(); ++target_i) {
+      const std::string& target = names[target_i];
+      if (!std::isfinite(prior[target_i])) continue;
+      auto proc = call::MakeToolPrior(&names, &prior, tk.get(), start_call);
+      text::CallGrammar::State s = (*g)->Start();
+      std::string written;  // since <start_function_call>
+      bool in_call = false;
+      int checked = 0;
+      for (int step = 0; step < 64; ++step) {
+        std::span<const int32_t> allowed = (*g)->Allowed(s);
+        ASSERT_FALSE(allowed.empty());
+        const std::string before = written.size() >= 5 ? written.substr(5) : "";
+        const bool in_name = in_call && written.find('{') == std::string::npos;
+        std::vector<float> cand(allowed.size(), 0.0f);
+        int32_t pick = allowed[0];
+        if (allowed.size() > 1) {
+          proc->Restrict({**g, s, allowed}, cand);
+          for (size_t j = 0; j < allowed.size(); ++j) {
+            const std::string t = written + tk->TokenToPiece(allowed[j], true);
+            double want = 0;
+            if (in_name && t.size() > 5) want = lse(t.substr(5)) - lse(before);
+            if (std::isinf(want)) {
+              EXPECT_EQ(cand[j], -std::numeric_limits<float>::infinity()) << t;
+              ++ruled_out;
+            } else {
+              EXPECT_NEAR(cand[j], want, 1e-5) << target << " step " << step << " '" << t << "'";
+            }
+            ++checked;
+          }
+        }
+        // Follow the target's name: the allowed token that keeps "call:" + target + "{" reachable.
+        const std::string goal = "call:" + target + "{";
+        for (int32_t a : allowed) {
+          const std::string t = written + tk->TokenToPiece(a, true);
+          if (!in_call && a == start_call) {
+            pick = a;
+            break;
+          }
+          if (in_call && (goal.rfind(t, 0) == 0 || t.rfind(goal, 0) == 0)) {
+            pick = a;
+            break;
+          }
+        }
+        if (pick == start_call) {
+          in_call = true;
+          written.clear();
+        } else if (in_call) {
+          written += tk->TokenToPiece(pick, true);
+        }
+        proc->Written(pick);
+        FG_ASSERT_OK((*g)->Advance(&s, pick));
+        if (written.find('{') != std::string::npos) break;
+      }
+      EXPECT_EQ(written.substr(0, 5 + target.size() + 1), "call:" + target + "{");
+      EXPECT_GT(checked, 0) << target;
+      // After the name: no shift, whatever follows.
       std::span<const int32_t> allowed = (*g)->Allowed(s);
-      ASSERT_FALSE(allowed.empty());
-      const std::string before = written.size() >= 5 ? written.substr(5) : "";
-      const bool in_name = in_call && written.find('{') == std::string::npos;
       std::vector<float> cand(allowed.size(), 0.0f);
-      int32_t pick = allowed[0];
-      if (allowed.size() > 1) {
-        proc->Restrict({**g, s, allowed}, cand);
-        for (size_t j = 0; j < allowed.size(); ++j) {
-          const std::string t = written + tk->TokenToPiece(allowed[j], true);
-          double want = 0;
-          if (in_name && t.size() > 5) want = lse(t.substr(5)) - lse(before);
-          EXPECT_NEAR(cand[j], want, 1e-5) << target << " step " << step << " '" << t << "'";
-          ++checked;
-        }
-      }
-      // Follow the target's name: the allowed token that keeps "call:" + target + "{" reachable.
-      const std::string goal = "call:" + target + "{";
-      for (int32_t a : allowed) {
-        const std::string t = written + tk->TokenToPiece(a, true);
-        if (!in_call && a == start_call) {
-          pick = a;
-          break;
-        }
-        if (in_call && (goal.rfind(t, 0) == 0 || t.rfind(goal, 0) == 0)) {
-          pick = a;
-          break;
-        }
-      }
-      if (pick == start_call) {
-        in_call = true;
-        written.clear();
-      } else if (in_call) {
-        written += tk->TokenToPiece(pick, true);
-      }
-      proc->Written(pick);
-      FG_ASSERT_OK((*g)->Advance(&s, pick));
-      if (written.find('{') != std::string::npos) break;
+      proc->Restrict({**g, s, allowed}, cand);
+      for (float c : cand) EXPECT_EQ(c, 0.0f);
     }
-    EXPECT_EQ(written.substr(0, 5 + target.size() + 1), "call:" + target + "{");
-    EXPECT_GT(checked, 0) << target;
-    // After the name: no shift, whatever follows.
-    std::span<const int32_t> allowed = (*g)->Allowed(s);
-    std::vector<float> cand(allowed.size(), 0.0f);
-    proc->Restrict({**g, s, allowed}, cand);
-    for (float c : cand) EXPECT_EQ(c, 0.0f);
+    EXPECT_EQ(ruled_out > 0, !std::isfinite(prior[2]));
   }
 }
 

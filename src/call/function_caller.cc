@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 
 #if defined(__GLIBC__)
@@ -235,6 +236,14 @@ struct FunctionCaller::Impl {
   // ("": none).
   StatusOr<CallResult> Run(std::vector<int32_t> rest, const CallControl& control,
                            std::string_view request);
+  // Run's decode into `r` (its stats so far kept), with the tool prior `prior` (weighted, catalog
+  // order; empty: none); the argument check after it when `check`.
+  Status Decode(std::span<const int32_t> rest, const CallControl& control, std::string_view request,
+                const std::vector<double>& prior, int64_t max_tokens, bool check,
+                std::chrono::steady_clock::time_point t0, CallResult* r);
+  // The index (catalog order) of the tool of r's one call when that call invents a number
+  // (call::InventsNumbers), else -1.
+  int InventedCallTool(const CallResult& r, std::string_view request) const;
 };
 
 FunctionCaller::FunctionCaller(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -748,15 +757,16 @@ void FunctionCaller::Impl::Finish(CallResult* r, int64_t max_tokens, int64_t max
 
 // Each step: the grammar's allowed set, the head's logits for it (call::DecodeHead: forced,
 // sparse, full or drafted), the logit processors around the sampler, then the token is written.
+// A checked call that invents a number (call::InventsNumbers) is decoded again with its tool
+// ruled out by the tool prior, while another tool is left, and the last such decode's call is
+// kept only when it invents none (CallStats::excluded_tools).
 StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
                                                const CallControl& control,
                                                std::string_view request) {
   const auto t0 = std::chrono::steady_clock::now();
-  FG_ASSIGN_OR_RETURN(const runtime::SamplingParams sampling, SamplingFor(this->sampling, control));
   const int64_t max_tokens = control.max_tokens.value_or(opt.max_tokens);
   if (max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
-  auto cancelled = [&] { return control.cancelled && control.cancelled(); };
-  if (cancelled()) return FailedPreconditionError("cancelled");
+  if (control.cancelled && control.cancelled()) return FailedPreconditionError("cancelled");
   const int64_t context = session->context();
   const int64_t prompt_len = static_cast<int64_t>(prefix.size() + rest.size());
   if (prompt_len >= context) {
@@ -765,20 +775,47 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
                            std::to_string(context) + " with room for an answer");
   }
   CallResult r;
-  CallStats& st = r.stats;
-  st.prefix_tokens = static_cast<int64_t>(prefix.size());
-  st.prompt_tokens = prompt_len;
+  r.stats.prefix_tokens = static_cast<int64_t>(prefix.size());
+  r.stats.prompt_tokens = prompt_len;
   std::vector<double> prior;
   const bool said = request.find_first_not_of(" \t\r\n") != std::string_view::npos;
   if (channel != nullptr && tool_prior && said) {
     const auto t_channel = std::chrono::steady_clock::now();
     FG_ASSIGN_OR_RETURN(prior, channel->Score(request));
     for (double& p : prior) p *= channel_weight;
-    st.channel_ms = MsSince(t_channel);
+    r.stats.channel_ms = MsSince(t_channel);
   }
+  const bool check = channel != nullptr && argument_check && said && !control.on_piece;
+  FG_RETURN_IF_ERROR(Decode(rest, control, request, prior, max_tokens, check, t0, &r));
+  if (!check || prior.empty()) return r;
+  int64_t excluded = 0;
+  for (int tool = InventedCallTool(r, request);
+       tool >= 0 && excluded + 1 < static_cast<int64_t>(prior.size());) {
+    prior[static_cast<size_t>(tool)] = -std::numeric_limits<double>::infinity();
+    ++excluded;
+    CallResult again;
+    again.stats = r.stats;
+    FG_RETURN_IF_ERROR(Decode(rest, control, request, prior, max_tokens, check, t0, &again));
+    if (!again.validity.ok()) break;
+    tool = InventedCallTool(again, request);
+    if (tool < 0) r = std::move(again);
+  }
+  r.stats.excluded_tools = excluded;
+  if (excluded > 0) r.stats.total_ms = MsSince(t0);
+  return r;
+}
+
+Status FunctionCaller::Impl::Decode(std::span<const int32_t> rest, const CallControl& control,
+                                    std::string_view request, const std::vector<double>& prior,
+                                    int64_t max_tokens, bool check,
+                                    std::chrono::steady_clock::time_point t0, CallResult* out) {
+  FG_ASSIGN_OR_RETURN(const runtime::SamplingParams sampling, SamplingFor(this->sampling, control));
+  auto cancelled = [&] { return control.cancelled && control.cancelled(); };
+  CallResult& r = *out;
+  CallStats& st = r.stats;
   FG_RETURN_IF_ERROR(PreparePrefix(rest, &st));
 
-  const int64_t max_new = std::min<int64_t>(max_tokens, context - prompt_len);
+  const int64_t max_new = std::min<int64_t>(max_tokens, session->context() - st.prompt_tokens);
   runtime::Sampler sampler(sampling);
   text::CallGrammar::State state;
   if (grammar) state = grammar->Start();
@@ -831,13 +868,25 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
     r.stop_reason = StopReason::kGrammarDone;  // the last token allowed was also the last one finishing it
   }
   Finish(&r, max_tokens, max_new, head.decode_start(), t0);
-  if (channel != nullptr && argument_check && said && !control.on_piece && r.validity.ok()) {
+  if (check && r.validity.ok()) {
     const auto t_check = std::chrono::steady_clock::now();
     FG_RETURN_IF_ERROR(CheckArguments(&r, request));
-    st.argument_check_ms = MsSince(t_check);
+    st.argument_check_ms += MsSince(t_check);
     st.total_ms = MsSince(t0);
   }
-  return r;
+  return OkStatus();
+}
+
+int FunctionCaller::Impl::InventedCallTool(const CallResult& r, std::string_view request) const {
+  if (!r.validity.ok() || r.calls.size() != 1) return -1;
+  const text::Tool* tool = catalog.Find(r.calls[0].name);
+  if (tool == nullptr ||
+      !call::InventsNumbers(*tool, r.calls[0].arguments, call::SaidFactsOf(request, *tool))) {
+    return -1;
+  }
+  const std::vector<std::string>& names = channel->names();
+  const auto it = std::find(names.begin(), names.end(), tool->name);
+  return it == names.end() ? -1 : static_cast<int>(it - names.begin());
 }
 
 // Each call's arguments checked by the channel (call::CheckArguments: optional arguments the

@@ -147,6 +147,51 @@ std::string WithoutOtherStrings(const std::string& request, const std::string& k
 
 }  // namespace
 
+namespace {
+
+// A free string of `schema` (not an enum's member) in `value`, at any depth, with a digit.
+bool FreeStringHasDigit(const text::Schema& schema, const nlohmann::json& value) {
+  if (value.is_string()) {
+    if (!schema.enum_values.empty()) return false;
+    const std::string& s = value.get_ref<const std::string&>();
+    return std::any_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  }
+  if (value.is_array() && schema.items != nullptr) {
+    return std::any_of(value.begin(), value.end(), [&](const nlohmann::json& item) {
+      return FreeStringHasDigit(*schema.items, item);
+    });
+  }
+  if (value.is_object()) {
+    for (const auto& [key, member] : value.items()) {
+      const auto prop = schema.properties.find(key);
+      if (prop != schema.properties.end() && FreeStringHasDigit(prop->second, member)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool InventsNumbers(const text::Tool& tool, const nlohmann::json& arguments,
+                    const SaidFacts& said) {
+  if (!arguments.is_object() || !said.numbers.empty()) return false;
+  if (std::any_of(said.request.begin(), said.request.end(),
+                  [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  const text::Schema& params = tool.parameters;
+  for (const auto& [key, value] : arguments.items()) {
+    const auto prop = params.properties.find(key);
+    if (prop == params.properties.end()) continue;
+    if (FreeStringHasDigit(prop->second, value)) return true;
+    if (value.is_number() &&
+        std::find(params.required.begin(), params.required.end(), key) != params.required.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
                                           const CallScorer& score, const SaidFacts* said) {
   CheckedArguments out{arguments};
@@ -525,8 +570,13 @@ class ToolPrior : public LogitProcessor {
       if (!std::isfinite(cand[j])) continue;
       const std::string t = text_ + tk_->TokenToPiece(step.allowed[j], /*special=*/true);
       if (t.size() <= kCall.size()) continue;  // not into the name yet
-      const double after = LogSumExp(*prior_, Fitting(t));
-      if (std::isfinite(after)) cand[j] += static_cast<float>(after - before);
+      const std::vector<size_t> fitting = Fitting(t);
+      const double after = LogSumExp(*prior_, fitting);
+      if (std::isfinite(after)) {
+        cand[j] += static_cast<float>(after - before);
+      } else if (!fitting.empty() && after < 0) {
+        cand[j] = -std::numeric_limits<float>::infinity();  // every tool it leads to ruled out
+      }
     }
   }
   void Written(int32_t tok) override {

@@ -45,7 +45,7 @@ void PrintStats(const CallResult& r, double cpu_ms) {
                "decode %.1f ms (%lld tokens: %lld forced, %lld sparse, %lld full, %lld from "
                "drafts (%lld of %lld drafted tokens taken); LM-head rows skipped %.1f%%; %lld "
                "strings guarded) | tool channel %.1f ms | argument check %.1f ms (%lld dropped, "
-               "%lld replaced) | "
+               "%lld replaced, %lld tools ruled out) | "
                "total %.1f ms (cpu %.1f ms) | stop: %s | "
                "peak RSS %.1f MiB\n",
                s.prefix_ms, s.prefix_source.c_str(), ll(s.prefix_tokens), ll(s.reused_tokens),
@@ -53,8 +53,8 @@ void PrintStats(const CallResult& r, double cpu_ms) {
                ll(s.generated_tokens), ll(s.forced_steps), ll(s.sparse_steps), ll(s.full_steps),
                ll(s.drafted_steps), ll(s.accepted_tokens), ll(s.drafted_tokens), skipped,
                ll(s.guarded_strings), s.channel_ms, s.argument_check_ms, ll(s.dropped_arguments),
-               ll(s.replaced_values), s.total_ms, cpu_ms, r.stop_text().c_str(),
-               PeakRssKiB() / 1024.0);
+               ll(s.replaced_values), ll(s.excluded_tools), s.total_ms, cpu_ms,
+               r.stop_text().c_str(), PeakRssKiB() / 1024.0);
 }
 
 }  // namespace
