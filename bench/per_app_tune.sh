@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Per-app tuning, as an app developer would: one catalog of data/calls/ (a held-out one: never in
 # train.jsonl), 30 of its labelled requests to train on, 50 others to score, `fgemma tune` from
-# the shipped tune adapter (models/fgemma-tune-lora.gguf; --fresh: --init-lora none), then
+# the shipped tune adapter (models/fgemma-tune-lora.gguf; --fresh: --init-lora none; with 30
+# requests, the average of 3 runs by default: --average 1 for one run), then
 # `fgemma eval` on the 50 (every default: the app's adapter is not marked for the tool prior,
 # so its prior is the shipped call adapter's, --prior-lora). The 30 and the 50 are spread over
 # the catalog's tools (every 3rd line is a training line; the test lines are the first 50 of

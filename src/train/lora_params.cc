@@ -111,24 +111,55 @@ exec::WeightResolver LoraParams::Resolver(exec::WeightResolver next) const {
   };
 }
 
-StatusOr<gguf::Writer> LoraParams::ToWriter(const std::vector<std::vector<float>>* values) const {
+StatusOr<gguf::Writer> LoraParams::ToWriter(
+    const std::vector<std::vector<float>>* values,
+    std::span<const std::vector<std::vector<float>>> averaged) const {
+  // The members: the others', then this adapter's values.
+  std::vector<const std::vector<std::vector<float>>*> members;
+  std::vector<std::vector<float>> own;
+  if (values == nullptr) {
+    for (const Tensor& t : tensors_) own.push_back(t.values);
+    values = &own;
+  }
+  for (const auto& m : averaged) members.push_back(&m);
+  members.push_back(values);
+  for (const auto* m : members) {
+    if (m->size() != tensors_.size()) {
+      return InvalidArgumentError("an averaged adapter has " + std::to_string(m->size()) +
+                                  " tensors, not " + std::to_string(tensors_.size()));
+    }
+    for (size_t k = 0; k < tensors_.size(); ++k) {
+      if ((*m)[k].size() != tensors_[k].values.size()) {
+        return InvalidArgumentError("an averaged adapter's " + tensors_[k].name +
+                                    " has another shape");
+      }
+    }
+  }
+  const int64_t count = static_cast<int64_t>(members.size());
+  if (count > 1 && adapter_->alpha() == 0.0f) {
+    return InvalidArgumentError(
+        "an adapter without alpha (scale 1 at any rank) cannot be averaged");
+  }
   std::vector<model::LoraTensorValues> out;
   size_t i = 0;
-  auto of = [&](size_t k) -> const std::vector<float>& {
-    return values != nullptr ? (*values)[k] : tensors_[k].values;
-  };
   for (const model::LoraPair& pair : adapter_->pairs()) {
     const Tensor& a = tensors_[i];
-    const std::vector<float>& a_values = of(i++);
-    const Tensor& bt = tensors_[i];
-    const std::vector<float>& bt_values = of(i++);
-    out.push_back({std::string(pair.a->name), a.shape, a_values, tensor::DType::kF32});
-    const int64_t r = bt.shape[0], n = bt.shape[1];
-    std::vector<float> b(static_cast<size_t>(r * n));
-    for (int64_t k = 0; k < r; ++k) {
-      for (int64_t j = 0; j < n; ++j) b[j * r + k] = bt_values[k * n + j];
+    const Tensor& bt = tensors_[i + 1];
+    const int64_t r = bt.shape[0], n = bt.shape[1], rs = r * count;
+    std::vector<float> a_values;  // [N r, K]: the members' A, one under the other
+    std::vector<float> b(static_cast<size_t>(rs * n));  // [n, N r]: their B side by side
+    for (int64_t m = 0; m < count; ++m) {
+      const std::vector<float>& am = (*members[static_cast<size_t>(m)])[i];
+      const std::vector<float>& btm = (*members[static_cast<size_t>(m)])[i + 1];
+      a_values.insert(a_values.end(), am.begin(), am.end());
+      for (int64_t k = 0; k < r; ++k) {
+        for (int64_t j = 0; j < n; ++j) b[j * rs + m * r + k] = btm[k * n + j];
+      }
     }
-    out.push_back({std::string(pair.b->name), {n, r}, std::move(b), tensor::DType::kF32});
+    out.push_back(
+        {std::string(pair.a->name), {rs, a.shape[1]}, std::move(a_values), tensor::DType::kF32});
+    out.push_back({std::string(pair.b->name), {n, rs}, std::move(b), tensor::DType::kF32});
+    i += 2;
   }
   return model::LoraWriter(arch_, adapter_->alpha(), out);
 }

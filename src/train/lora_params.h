@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,8 +60,13 @@ class LoraParams {
   exec::WeightResolver Resolver(exec::WeightResolver next) const;
   // The adapter in llama.cpp's format, f32 (B = the stored B^T transposed back); the caller
   // may add metadata before writing. `values` (one per tensor, in tensors() order) replaces the
-  // current values, e.g. a kept best epoch's.
-  StatusOr<gguf::Writer> ToWriter(const std::vector<std::vector<float>>* values = nullptr) const;
+  // current values, e.g. a kept best epoch's. With `averaged` (other adapters' values of the
+  // same shapes, each in tensors() order): the average of those and this one, exactly: the N
+  // adapters' A stacked and their B side by side in that order, rank N x r at the same alpha,
+  // so that its product (alpha / (N r)) sum_i B_i A_i is the mean of theirs.
+  StatusOr<gguf::Writer> ToWriter(
+      const std::vector<std::vector<float>>* values = nullptr,
+      std::span<const std::vector<std::vector<float>>> averaged = {}) const;
 
  private:
   LoraParams() = default;

@@ -819,12 +819,22 @@ Status Trainer::Train(const std::function<void(const Progress&)>& progress,
   return OkStatus();
 }
 
-StatusOr<gguf::Writer> Trainer::AdapterWriter() const {
+std::vector<std::vector<float>> Trainer::AdapterValues() const {
+  const Impl& s = *impl_;
+  if (!s.best.empty() && s.step == static_cast<int64_t>(s.batches.size())) return s.best;
+  std::vector<std::vector<float>> values;
+  for (const auto& t : s.params->tensors()) values.push_back(t.values);
+  return values;
+}
+
+StatusOr<gguf::Writer> Trainer::AdapterWriter(
+    std::span<const std::vector<std::vector<float>>> averaged) const {
   const Impl& s = *impl_;
   // The best epoch's values when validation chose one, else the current ones.
   const bool use_best = !s.best.empty() && s.step == static_cast<int64_t>(s.batches.size());
-  auto w = s.params->ToWriter(use_best ? &s.best : nullptr);
+  auto w = s.params->ToWriter(use_best ? &s.best : nullptr, averaged);
   FG_RETURN_IF_ERROR(w.status());
+  if (!averaged.empty()) w->SetUint64("training.average", averaged.size() + 1);
   w->SetString("fgemma.lora.prefix", PrefixModeName(s.opt.prefix));
   // Trained for the tool prior in this run. An adapter trained on from a marked one without the
   // prior's examples is not marked: its weights moved for the calls alone, and the prior then

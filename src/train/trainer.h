@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -128,8 +129,13 @@ class Trainer {
 
   // All steps done (false after a stop_after stop).
   bool finished() const;
-  // The adapter after training (the best epoch's when validated), with its metadata.
-  StatusOr<gguf::Writer> AdapterWriter() const;
+  // The adapter after training (the best epoch's when validated), with its metadata; with
+  // `averaged` (other trainers' AdapterValues, the same options but the seed), the average of
+  // this one and those (LoraParams::ToWriter; training.average is their count).
+  StatusOr<gguf::Writer> AdapterWriter(
+      std::span<const std::vector<std::vector<float>>> averaged = {}) const;
+  // The values AdapterWriter writes, one per params().tensors() entry.
+  std::vector<std::vector<float>> AdapterValues() const;
   LoraParams& params();
   // Example `index`'s loss at the current parameters (summed over its rows; with a contrast,
   // the -log softmax of its group's channel scores), and into `grad` its gradient with respect

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "src/gguf/reader.h"
 #include "tests/testing/cli_runner.h"
 
 namespace fg {
@@ -80,7 +82,7 @@ class CliTuneTest : public ::testing::Test {
   }
   std::string Tune(const std::string& out, const std::string& extra) const {
     return "tune -m " + *model_ + " --tools " + *tools_ + " --data " + *data_ + " -o " + out +
-           " --lora-rank 4 --batch-tokens 1 --lr 0.01 -t 1 " + extra;
+           " --lora-rank 4 --batch-tokens 1 --lr 0.01 --average 1 -t 1 " + extra;
   }
   // 10 epochs of 4 one-example steps: the last epoch's mean loss is under half the first's.
   static void ExpectLossHalvedOver10Epochs(const Result& r) {
@@ -239,6 +241,83 @@ TEST_F(CliTuneTest, CtrlCSavesACheckpointAndTheAdapter) {
   Result more = Fgemma(Tune(out, "--epochs 1000 -q --checkpoint " + ckpt + " --resume " + ckpt +
                                      " --stop-after 2"));
   EXPECT_EQ(more.rc, 0) << more.out;
+}
+
+// --average N: N members (seeds SEED..SEED+N-1) written as one adapter, their A stacked and
+// their B side by side at the same alpha: exactly the members' own values, so its product is
+// their mean. Interrupted, it is resumed member by member to the same bytes. An app's few
+// requests average 3 by default; --stop-after needs --average 1.
+TEST_F(CliTuneTest, AverageWritesTheMeanOfItsMembers) {
+  const std::string m1 = Tmp("avg_m1.gguf"), m2 = Tmp("avg_m2.gguf"), avg = Tmp("avg.gguf");
+  const std::string base = "tune -m " + *model_ + " --tools " + *tools_ + " --data " + *data_ +
+                           " --lora-rank 4 --batch-tokens 1 --lr 0.01 --epochs 2 -t 1 -q -o ";
+  ASSERT_EQ(Fgemma(base + m1 + " --average 1 --seed 4").rc, 0);
+  ASSERT_EQ(Fgemma(base + m2 + " --average 1 --seed 5").rc, 0);
+  Result r = Fgemma(base + avg + " --average 2 --seed 4");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto f1 = gguf::File::Open(m1), f2 = gguf::File::Open(m2), fa = gguf::File::Open(avg);
+  ASSERT_TRUE(f1.ok() && f2.ok() && fa.ok());
+  ASSERT_EQ((*fa)->tensors().size(), (*f1)->tensors().size());
+  ASSERT_FALSE((*fa)->tensors().empty());
+  EXPECT_EQ(*(*fa)->GetFloat("adapter.lora.alpha"), *(*f1)->GetFloat("adapter.lora.alpha"));
+  for (const gguf::TensorInfo& t : (*fa)->tensors()) {
+    const gguf::TensorInfo* a = (*f1)->FindTensor(t.name);
+    const gguf::TensorInfo* b = (*f2)->FindTensor(t.name);
+    ASSERT_TRUE(a != nullptr && b != nullptr) << t.name;
+    ASSERT_EQ(t.shape.size(), 2u);
+    const float* pa = reinterpret_cast<const float*>(a->data);
+    const float* pb = reinterpret_cast<const float*>(b->data);
+    const float* pt = reinterpret_cast<const float*>(t.data);
+    if (t.name.ends_with(".lora_a")) {  // [2r, K]: member 1's rows, then member 2's
+      ASSERT_EQ(t.shape, std::vector<int64_t>({2 * a->shape[0], a->shape[1]})) << t.name;
+      EXPECT_EQ(std::memcmp(pt, pa, a->size_bytes), 0) << t.name;
+      EXPECT_EQ(std::memcmp(pt + a->n_elements, pb, b->size_bytes), 0) << t.name;
+    } else {  // [N, 2r]: each row member 1's r values, then member 2's
+      const int64_t n = a->shape[0], rank = a->shape[1];
+      ASSERT_EQ(t.shape, std::vector<int64_t>({n, 2 * rank})) << t.name;
+      for (int64_t j = 0; j < n; ++j) {
+        EXPECT_EQ(std::memcmp(pt + j * 2 * rank, pa + j * rank, rank * sizeof(float)), 0);
+        EXPECT_EQ(std::memcmp(pt + j * 2 * rank + rank, pb + j * rank, rank * sizeof(float)), 0);
+      }
+    }
+  }
+  Result meta = Fgemma("inspect " + avg, false);
+  EXPECT_THAT(meta.out, HasSubstr("training.average"));
+  // Interrupted after 3 s (in member 2 on a quiet machine, whose members take ~2 s each; in
+  // member 1 on a busy one): the checkpoints are kept, no adapter is written; resumed, each
+  // member from its own checkpoint (a finished one's read back), the same bytes as one run.
+  const std::string ckpt = Tmp("avg.ckpt"), out = Tmp("avg_int.gguf");
+  const std::string longer = "tune -m " + *model_ + " --tools " + *tools_ + " --data " + *data_ +
+                             " --lora-rank 4 --batch-tokens 1 --lr 0.01 -t 1 -q -o " + out +
+                             " --checkpoint " + ckpt + " --average 2 ";
+  std::remove(out.c_str());
+  Result cut = ::fg::testing::RunCommand("timeout --preserve-status -s INT 3 " +
+                                         std::string(FG_CLI_PATH) + " " + longer + "--epochs 80");
+  EXPECT_EQ(cut.rc, 1) << cut.out;
+  EXPECT_THAT(cut.out, HasSubstr("--resume " + ckpt));
+  EXPECT_TRUE(Read(out).empty());
+  EXPECT_FALSE(Read(ckpt + ".1").empty());
+  Result rest = Fgemma(longer + "--epochs 80 --resume " + ckpt);
+  ASSERT_EQ(rest.rc, 0) << rest.out;
+  const std::string whole = Tmp("avg_whole.gguf");
+  ASSERT_EQ(Fgemma("tune -m " + *model_ + " --tools " + *tools_ + " --data " + *data_ +
+                   " --lora-rank 4 --batch-tokens 1 --lr 0.01 -t 1 -q -o " + whole +
+                   " --average 2 --epochs 80")
+                .rc,
+            0);
+  EXPECT_TRUE(Read(out) == Read(whole));
+  // Defaults: an app's few requests average 3; --stop-after with more than one is refused.
+  Result few = Fgemma("tune -m " + *model_ + " --tools " + *tools_ + " --data " + *data_ +
+                      " --lora-rank 4 --max-steps 1 -t 1 -o " + Tmp("avg_few.gguf"));
+  ASSERT_EQ(few.rc, 0) << few.out;
+  EXPECT_THAT(few.out, HasSubstr("member 3 of 3"));
+  EXPECT_THAT(few.out, HasSubstr("the average of 3 adapters"));
+  Result stop = Fgemma("tune -m " + *model_ + " --tools " + *tools_ + " --data " + *data_ +
+                       " --lora-rank 4 --stop-after 1 -t 1 -o " + Tmp("avg_stop.gguf"));
+  EXPECT_EQ(stop.rc, 2) << stop.out;
+  EXPECT_THAT(stop.out, HasSubstr("--stop-after needs --average 1"));
+  EXPECT_EQ(Fgemma(base + avg + " --average 0").rc, 2);
+  EXPECT_EQ(Fgemma(base + avg + " --average 17").rc, 2);
 }
 
 TEST_F(CliTuneTest, ValidationKeepsTheBestEpoch) {

@@ -42,9 +42,9 @@ TEST(TuneRealTest, LossFallsAndTheCallChanges) {
       "\"arguments\":{\"query\":\"jazz\"}}]}\n",
       f);
   std::fclose(f);
-  auto r = testing::RunFgemma("tune -m " + ModelPath() + " --tools " + tools + " --data " + data +
-                              " -o " + out +
-                              " --epochs 5 --batch-tokens 40 --lr 3e-3 --init-lora none -t 2");
+  auto r = testing::RunFgemma(
+      "tune -m " + ModelPath() + " --tools " + tools + " --data " + data + " -o " + out +
+      " --epochs 5 --batch-tokens 40 --lr 3e-3 --init-lora none --average 1 -t 2");
   ASSERT_EQ(r.rc, 0) << r.out;
   std::vector<double> epoch_loss;  // "epoch N: train loss X" (no std::regex: see cli_tune_test)
   const std::string key = ": train loss ";
