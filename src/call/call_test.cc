@@ -500,6 +500,14 @@ std::unique_ptr<FunctionCaller> NewCaller(const FunctionCallerOptions& o,
   return c.ok() ? std::move(*c) : nullptr;
 }
 
+// A caller with the argument check and one without, the same options otherwise.
+std::pair<std::unique_ptr<FunctionCaller>, std::unique_ptr<FunctionCaller>> CheckedAndPlain(
+    const FunctionCallerOptions& o, const char* catalog) {
+  FunctionCallerOptions off = o;
+  off.argument_check = false;
+  return {NewCaller(o, catalog), NewCaller(off, catalog)};
+}
+
 TEST(FunctionCaller, UnconstrainedIsDeterministicAndReusesThePrefix) {
   auto c = NewCaller(Options("off"));
   ASSERT_NE(c, nullptr);
@@ -1673,10 +1681,7 @@ TEST(FunctionCaller, ACallThatInventsANumberIsDecodedAgainWithoutItsTool) {
     {"name": "stop_music", "description": "Stops the music."}])";
   FunctionCallerOptions o = Options("call");
   o.tool_channel = 1e-3;  // the prior on, too weak to choose
-  FunctionCallerOptions off = o;
-  off.argument_check = false;
-  auto checked = NewCaller(o, kLevelCatalog);
-  auto plain = NewCaller(off, kLevelCatalog);
+  auto [checked, plain] = CheckedAndPlain(o, kLevelCatalog);
   ASSERT_NE(checked, nullptr);
   ASSERT_NE(plain, nullptr);
   int excluded = 0;
@@ -1712,10 +1717,7 @@ TEST(FunctionCaller, ArgumentCheckDropsTheOptionalArgumentsTheRequestIsLikelierW
   FunctionCallerOptions o = Options("call");
   o.tool_channel = 1;
   o.grammar_tools = {"set_light"};  // the tool with optional arguments (no tool prior then)
-  FunctionCallerOptions off = o;
-  off.argument_check = false;
-  auto checked = NewCaller(o, kOptionalCatalog);
-  auto plain = NewCaller(off, kOptionalCatalog);
+  auto [checked, plain] = CheckedAndPlain(o, kOptionalCatalog);
   ASSERT_NE(checked, nullptr);
   ASSERT_NE(plain, nullptr);
   auto channel = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()),
