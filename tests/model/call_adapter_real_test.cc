@@ -32,13 +32,14 @@ namespace {
 // the tool prior together, `--objective both`, so that its prior runs with the adapter):
 // 69.1 % / 44.1 % alone, 82.3 % / 67.8 % with every default; after its prior's ranking steps
 // (`--prior-negatives`, the stages after it) 83.6 % / 68.2 % (2026-12-04); 69.6 % exact with
-// the copy prior's word-end guard and copies cut before another argument's string
-// (2026-12-05). The eval is
+// the copy prior's word-end guard and copies cut before another argument's string, 70.4 %
+// with the unsaid optional numbers and arrays the check drops, 84.6 % / 71.4 % with a call that
+// invents a number decoded again without its tool (2026-12-05). The eval is
 // deterministic on one machine; the margin of ~2.5 points covers another ISA's kernels (rounding
 // can flip a near-tie); a larger drop is a change in the model, the runtime, the prompt or the
 // adapter.
 constexpr double kMinFunction = 0.665, kMinExact = 0.415;
-constexpr double kMinFunctionWithPrior = 0.810, kMinExactWithPrior = 0.671;
+constexpr double kMinFunctionWithPrior = 0.820, kMinExactWithPrior = 0.689;
 
 std::string ModelPath() {
   const char* p = std::getenv("FGEMMA_MODEL");
