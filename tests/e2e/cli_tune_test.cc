@@ -316,6 +316,9 @@ TEST_F(CliTuneTest, AverageWritesTheMeanOfItsMembers) {
                        " --lora-rank 4 --stop-after 1 -t 1 -o " + Tmp("avg_stop.gguf"));
   EXPECT_EQ(stop.rc, 2) << stop.out;
   EXPECT_THAT(stop.out, HasSubstr("--stop-after needs --average 1"));
+  Result missing = Fgemma(longer + "--epochs 80 --resume " + Tmp("avg_none.ckpt"));
+  EXPECT_EQ(missing.rc, 1) << missing.out;
+  EXPECT_THAT(missing.out, HasSubstr("avg_none.ckpt.1"));
   EXPECT_EQ(Fgemma(base + avg + " --average 0").rc, 2);
   EXPECT_EQ(Fgemma(base + avg + " --average 17").rc, 2);
 }

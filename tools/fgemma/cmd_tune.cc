@@ -433,9 +433,10 @@ int CmdTune(int argc, char** argv) {
     o.checkpoint = checkpoint + suffix;
     auto trainer = train::Trainer::Create(model, tok, train_set, o);
     if (!trainer.ok()) return ReportError("tune", trainer.status());
-    // With --average, a member resumes from its own checkpoint where the run left one.
+    // With --average, a member resumes from its own checkpoint where the run left one (member
+    // 1 always did: a missing one is an error, as without --average).
     std::error_code ec;
-    if (!resume.empty() && (average == 1 || std::filesystem::exists(resume + suffix, ec))) {
+    if (!resume.empty() && (m == 1 || std::filesystem::exists(resume + suffix, ec))) {
       if (Status s = (*trainer)->Resume(resume + suffix); !s.ok()) return ReportError("tune", s);
     }
     if (!quiet) {
