@@ -172,7 +172,7 @@ TEST(CallAdapterRealTest, ArgumentCheckReplacesAnEnumValueTheRequestNames) {
   ASSERT_EQ(checked.rc, 0) << checked.out;
   ASSERT_EQ(raw.rc, 0) << raw.out;
   ASSERT_EQ(key_prior.rc, 0) << key_prior.out;
-  EXPECT_THAT(checked.out, ::testing::HasSubstr("(0 dropped, 1 replaced)"));
+  EXPECT_THAT(checked.out, ::testing::HasSubstr("(0 dropped, 1 replaced, 0 tools ruled out)"));
   EXPECT_THAT(checked.out, ::testing::HasSubstr(debit.substr(0, debit.size() - 1)));
   EXPECT_EQ(raw.out, R"({"arguments":{"card":"credit","frozen":true},"name":"freeze_card"})"
                      "\n");
