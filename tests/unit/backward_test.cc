@@ -313,19 +313,31 @@ TEST(BackwardGradTest, MatMulQuantizedThroughTransposedWeight) {
   }
 }
 
+// low_rank of x [rows, in] and an f32 weight [in, out] at `scale`, with an addend or not,
+// under a GELU product.
+GradCase LowRankCase(std::string name, int64_t rows, int64_t in, int64_t out, float scale,
+                     bool addend, uint32_t seed) {
+  GradCase c;
+  c.name = std::move(name);
+  c.weights.Add("Wlr", {in, out}, Random(static_cast<size_t>(in * out), seed));
+  c.build = [=](Builder& b) -> StatusOr<Built> {
+    ValueId x = F32In(b, "x", {rows, in});
+    if (!addend) {
+      ValueId w = b.Weight("Wlr", {in, out}, DType::kF32);
+      ValueId o = b.LowRank("o", x, w, scale);
+      return Built{b.GeluMul("z", o, o), {x, w}};
+    }
+    ValueId y = F32In(b, "y", {rows, out});
+    ValueId w = b.Weight("Wlr", {in, out}, DType::kF32);
+    ValueId o = b.LowRank("o", x, w, scale, y);
+    return Built{b.GeluMul("z", o, o), {x, w, y}};
+  };
+  return c;
+}
+
 TEST(BackwardGradTest, LowRankWrtInputWeightAndAddend) {
   for (float scale : {1.0f, 0.7f}) {
-    GradCase c;
-    c.name = "low_rank scale " + std::to_string(scale);
-    c.weights.Add("Wlr", {6, 4}, Random(24, 6));
-    c.build = [scale](Builder& b) -> StatusOr<Built> {
-      ValueId x = F32In(b, "x", {3, 6});
-      ValueId y = F32In(b, "y", {3, 4});
-      ValueId w = b.Weight("Wlr", {6, 4}, DType::kF32);
-      ValueId o = b.LowRank("o", x, w, scale, y);
-      ValueId z = b.GeluMul("z", o, o);
-      return Built{z, {x, w, y}};
-    };
+    GradCase c = LowRankCase("low_rank scale " + std::to_string(scale), 3, 6, 4, scale, true, 6);
     CheckCase(c);
   }
 }
@@ -524,16 +536,22 @@ TEST(BackwardGradTest, TwoDotsShareAnOperand) {
   CheckCase(c);
 }
 
-TEST(BackwardGradTest, DotTNBothOperands) {
+// dot_tn of a [k, m] and b [k, n] (a^T b) under a GELU product, both operands' gradients.
+GradCase DotTNCase(std::string name, int64_t k, int64_t m, int64_t n) {
   GradCase c;
-  c.name = "dot_tn";
-  c.build = [](Builder& b) -> StatusOr<Built> {
-    ValueId x = F32In(b, "a", {4, 3});
-    ValueId y = F32In(b, "b", {4, 5});
+  c.name = std::move(name);
+  c.build = [=](Builder& b) -> StatusOr<Built> {
+    ValueId x = F32In(b, "a", {k, m});
+    ValueId y = F32In(b, "b", {k, n});
     ValueId d = b.DotTN("d", x, y);
     ValueId z = b.GeluMul("z", d, d);
     return Built{z, {x, y}};
   };
+  return c;
+}
+
+TEST(BackwardGradTest, DotTNBothOperands) {
+  GradCase c = DotTNCase("dot_tn", 4, 3, 5);
   CheckCase(c);
 }
 
@@ -541,26 +559,9 @@ TEST(BackwardGradTest, DotTNBothOperands) {
 // low_rank's 24 rows run in ranges of at least 8 rows, dot_tn through low_rank over its rows
 // of a^T. The fast gradients are held to the finite differences like the small cases.
 TEST(BackwardGradTest, LoraSizedProductsSplitOverTheThreads) {
-  GradCase tn;
-  tn.name = "dot_tn, 16 rows split";
-  tn.build = [](Builder& b) -> StatusOr<Built> {
-    ValueId x = F32In(b, "a", {16, 16});
-    ValueId y = F32In(b, "b", {16, 256});
-    ValueId d = b.DotTN("d", x, y);
-    ValueId z = b.GeluMul("z", d, d);
-    return Built{z, {x, y}};
-  };
+  GradCase tn = DotTNCase("dot_tn, 16 rows split", 16, 16, 256);
   CheckCase(tn);
-  GradCase lr;
-  lr.name = "low_rank, 24 rows split";
-  lr.weights.Add("Wlr", {16, 128}, Random(16 * 128, 7));
-  lr.build = [](Builder& b) -> StatusOr<Built> {
-    ValueId x = F32In(b, "x", {24, 16});
-    ValueId w = b.Weight("Wlr", {16, 128}, DType::kF32);
-    ValueId o = b.LowRank("o", x, w, 0.5f);
-    ValueId z = b.GeluMul("z", o, o);
-    return Built{z, {x, w}};
-  };
+  GradCase lr = LowRankCase("low_rank, 24 rows split", 24, 16, 128, 0.5f, false, 7);
   CheckCase(lr);
 }
 
