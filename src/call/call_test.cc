@@ -1651,7 +1651,7 @@ TEST(ArgumentCheck, ACallInventsANumberTheRequestDoesNotSay) {
   const text::Tool& feed = cat->tools[0];
   const text::Tool& weigh = cat->tools[1];
   auto invents = [&](const text::Tool& tool, const nlohmann::json& args, const char* request) {
-    return call::InventsNumbers(tool, args, call::SaidFactsOf(request, tool));
+    return call::InventsNumbers(tool, args, request);
   };
   const char* none = "Charlie is begging again";
   EXPECT_TRUE(invents(feed, {{"pet", "Charlie"}, {"time", "9 am"}}, none));

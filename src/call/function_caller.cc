@@ -880,8 +880,7 @@ Status FunctionCaller::Impl::Decode(std::span<const int32_t> rest, const CallCon
 int FunctionCaller::Impl::InventedCallTool(const CallResult& r, std::string_view request) const {
   if (!r.validity.ok() || r.calls.size() != 1) return -1;
   const text::Tool* tool = catalog.Find(r.calls[0].name);
-  if (tool == nullptr ||
-      !call::InventsNumbers(*tool, r.calls[0].arguments, call::SaidFactsOf(request, *tool))) {
+  if (tool == nullptr || !call::InventsNumbers(*tool, r.calls[0].arguments, request)) {
     return -1;
   }
   const std::vector<std::string>& names = channel->names();

@@ -149,12 +149,14 @@ std::string WithoutOtherStrings(const std::string& request, const std::string& k
 
 namespace {
 
+bool HasDigit(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // A free string of `schema` (not an enum's member) in `value`, at any depth, with a digit.
 bool FreeStringHasDigit(const text::Schema& schema, const nlohmann::json& value) {
   if (value.is_string()) {
-    if (!schema.enum_values.empty()) return false;
-    const std::string& s = value.get_ref<const std::string&>();
-    return std::any_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return schema.enum_values.empty() && HasDigit(value.get_ref<const std::string&>());
   }
   if (value.is_array() && schema.items != nullptr) {
     return std::any_of(value.begin(), value.end(), [&](const nlohmann::json& item) {
@@ -173,23 +175,20 @@ bool FreeStringHasDigit(const text::Schema& schema, const nlohmann::json& value)
 }  // namespace
 
 bool InventsNumbers(const text::Tool& tool, const nlohmann::json& arguments,
-                    const SaidFacts& said) {
-  if (!arguments.is_object() || !said.numbers.empty()) return false;
-  if (std::any_of(said.request.begin(), said.request.end(),
-                  [](char c) { return c >= '0' && c <= '9'; })) {
-    return false;
-  }
+                    std::string_view request) {
+  if (!arguments.is_object()) return false;
   const text::Schema& params = tool.parameters;
-  for (const auto& [key, value] : arguments.items()) {
-    const auto prop = params.properties.find(key);
-    if (prop == params.properties.end()) continue;
-    if (FreeStringHasDigit(prop->second, value)) return true;
-    if (value.is_number() &&
-        std::find(params.required.begin(), params.required.end(), key) != params.required.end()) {
-      return true;
-    }
-  }
-  return false;
+  const bool has_number =
+      std::any_of(arguments.items().begin(), arguments.items().end(), [&](const auto& item) {
+        const auto prop = params.properties.find(item.key());
+        if (prop == params.properties.end()) return false;
+        return FreeStringHasDigit(prop->second, item.value()) ||
+               (item.value().is_number() &&
+                std::find(params.required.begin(), params.required.end(), item.key()) !=
+                    params.required.end());
+      });
+  // The request's numbers are read only for a call that has one.
+  return has_number && !HasDigit(request) && SaidNumberValues(request).empty();
 }
 
 StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,

@@ -122,7 +122,7 @@ using CallScorer =
 StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
                                           const CallScorer& score, const SaidFacts* said = nullptr);
 // True when a call of `tool` with `arguments` holds a number that a request saying none
-// (`said.numbers` empty and no digit in `said.request`) cannot have given: a free string (not
+// (no SaidNumberValues and no digit in `request`) cannot have given: a free string (not
 // an enum member; also an array's or an object's) with a digit, or a required number argument.
 // Such a call is the adapter's invention, and its tool most likely the wrong one: "Charlie is
 // begging again" -> schedule_feeding with `time: "9 am"`, "Coco has been throwing up" ->
@@ -130,7 +130,8 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
 // (FunctionCallerOptions::argument_check). In the data's labels: 1 of the 774 held-out calls
 // ("log a glass of water": `ml` 250), 3 strings and some 90 required numbers of the 6,079
 // training calls ("turn it off in a bit": `minutes` 20), each a convention of one catalog.
-bool InventsNumbers(const text::Tool& tool, const nlohmann::json& arguments, const SaidFacts& said);
+bool InventsNumbers(const text::Tool& tool, const nlohmann::json& arguments,
+                    std::string_view request);
 
 class ToolChannel {
  public:

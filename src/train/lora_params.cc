@@ -114,28 +114,24 @@ exec::WeightResolver LoraParams::Resolver(exec::WeightResolver next) const {
 StatusOr<gguf::Writer> LoraParams::ToWriter(
     const std::vector<std::vector<float>>* values,
     std::span<const std::vector<std::vector<float>>> averaged) const {
-  // The members: the others', then this adapter's values.
-  std::vector<const std::vector<std::vector<float>>*> members;
-  std::vector<std::vector<float>> own;
-  if (values == nullptr) {
-    for (const Tensor& t : tensors_) own.push_back(t.values);
-    values = &own;
-  }
-  for (const auto& m : averaged) members.push_back(&m);
-  members.push_back(values);
-  for (const auto* m : members) {
-    if (m->size() != tensors_.size()) {
-      return InvalidArgumentError("an averaged adapter has " + std::to_string(m->size()) +
+  // The members: the others', then this adapter's (`values`, else the current ones).
+  const int64_t count = static_cast<int64_t>(averaged.size()) + 1;
+  auto member = [&](int64_t m, size_t k) -> const std::vector<float>& {
+    if (m < count - 1) return averaged[static_cast<size_t>(m)][k];
+    return values != nullptr ? (*values)[k] : tensors_[k].values;
+  };
+  for (const auto& m : averaged) {
+    if (m.size() != tensors_.size()) {
+      return InvalidArgumentError("an averaged adapter has " + std::to_string(m.size()) +
                                   " tensors, not " + std::to_string(tensors_.size()));
     }
     for (size_t k = 0; k < tensors_.size(); ++k) {
-      if ((*m)[k].size() != tensors_[k].values.size()) {
+      if (m[k].size() != tensors_[k].values.size()) {
         return InvalidArgumentError("an averaged adapter's " + tensors_[k].name +
                                     " has another shape");
       }
     }
   }
-  const int64_t count = static_cast<int64_t>(members.size());
   if (count > 1 && adapter_->alpha() == 0.0f) {
     return InvalidArgumentError(
         "an adapter without alpha (scale 1 at any rank) cannot be averaged");
@@ -149,8 +145,8 @@ StatusOr<gguf::Writer> LoraParams::ToWriter(
     std::vector<float> a_values;  // [N r, K]: the members' A, one under the other
     std::vector<float> b(static_cast<size_t>(rs * n));  // [n, N r]: their B side by side
     for (int64_t m = 0; m < count; ++m) {
-      const std::vector<float>& am = (*members[static_cast<size_t>(m)])[i];
-      const std::vector<float>& btm = (*members[static_cast<size_t>(m)])[i + 1];
+      const std::vector<float>& am = member(m, i);
+      const std::vector<float>& btm = member(m, i + 1);
       a_values.insert(a_values.end(), am.begin(), am.end());
       for (int64_t k = 0; k < r; ++k) {
         for (int64_t j = 0; j < n; ++j) b[j * rs + m * r + k] = btm[k * n + j];

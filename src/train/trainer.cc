@@ -819,20 +819,28 @@ Status Trainer::Train(const std::function<void(const Progress&)>& progress,
   return OkStatus();
 }
 
+namespace {
+
+// The best epoch's values when validation chose one (and every step is done), else null: the
+// current ones.
+const std::vector<std::vector<float>>* BestValues(const Trainer::Impl& s) {
+  return !s.best.empty() && s.step == static_cast<int64_t>(s.batches.size()) ? &s.best : nullptr;
+}
+
+}  // namespace
+
 std::vector<std::vector<float>> Trainer::AdapterValues() const {
-  const Impl& s = *impl_;
-  if (!s.best.empty() && s.step == static_cast<int64_t>(s.batches.size())) return s.best;
+  if (const auto* best = BestValues(*impl_)) return *best;
   std::vector<std::vector<float>> values;
-  for (const auto& t : s.params->tensors()) values.push_back(t.values);
+  for (const auto& t : impl_->params->tensors()) values.push_back(t.values);
   return values;
 }
 
 StatusOr<gguf::Writer> Trainer::AdapterWriter(
     std::span<const std::vector<std::vector<float>>> averaged) const {
   const Impl& s = *impl_;
-  // The best epoch's values when validation chose one, else the current ones.
-  const bool use_best = !s.best.empty() && s.step == static_cast<int64_t>(s.batches.size());
-  auto w = s.params->ToWriter(use_best ? &s.best : nullptr, averaged);
+  const std::vector<std::vector<float>>* best = BestValues(s);
+  auto w = s.params->ToWriter(best, averaged);
   FG_RETURN_IF_ERROR(w.status());
   if (!averaged.empty()) w->SetUint64("training.average", averaged.size() + 1);
   w->SetString("fgemma.lora.prefix", PrefixModeName(s.opt.prefix));
@@ -847,7 +855,7 @@ StatusOr<gguf::Writer> Trainer::AdapterWriter(
   w->SetUint64("training.steps", static_cast<uint64_t>(s.step));
   w->SetUint64("training.examples", static_cast<uint64_t>(s.data.size()));
   w->SetUint64("training.seed", s.opt.lora.seed);
-  if (use_best) w->SetInt64("training.best_epoch", s.best_epoch);
+  if (best != nullptr) w->SetInt64("training.best_epoch", s.best_epoch);
   return w;
 }
 
