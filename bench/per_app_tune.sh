@@ -4,9 +4,9 @@
 # the shipped tune adapter (models/fgemma-tune-lora.gguf; --fresh: --init-lora none; with 30
 # requests, the average of 3 runs by default: --average 1 for one run), then
 # `fgemma eval` on the 50 (every default: the app's adapter is not marked for the tool prior,
-# so its prior is the shipped call adapter's, --prior-lora). The 30 and the 50 are spread over
-# the catalog's tools (every 3rd line is a training line; the test lines are the first 50 of
-# the others).
+# so its prior is the shipped call adapter's, --prior-lora).
+# The split: bench/per_app_split.py (SPLIT=tools, the default: stratified by tool, seed
+# SPLIT_SEED, default 1; SPLIT=lines: every 3rd line, the split used until 2026-12-05).
 # --prior: also tune the app's own tool prior (`fgemma tune --objective channel` on the 30, from
 # the shipped call adapter; about as long again) and score with it (--prior-lora). Extra tune
 # flags go to both tunes.
@@ -30,11 +30,8 @@ while [[ ${1:-} == --fresh || ${1:-} == --prior || ${1:-} == --examples ]]; do
   esac
   shift
 done
-src=$here/data/calls/eval_requests/$app.jsonl
-# (awk stops by itself: `| head` would end awk with SIGPIPE, which pipefail makes fatal)
-awk 'NR % 3 == 1 && ++n <= 30' "$src" > "$work/train.jsonl"
-awk 'NR % 3 != 1 && ++n <= 50' "$src" > "$work/test.jsonl"
-echo "per-app $app: $(wc -l < "$work/train.jsonl") training requests, $(wc -l < "$work/test.jsonl") test requests, in $work" >&2
+python3 "$here/bench/per_app_split.py" "$app" "$work" --split "${SPLIT:-tools}" --seed "${SPLIT_SEED:-1}"
+echo "per-app $app: in $work" >&2
 start=$(date +%s)
 "$fgemma" tune --tools "$here/data/calls/catalogs/$app.json" --data "$work/train.jsonl" \
   -o "$work/app.gguf" --checkpoint "$work/app.ckpt" "${init[@]}" "$@"
@@ -46,4 +43,4 @@ if (( ${#prior[@]} )); then
   echo "prior tune took $(( $(date +%s) - start )) s" >&2
 fi
 "$fgemma" eval --tools "$here/data/calls/catalogs/$app.json" --data "$work/test.jsonl" \
-  --lora "$work/app.gguf" "${prior[@]}" "${examples[@]}"
+  --lora "$work/app.gguf" --misses -1 "${prior[@]}" "${examples[@]}"

@@ -823,7 +823,9 @@ def same_pair(args):
     return args.get("origin") is not None and args.get("origin") == args.get("destination")
 
 
-def tool_examples(tool, lists, synonyms):
+def tool_examples(tool, lists, synonyms, template_ids=None):
+    """The tool's requests, written from its templates in turn; template_ids, when a list, gets
+    each request's template index (bench/per_app_split.py counts the phrasings a split shares)."""
     rng = random.Random(SEED ^ zlib.crc32(tool.name.encode()))
     out, seen = [], set()
     if not tool.templates:
@@ -832,7 +834,8 @@ def tool_examples(tool, lists, synonyms):
     i = 0
     used = {}
     while len(out) < EXAMPLES_PER_TOOL and attempts < 40 * EXAMPLES_PER_TOOL:
-        tpl = tool.templates[i % len(tool.templates)]
+        tpl_id = i % len(tool.templates)
+        tpl = tool.templates[tpl_id]
         i += 1
         attempts += 1
         if not SLOT_RE.search(tpl.text) and used.get(id(tpl), 0) >= 2:
@@ -847,6 +850,8 @@ def tool_examples(tool, lists, synonyms):
         if err:
             raise SpecError("%s: %s (request %r)" % (tpl.where, err, text))
         out.append((text, args, tags))
+        if template_ids is not None:
+            template_ids.append(tpl_id)
     return out
 
 
