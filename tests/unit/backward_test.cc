@@ -322,15 +322,13 @@ GradCase LowRankCase(std::string name, int64_t rows, int64_t in, int64_t out, fl
   c.weights.Add("Wlr", {in, out}, Random(static_cast<size_t>(in * out), seed));
   c.build = [=](Builder& b) -> StatusOr<Built> {
     ValueId x = F32In(b, "x", {rows, in});
-    if (!addend) {
-      ValueId w = b.Weight("Wlr", {in, out}, DType::kF32);
-      ValueId o = b.LowRank("o", x, w, scale);
-      return Built{b.GeluMul("z", o, o), {x, w}};
-    }
-    ValueId y = F32In(b, "y", {rows, out});
+    std::optional<ValueId> y;
+    if (addend) y = F32In(b, "y", {rows, out});
     ValueId w = b.Weight("Wlr", {in, out}, DType::kF32);
     ValueId o = b.LowRank("o", x, w, scale, y);
-    return Built{b.GeluMul("z", o, o), {x, w, y}};
+    Built built{b.GeluMul("z", o, o), {x, w}};
+    if (y) built.wrt.push_back(*y);
+    return built;
   };
   return c;
 }
