@@ -299,6 +299,70 @@ TrainingExample ChannelNegative(const TrainingExample& e, const std::string& too
   return n;
 }
 
+std::vector<LeaveOut> LeaveOuts(std::string_view calls, const text::ToolCatalog& catalog) {
+  constexpr std::string_view kCall = "call:", kEscape = "<escape>";
+  std::vector<LeaveOut> out;
+  // The optional properties of `tool` that sort strictly between `after` (none: "") and
+  // `before` (none: past every key); a LeaveOut at `offset` when there are some.
+  auto leave_out = [&](const text::Tool* tool, size_t offset, const std::string& after,
+                       const std::string* before) {
+    if (tool == nullptr) return;
+    LeaveOut l{offset, tool->name, {}};
+    const auto& props = tool->parameters.properties;
+    const auto& required = tool->parameters.required;
+    for (auto it = props.upper_bound(after); it != props.end(); ++it) {
+      if (before != nullptr && it->first >= *before) break;
+      if (std::find(required.begin(), required.end(), it->first) == required.end()) {
+        l.keys.push_back(it->first);
+      }
+    }
+    if (!l.keys.empty()) out.push_back(std::move(l));
+  };
+  size_t pos = 0;
+  while ((pos = calls.find(kCall, pos)) != std::string_view::npos) {
+    pos += kCall.size();
+    const size_t open = calls.find('{', pos);
+    if (open == std::string_view::npos) break;
+    const text::Tool* tool = catalog.Find(calls.substr(pos, open - pos));
+    std::string last_key;  // "" before the first key
+    int depth = 1;
+    bool in_string = false, key_next = true;
+    size_t i = open + 1;
+    while (i < calls.size() && depth > 0) {
+      if (calls.substr(i, kEscape.size()) == kEscape) {
+        in_string = !in_string;
+        i += kEscape.size();
+        continue;
+      }
+      const char c = calls[i];
+      if (in_string) {
+        ++i;
+        continue;
+      }
+      if (depth == 1 && key_next && c != '}') {
+        const size_t colon = calls.find(':', i);
+        if (colon == std::string_view::npos) break;
+        const std::string key(calls.substr(i, colon - i));
+        leave_out(tool, i, last_key, &key);
+        last_key = key;
+        key_next = false;
+        i = colon + 1;
+        continue;
+      }
+      if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (--depth == 0) leave_out(tool, i, last_key, nullptr);
+      } else if (c == ',' && depth == 1) {
+        key_next = true;
+      }
+      ++i;
+    }
+    pos = i;
+  }
+  return out;
+}
+
 StatusOr<TrainingTokens> RenderTrainingExample(const text::Tokenizer& tk,
                                                const TrainingExample& e) {
   TrainingTokens t;
@@ -325,6 +389,25 @@ StatusOr<TrainingTokens> RenderTrainingExample(const text::Tokenizer& tk,
   // The target is model output: its control-token text is special (one token each).
   const std::vector<int32_t> ids = tk.Encode(target, /*add_special=*/false, /*parse_special=*/true);
   t.tokens.insert(t.tokens.end(), ids.begin(), ids.end());
+  // The token that holds each leave-out character of the text the tokens spell: token j spans
+  // [ends[j - 1], ends[j]).
+  std::string spelled;
+  std::vector<size_t> ends;
+  for (int32_t id : ids) {
+    spelled += tk.TokenToPiece(id, /*special=*/true);
+    ends.push_back(spelled.size());
+  }
+  size_t j = 0;
+  for (LeaveOut& l : LeaveOuts(spelled, *e.catalog)) {
+    while (ends[j] <= l.offset) ++j;
+    const int64_t index = t.target_start + static_cast<int64_t>(j);
+    if (t.leave_out.empty() || t.leave_out.back().index != index) {
+      t.leave_out.push_back({index, std::move(l.tool), std::move(l.keys)});
+    } else {
+      auto& keys = t.leave_out.back().keys;
+      keys.insert(keys.end(), l.keys.begin(), l.keys.end());
+    }
+  }
   return t;
 }
 

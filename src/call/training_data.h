@@ -90,9 +90,29 @@ struct TrainingTokens {
   std::vector<int32_t> tokens;
   int64_t prefix_len = 0;    // <bos> + the catalog prefix (the same for one catalog_key)
   int64_t target_start = 0;  // index of the first target token
+  // The target tokens that leave optional arguments out (LeaveOuts' characters), ascending;
+  // where one token holds two such characters, their keys together.
+  struct LeaveOutToken {
+    int64_t index = 0;  // into tokens
+    std::string tool;
+    std::vector<std::string> keys;
+  };
+  std::vector<LeaveOutToken> leave_out;
 };
 StatusOr<TrainingTokens> RenderTrainingExample(const text::Tokenizer& tk,
                                                const TrainingExample& example);
+
+// Where rendered calls (RenderCall's text, one call after another) leave optional arguments
+// out. The call syntax writes the keys sorted, so the first character of a key leaves out the
+// optional keys of its tool that sort between the key before it (or the start) and itself, and
+// the '}' that closes a call's arguments leaves out those that sort after its last key. Top-level
+// arguments only; a call of a tool not in `catalog` has none.
+struct LeaveOut {
+  size_t offset = 0;  // of the character that makes the choice
+  std::string tool;
+  std::vector<std::string> keys;  // the optional keys it leaves out, sorted
+};
+std::vector<LeaveOut> LeaveOuts(std::string_view calls, const text::ToolCatalog& catalog);
 
 }  // namespace fg::call
 

@@ -11,6 +11,9 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "src/base/status_matchers.h"
 #include "src/call/tool_channel.h"
@@ -285,6 +288,84 @@ TEST(TrainingData, ChannelExamplesLeaveTheirOwnRequestOutOfTheExamples) {
   EXPECT_NE(prior[0].catalog_key, prior[1].catalog_key);
   EXPECT_NE(ChannelNegative(prior[0], "stop").catalog_key,
             ChannelNegative(prior[1], "stop").catalog_key);
+}
+
+// LeaveOuts: a key chosen past optional keys of its tool, and a '}' closing the arguments while
+// optional keys could follow, with the keys each leaves out; keys are read at the top level
+// only, strings (with their commas and braces) skipped, and each call of several found.
+TEST(TrainingData, LeaveOutsFindKeysPastOptionalOnesAndEarlyCloses) {
+  auto cat = text::ParseToolCatalog(
+      R"([{"name":"set_light","parameters":{"type":"object","properties":{)"
+      R"("state":{"type":"string","enum":["on","off"]},"room":{"type":"string"},)"
+      R"("level":{"type":"integer"}},"required":["state"]}},)"
+      R"({"name":"order_ink","parameters":{"type":"object","properties":{)"
+      R"("cartridge":{"type":"string"},"quantity":{"type":"integer"},)"
+      R"("colors":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},)"
+      R"("alpha":{"type":"integer"}}}}},"required":["cartridge"]}}])");
+  ASSERT_TRUE(cat.ok()) << cat.status().ToString();
+  using Keys = std::vector<std::string>;
+  auto found = [&](const std::string& calls) {
+    std::vector<std::tuple<size_t, std::string, Keys>> out;
+    for (const LeaveOut& l : LeaveOuts(calls, *cat)) out.emplace_back(l.offset, l.tool, l.keys);
+    return out;
+  };
+  using Want = std::vector<std::tuple<size_t, std::string, Keys>>;
+  // level and room (optional) sort before state: choosing state leaves them out; nothing
+  // optional sorts after state.
+  std::string c = text::RenderCall("set_light", {{"state", "on"}});
+  EXPECT_EQ(found(c), (Want{{c.find("state"), "set_light", {"level", "room"}}}));
+  // level given: state leaves room out.
+  c = text::RenderCall("set_light", {{"state", "on"}, {"level", 3}});
+  EXPECT_EQ(found(c), (Want{{c.find("state"), "set_light", {"room"}}}));
+  c = text::RenderCall("set_light", {{"state", "on"}, {"level", 3}, {"room", "hall, {kitchen}"}});
+  EXPECT_THAT(found(c), ::testing::IsEmpty());
+  // cartridge then '}': colors and quantity could follow.
+  c = text::RenderCall("order_ink", {{"cartridge", "cyan"}});
+  EXPECT_EQ(found(c), (Want{{c.rfind('}'), "order_ink", {"colors", "quantity"}}}));
+  // The nested objects' keys and braces are not the call's.
+  c = text::RenderCall("order_ink",
+                       {{"colors", {{{"name", "red"}}}}, {"cartridge", "cyan"}, {"quantity", 2}});
+  EXPECT_THAT(found(c), ::testing::IsEmpty());
+  // Two calls, and a tool the catalog lacks (nothing of its own).
+  const std::string two = text::RenderCall("set_light", {{"state", "on"}}) +
+                          text::RenderCall("nope", {{"b", 1}}) +
+                          text::RenderCall("order_ink", {{"cartridge", "cyan"}});
+  EXPECT_EQ(found(two), (Want{{two.find("state"), "set_light", {"level", "room"}},
+                              {two.rfind('}'), "order_ink", {"colors", "quantity"}}}));
+}
+
+// RenderTrainingExample's leave_out: the target tokens that hold LeaveOuts' characters.
+TEST(TrainingData, LeaveOutTokensHoldTheLeaveOutCharacters) {
+  auto catalog = text::ParseToolCatalog(kTools);
+  ASSERT_TRUE(catalog.ok());
+  auto shared = std::make_shared<const text::ToolCatalog>(std::move(*catalog));
+  auto tk = SyntheticTokenizer();
+  for (const char* args : {R"({"state":"on"})", R"({"state":"on","level":3})",
+                           R"({"state":"on","level":3,"room":"hall"})"}) {
+    auto ex = ParseTrainingData(std::string(R"({"request":"lights on in the hall","calls":[)") +
+                                    R"({"name":"set_light","arguments":)" + args + "}]}",
+                                "t.jsonl", shared);
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    auto t = RenderTrainingExample(*tk, (*ex)[0]);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    std::string spelled;
+    std::vector<std::pair<int64_t, std::vector<std::string>>> want, got;
+    const std::vector<LeaveOut> outs =
+        LeaveOuts(text::RenderCall("set_light", (*ex)[0].calls[0].second), *shared);
+    for (size_t i = t->target_start; i < t->tokens.size(); ++i) {
+      const size_t begin = spelled.size();
+      spelled += tk->TokenToPiece(t->tokens[i], true);
+      for (const LeaveOut& l : outs) {
+        if (l.offset >= begin && l.offset < spelled.size()) want.emplace_back(i, l.keys);
+      }
+    }
+    for (const auto& l : t->leave_out) {
+      EXPECT_EQ(l.tool, "set_light");
+      got.emplace_back(l.index, l.keys);
+    }
+    EXPECT_EQ(got, want) << args;
+    EXPECT_EQ(got.size(), std::string(args).find("room") == std::string::npos ? 1u : 0u) << args;
+  }
 }
 
 }  // namespace

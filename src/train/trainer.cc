@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <new>
+#include <set>
 #include <span>
 #include <tuple>
 #if defined(__GLIBC__)
@@ -411,6 +412,7 @@ struct Trainer::Impl {
         " max_steps=" + std::to_string(opt.max_steps) + " init=" + opt.init_adapter +
         " free_only=" + std::to_string(opt.loss_free_tokens_only) +
         " softmax_allowed=" + std::to_string(opt.softmax_allowed) +
+        " skip_leave_out=" + std::to_string(opt.loss_skip_leave_out) +
         " head_grad=" + std::to_string(opt.head_grad_threshold) + "/" +
         std::to_string(opt.head_grad_max_tokens) +
         " prior_weight=" + std::to_string(opt.prior_weight) + " modules=";
@@ -492,6 +494,12 @@ int64_t Trainer::trained_tokens_per_epoch() const {
   return n;
 }
 
+int64_t Trainer::loss_rows_per_epoch() const {
+  int64_t n = 0;
+  for (const auto& rows : impl_->loss_rows) n += static_cast<int64_t>(rows.size());
+  return n;
+}
+
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
                                                    const text::Tokenizer& tokenizer,
                                                    std::vector<call::TrainingExample> examples,
@@ -519,7 +527,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
     }
     impl->is_channel.push_back(e.channel);
     // A tool prior example learns every request token over the whole vocabulary (no grammar).
-    if (e.channel || (!options.loss_free_tokens_only && !options.softmax_allowed)) {
+    if (e.channel || (!options.loss_free_tokens_only && !options.softmax_allowed &&
+                      !options.loss_skip_leave_out)) {
       for (int64_t i = t.target_start; i < static_cast<int64_t>(t.tokens.size()); ++i) {
         rows.push_back(static_cast<int32_t>(i - 1));
       }
@@ -551,7 +560,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
       FG_RETURN_IF_ERROR(add(call::ChannelNegative(examples[i], name)));
     }
   }
-  if (options.loss_free_tokens_only || options.softmax_allowed) {
+  if (options.loss_free_tokens_only || options.softmax_allowed || options.loss_skip_leave_out) {
     // The rows of call tokens the grammar leaves to the model (every call token's without
     // loss_free_tokens_only) and the tokens it allows there: one grammar per catalog prompt
     // and number of calls at a time (a grammar holds megabytes of tables), handed back after.
@@ -560,19 +569,44 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
       if (examples[i].channel) continue;
       groups[{examples[i].catalog_key, examples[i].calls.size()}].push_back(i);
     }
+    // options.loss_skip_leave_out: the arguments some example gives, per catalog and tool.
+    std::set<std::tuple<const text::ToolCatalog*, std::string, std::string>> given;
+    if (options.loss_skip_leave_out) {
+      for (const call::TrainingExample& e : examples) {
+        if (e.channel) continue;
+        for (const auto& [name, args] : e.calls) {
+          for (const auto& [arg, value] : args.items()) given.emplace(e.catalog.get(), name, arg);
+        }
+      }
+    }
     for (const auto& [key, members] : groups) {
       text::GrammarOptions go;
       go.max_calls = static_cast<int>(key.second);
       FG_ASSIGN_OR_RETURN(auto g, text::CallGrammar::Create(*examples[members[0]].catalog, tokenizer, go));
       for (size_t i : members) {
         const call::TrainingTokens& t = impl->data[i];
+        // The tokens that leave out an argument no example of its tool gives.
+        std::vector<int64_t> never_given;
+        if (options.loss_skip_leave_out) {
+          for (const auto& l : t.leave_out) {
+            for (const std::string& arg : l.keys) {
+              if (given.contains({examples[i].catalog.get(), l.tool, arg})) continue;
+              never_given.push_back(l.index);
+              break;
+            }
+          }
+        }
         text::CallGrammar::State st = g->Start();
         for (int64_t k = t.target_start; k < static_cast<int64_t>(t.tokens.size()); ++k) {
           const bool done = g->Done(st);
           if (done && options.loss_free_tokens_only) break;
           const std::span<const int32_t> allowed =
               done ? std::span<const int32_t>() : g->Allowed(st);
-          if (!options.loss_free_tokens_only || allowed.size() > 1) {
+          // A token that leaves out an argument no example gives, but not a number's end
+          // (which the rows of every number teach).
+          const bool skip = !done && allowed.size() > 1 && !g->InNumber(st) &&
+                            std::binary_search(never_given.begin(), never_given.end(), k);
+          if (!skip && (!options.loss_free_tokens_only || allowed.size() > 1)) {
             impl->loss_rows[i].push_back(static_cast<int32_t>(k - 1));
             // A forced token (--loss-tokens all) keeps the whole vocabulary: over itself
             // alone its loss would be 0.

@@ -58,6 +58,15 @@ struct TuneOptions {
   // faster per-app tunes but 6 points fewer right functions (docs/tuning.md), so off by
   // default. false: every row's softmax covers the whole vocabulary.
   bool softmax_allowed = false;
+  // true: the loss skips the rows that leave out an optional argument that no example gives
+  // for its tool (TrainingTokens::leave_out: a key chosen past it, the arguments closed while
+  // it could follow), but not a number's end. An app's few labelled requests leave out what
+  // they do not say; where none of them shows a tool's optional argument, learning those rows
+  // teaches the adapter to leave it out even when a request says it ("order three yellow
+  // cartridges" without `quantity`). Skipped, that decision stays the starting adapter's.
+  // Arguments that some examples give and others do not are learned both ways: skipping those
+  // too taught the adapter to give them where a request does not (docs/tuning.md).
+  bool loss_skip_leave_out = false;
   // > 0: a whole-vocabulary row's gradient reaches the hidden state through the LM-head rows
   // of the tokens with p >= this (at most head_grad_max_tokens; the head's mean row for the
   // mass left out) instead of the head's whole transpose (TrainGraphSpec::head_threshold):
@@ -143,6 +152,8 @@ class Trainer {
   StatusOr<double> ExampleLoss(int index, std::vector<std::vector<float>>* grad);
   int64_t steps_per_epoch() const;
   int64_t trained_tokens_per_epoch() const;
+  // Rows of the loss per epoch (the trained tokens the loss scores, contrasts included).
+  int64_t loss_rows_per_epoch() const;
   uint64_t transposed_bytes() const;
   // Catalog prefixes run through the base model so far, and those read back from the store.
   int64_t prefixes_computed() const;

@@ -143,6 +143,32 @@ TEST_F(CliTuneTest, LossFallsAndTheAdapterChangesTheCall) {
   EXPECT_THAT(tuned.out, HasSubstr("start_timer"));
 }
 
+// --loss-leave-out skip: the tokens that leave out an optional argument no example gives are
+// out of the loss. The data give `room` once, so nothing is skipped and the bytes are the same;
+// without that line "turn the light on" chooses `state` past a `room` never given.
+TEST_F(CliTuneTest, LeaveOutSkipsOnlyArgumentsNoExampleGives) {
+  const std::string a = Tmp("lo1.gguf"), b = Tmp("lo2.gguf");
+  ASSERT_EQ(Fgemma(Tune(a, "--epochs 2 -q --loss-leave-out learn")).rc, 0);
+  ASSERT_EQ(Fgemma(Tune(b, "--epochs 2 -q --loss-leave-out skip")).rc, 0);
+  EXPECT_TRUE(Read(a) == Read(b));
+  const std::string no_room = Tmp("no_room.jsonl");
+  std::string lines = Read(*data_);
+  const size_t hall = lines.find("lights off in the hall");
+  ASSERT_NE(hall, std::string::npos);
+  lines.erase(lines.rfind('\n', hall) + 1, lines.find('\n', hall) - lines.rfind('\n', hall));
+  ASSERT_EQ(lines.find("room"), std::string::npos) << lines;
+  Write(no_room, lines);
+  auto tune = [&](const std::string& out, const std::string& mode) {
+    return Fgemma("tune -m " + *model_ + " --tools " + *tools_ + " --data " + no_room + " -o " +
+                  out +
+                  " --lora-rank 4 --batch-tokens 1 --lr 0.01 --average 1 -t 1 --epochs 2 -q " +
+                  "--loss-leave-out " + mode);
+  };
+  ASSERT_EQ(tune(a, "learn").rc, 0);
+  ASSERT_EQ(tune(b, "skip").rc, 0);
+  EXPECT_FALSE(Read(a) == Read(b));
+}
+
 TEST_F(CliTuneTest, SameSeedSameBytesAndResumeEqualsOneRun) {
   const std::string a = Tmp("s1.gguf"), b = Tmp("s2.gguf"), c = Tmp("s3.gguf");
   ASSERT_EQ(Fgemma(Tune(a, "--epochs 2 -q")).rc, 0);
@@ -521,6 +547,7 @@ TEST_F(CliTuneTest, BadFlagsAndData) {
                                  "--prefix-run 0",
                                  "--prefix-store -1",
                                  "--loss-softmax sideways",
+                                 "--loss-leave-out sideways",
                                  "--head-grad sideways",
                                  "--lora-rank -1",
                                  "--lora-alpha -1",

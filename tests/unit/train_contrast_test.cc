@@ -58,8 +58,12 @@ class TrainContrastTest : public ::testing::Test {
     return call::ChannelExamples(*ex, negatives, 3);
   }
 
-  std::unique_ptr<train::Trainer> MakeTrainer(std::vector<call::TrainingExample> examples) const {
+  std::unique_ptr<train::Trainer> MakeTrainer(std::vector<call::TrainingExample> examples,
+                                              bool skip_leave_out = false,
+                                              bool free_only = true) const {
     train::TuneOptions o;
+    o.loss_skip_leave_out = skip_leave_out;
+    o.loss_free_tokens_only = free_only;
     o.lora.rank = 4;
     o.lora.alpha = 8;
     o.lora.seed = 5;
@@ -182,6 +186,56 @@ TEST_F(TrainContrastTest, GroupGradientMatchesFiniteDifferences) {
     SCOPED_TRACE(dir == &dirs_g ? "along the gradient" : "along a random direction");
     EXPECT_NEAR(analytic, fd, 0.02 * std::abs(fd) + 1e-4) << "analytic " << analytic << " fd " << fd;
   }
+}
+
+// TuneOptions::loss_skip_leave_out: the row where the arguments close while an optional one
+// that no example gives could follow leaves the loss; one that some example gives stays, and so
+// does a number's end (the same '}' after "5" ends the number).
+TEST_F(TrainContrastTest, SkippingLeaveOutRowsDropsClosesBeforeArgumentsNeverGiven) {
+  const std::string tools =
+      R"([{"type":"function","function":{"name":"order_ink","parameters":{"type":"object",)"
+      R"("properties":{"cartridge":{"type":"string","enum":["cyan","black"]},)"
+      R"("quantity":{"type":"integer"}},"required":["cartridge"]}}},)"
+      R"({"type":"function","function":{"name":"start_timer","parameters":{"type":"object",)"
+      R"("properties":{"minutes":{"type":"integer"},"note":{"type":"string"}},)"
+      R"("required":["minutes"]}}}])";
+  auto line = [&](const std::string& call) {
+    return R"({"tools":)" + tools +
+           R"(,"messages":[{"role":"user","content":"order ink"},{"role":"assistant",)"
+           R"("tool_calls":[{"type":"function","function":)" +
+           call + "}]}]}\n";
+  };
+  const std::string cyan = line(R"({"name":"order_ink","arguments":{"cartridge":"cyan"}})");
+  const std::string two =
+      line(R"({"name":"order_ink","arguments":{"cartridge":"cyan","quantity":2}})");
+  const std::string timer = line(R"({"name":"start_timer","arguments":{"minutes":5}})");
+  struct Case {
+    std::string jsonl;
+    int64_t skipped;
+  };
+  for (const Case& c :
+       {Case{cyan, 1}, Case{two, 0}, Case{timer, 0}, Case{cyan + two, 0}, Case{cyan + timer, 1}}) {
+    auto ex = call::ParseTrainingData(c.jsonl, "test");
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    auto learn = MakeTrainer(*ex);
+    auto skip = MakeTrainer(*ex, /*skip_leave_out=*/true);
+    ASSERT_TRUE(learn && skip);
+    EXPECT_GT(skip->loss_rows_per_epoch(), 0);
+    EXPECT_EQ(learn->loss_rows_per_epoch() - skip->loss_rows_per_epoch(), c.skipped) << c.jsonl;
+    // With every call token in the loss (--loss-tokens all) too.
+    auto all = MakeTrainer(*ex, false, /*free_only=*/false);
+    auto all_skip = MakeTrainer(*ex, true, /*free_only=*/false);
+    ASSERT_TRUE(all && all_skip);
+    EXPECT_GT(all->loss_rows_per_epoch(), learn->loss_rows_per_epoch());
+    EXPECT_EQ(all->loss_rows_per_epoch() - all_skip->loss_rows_per_epoch(), c.skipped) << c.jsonl;
+  }
+  // The timer's '}' leaves `note` out, but ends the number too.
+  auto ex = call::ParseTrainingData(timer, "test");
+  ASSERT_TRUE(ex.ok());
+  auto tokens = call::RenderTrainingExample(call::CallTokenizer(*model_), (*ex)[0]);
+  ASSERT_TRUE(tokens.ok());
+  ASSERT_EQ(tokens->leave_out.size(), 1u);
+  EXPECT_EQ(tokens->leave_out[0].keys, std::vector<std::string>{"note"});
 }
 
 }  // namespace

@@ -102,7 +102,7 @@ int CmdTune(int argc, char** argv) {
   // kUnset, kUnsetAlpha and "": not given; the defaults below depend on the data and model.
   std::string data_path, tools_path, out_path, checkpoint, resume, modules;
   std::string prefix = "base", init_lora, loss_tokens = "free", loss_softmax = "vocab";
-  std::string objective = "call", head_grad = "top";
+  std::string objective = "call", head_grad = "top", loss_leave_out;
   double prior_weight = 1.0;
   int64_t rank = kUnset, epochs = kUnset, batch_tokens = kUnset, max_steps = 0,
           checkpoint_every = 50, prefix_run = 1, prefix_store = 8192;
@@ -141,6 +141,14 @@ int CmdTune(int argc, char** argv) {
   p.AddString("--loss-tokens", &loss_tokens, "free|all",
               "free (default): the loss skips call tokens the call grammar forces (fgemma call "
               "never asks the model for them); all: every call token");
+  p.AddString("--loss-leave-out", &loss_leave_out, "learn|skip",
+              "skip: the loss skips the tokens that leave out an optional argument that none "
+              "of the examples gives for its tool (a key chosen past it, the arguments closed "
+              "while it could follow; not a number's end), so that choice stays the starting "
+              "adapter's: from an app's few requests the adapter would learn to leave such an "
+              "argument out even where a request says it; learn: every token (default skip for "
+              "fewer than 300 training examples tuned from an adapter, --init-lora or the "
+              "shipped one; learn otherwise)");
   p.AddString("--loss-softmax", &loss_softmax, "allowed|vocab",
               "vocab (default): the loss's softmax covers the whole vocabulary at every row; "
               "allowed: where the call grammar allows at most 64 tokens, only those (what "
@@ -266,6 +274,9 @@ int CmdTune(int argc, char** argv) {
     return usage("--objective " + objective + " needs --prefix base");
   }
   if (loss_tokens != "free" && loss_tokens != "all") return usage("--loss-tokens must be free or all");
+  if (!loss_leave_out.empty() && loss_leave_out != "learn" && loss_leave_out != "skip") {
+    return usage("--loss-leave-out must be learn or skip");
+  }
   if (loss_softmax != "allowed" && loss_softmax != "vocab") {
     return usage("--loss-softmax must be allowed or vocab");
   }
@@ -359,6 +370,8 @@ int CmdTune(int argc, char** argv) {
     }
   }
 
+  // Only an adapter that learned the calls has a choice worth keeping.
+  if (loss_leave_out.empty()) loss_leave_out = few && !init_lora.empty() ? "skip" : "learn";
   size_t n_prior = 0;
   if (objective != "call") {
     std::vector<call::TrainingExample> prior = call::ChannelExamples(
@@ -379,6 +392,7 @@ int CmdTune(int argc, char** argv) {
   o.init_adapter = init_lora;
   o.loss_free_tokens_only = loss_tokens == "free";
   o.softmax_allowed = loss_softmax == "allowed";
+  o.loss_skip_leave_out = loss_leave_out == "skip";
   if (head_grad == "full") o.head_grad_threshold = 0.0f;
   o.prior_weight = prior_weight;
   o.prefix = prefix == "base" ? train::PrefixMode::kBase : train::PrefixMode::kAdapted;
