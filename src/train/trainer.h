@@ -63,9 +63,10 @@ struct TuneOptions {
   // it could follow), but not a number's end. An app's few labelled requests leave out what
   // they do not say; where none of them shows a tool's optional argument, learning those rows
   // teaches the adapter to leave it out even when a request says it ("order three yellow
-  // cartridges" without `quantity`). Skipped, that decision stays the starting adapter's.
-  // Arguments that some examples give and others do not are learned both ways: skipping those
-  // too taught the adapter to give them where a request does not (docs/tuning.md).
+  // cartridges" without `quantity`). Skipped, that decision is left to the starting adapter
+  // (it still drifts with the rest of the tune). Arguments that some examples give and others
+  // do not are learned both ways: skipping those too taught the adapter to give them where a
+  // request does not. Off by default: per-app runs gained nothing overall (docs/tuning.md).
   bool loss_skip_leave_out = false;
   // > 0: a whole-vocabulary row's gradient reaches the hidden state through the LM-head rows
   // of the tokens with p >= this (at most head_grad_max_tokens; the head's mean row for the
