@@ -61,6 +61,13 @@ struct Trainer::Impl {
   // row the tokens its softmax covers (empty: the whole vocabulary).
   std::vector<std::vector<int32_t>> loss_rows;
   std::vector<std::vector<std::vector<int32_t>>> candidates;
+  // Per example, when it has anchored rows (LeaveOutLoss::kAnchor; else empty): per row its
+  // target (the index in its candidates; -1: the example's own next token) and its weight. An
+  // anchored position runs one candidate row per token the grammar allows there, weighted by
+  // the starting adapter's probability of that token (anchors: the first row and the count).
+  std::vector<std::vector<int32_t>> row_target;
+  std::vector<std::vector<float>> row_weight;
+  std::vector<std::vector<std::pair<size_t, size_t>>> anchors;
   int64_t cached_prefix = -1;     // the example whose prefix K/V the caches hold (kBase)
   std::unique_ptr<PrefixStore> store;  // every prefix computed (kBase), when on
   int64_t prefixes_computed = 0, prefixes_read = 0;
@@ -120,7 +127,12 @@ struct Trainer::Impl {
   int64_t Trained(const call::TrainingTokens& t) const {
     return static_cast<int64_t>(t.tokens.size()) - Start(t);
   }
-  int64_t Targets(int index) const { return static_cast<int64_t>(loss_rows[index].size()); }
+  // The positions an example's loss is averaged over (an anchored position's rows count once).
+  int64_t Targets(int index) const {
+    int64_t n = static_cast<int64_t>(loss_rows[index].size());
+    for (const auto& [first, count] : anchors[index]) n -= static_cast<int64_t>(count) - 1;
+    return n;
+  }
   // An example's trained tokens with its contrast's.
   int64_t GroupTrained(int index) const {
     int64_t n = Trained(data[index]);
@@ -203,6 +215,39 @@ struct Trainer::Impl {
     return (prefix_exec[key] = std::move(e)).get();
   }
 
+  float RowWeight(int index, size_t row) const {
+    return row_weight[index].empty() ? 1.0f : row_weight[index][row];
+  }
+  int32_t RowTarget(int index, size_t row) const {
+    return row_target[index].empty() ? -1 : row_target[index][row];
+  }
+
+  // LeaveOutLoss::kAnchor: each anchored position's row weights become the current adapter's
+  // (the starting one's) probabilities of the tokens its rows target, over those tokens.
+  Status ComputeAnchors() {
+    std::vector<std::vector<float>> scratch(grad.size());
+    for (size_t i = 0; i < grad.size(); ++i) scratch[i].assign(grad[i].size(), 0.0f);
+    std::vector<float> row_loss;
+    for (size_t index = 0; index < anchors.size(); ++index) {
+      if (anchors[index].empty()) continue;
+      FG_RETURN_IF_ERROR(RunExample(static_cast<int>(index), 0.0f, &scratch, &row_loss).status());
+      for (const auto& [first, count] : anchors[index]) {
+        double z = 0;
+        for (size_t r = first; r < first + count; ++r)
+          z += std::exp(-static_cast<double>(row_loss[r]));
+        if (!(z > 0) || !std::isfinite(z)) {
+          return InternalError(
+              "tune: the starting adapter's distribution at an anchored token is not finite");
+        }
+        for (size_t r = first; r < first + count; ++r) {
+          row_weight[index][r] =
+              static_cast<float>(std::exp(-static_cast<double>(row_loss[r])) / z);
+        }
+      }
+    }
+    return OkStatus();
+  }
+
   int64_t Rows(const call::TrainingTokens& t) const {
     const int64_t start = Start(t);
     const int64_t S = RoundUp(Trained(t), kTokenRound);
@@ -211,9 +256,12 @@ struct Trainer::Impl {
   }
 
   // Runs one example: adds its gradient (weighted) into `into` (nullptr: `grad`); returns its
-  // loss summed over its rows (unweighted).
+  // loss summed over its positions (unweighted by `weight`; an anchored position's rows by their
+  // row weights: the cross-entropy against the starting adapter's distribution). `row_loss`:
+  // each row's own -log p(target), in loss_rows order.
   StatusOr<double> RunExample(int index, float weight,
-                              std::vector<std::vector<float>>* into = nullptr) {
+                              std::vector<std::vector<float>>* into = nullptr,
+                              std::vector<float>* row_loss = nullptr) {
     const call::TrainingTokens& t = data[index];
     const int64_t n = static_cast<int64_t>(t.tokens.size());
     const int64_t start = Start(t);
@@ -272,7 +320,7 @@ struct Trainer::Impl {
         const int64_t i = loss_rows[index][full[k]];  // row i predicts token i + 1
         rows[k] = static_cast<int32_t>(i - start);
         targets[k] = t.tokens[i + 1];
-        w[k] = weight;
+        w[k] = weight * RowWeight(index, full[k]);
       }
       FG_RETURN_IF_ERROR(e->SetInput("logit_rows", rows));
       FG_RETURN_IF_ERROR(e->SetInput("targets", targets));
@@ -284,9 +332,12 @@ struct Trainer::Impl {
         const std::vector<int32_t>& c = candidates[index][cand[k]];
         rows[k] = static_cast<int32_t>(i - start);
         std::copy(c.begin(), c.end(), ids.begin() + static_cast<int64_t>(k) * kMaxCandidates);
+        const int32_t own = RowTarget(index, cand[k]);
         targets[k] =
-            static_cast<int32_t>(std::find(c.begin(), c.end(), t.tokens[i + 1]) - c.begin());
-        w[R + k] = weight;
+            own >= 0
+                ? own
+                : static_cast<int32_t>(std::find(c.begin(), c.end(), t.tokens[i + 1]) - c.begin());
+        w[R + k] = weight * RowWeight(index, cand[k]);
       }
       FG_RETURN_IF_ERROR(e->SetInput("cand_rows", rows));
       FG_RETURN_IF_ERROR(e->SetInput("candidates", ids));
@@ -298,8 +349,15 @@ struct Trainer::Impl {
     FG_RETURN_IF_ERROR(e->Run());
     FG_ASSIGN_OR_RETURN(auto loss, e->OutputF32("loss"));
     double sum = 0;
-    for (size_t k = 0; k < full.size(); ++k) sum += loss[k];
-    for (size_t k = 0; k < cand.size(); ++k) sum += loss[R + k];
+    if (row_loss != nullptr) row_loss->assign(loss_rows[index].size(), 0.0f);
+    for (size_t k = 0; k < full.size(); ++k) {
+      sum += static_cast<double>(RowWeight(index, full[k])) * loss[k];
+      if (row_loss != nullptr) (*row_loss)[full[k]] = loss[k];
+    }
+    for (size_t k = 0; k < cand.size(); ++k) {
+      sum += static_cast<double>(RowWeight(index, cand[k])) * loss[R + k];
+      if (row_loss != nullptr) (*row_loss)[cand[k]] = loss[R + k];
+    }
     auto& ts = params->tensors();
     for (size_t i = 0; i < ts.size(); ++i) {
       FG_ASSIGN_OR_RETURN(auto g, e->OutputF32("grad." + ts[i].name));
@@ -412,7 +470,8 @@ struct Trainer::Impl {
         " max_steps=" + std::to_string(opt.max_steps) + " init=" + opt.init_adapter +
         " free_only=" + std::to_string(opt.loss_free_tokens_only) +
         " softmax_allowed=" + std::to_string(opt.softmax_allowed) +
-        " skip_leave_out=" + std::to_string(opt.loss_skip_leave_out) +
+        " skip_leave_out=" + std::to_string(opt.loss_leave_out == LeaveOutLoss::kSkip) +
+        (opt.loss_leave_out == LeaveOutLoss::kAnchor ? " anchor_leave_out=1" : "") +
         " head_grad=" + std::to_string(opt.head_grad_threshold) + "/" +
         std::to_string(opt.head_grad_max_tokens) +
         " prior_weight=" + std::to_string(opt.prior_weight) + " modules=";
@@ -528,12 +587,15 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
     impl->is_channel.push_back(e.channel);
     // A tool prior example learns every request token over the whole vocabulary (no grammar).
     if (e.channel || (!options.loss_free_tokens_only && !options.softmax_allowed &&
-                      !options.loss_skip_leave_out)) {
+                      options.loss_leave_out == LeaveOutLoss::kLearn)) {
       for (int64_t i = t.target_start; i < static_cast<int64_t>(t.tokens.size()); ++i) {
         rows.push_back(static_cast<int32_t>(i - 1));
       }
     }
     impl->candidates.emplace_back(rows.size());
+    impl->row_target.emplace_back();
+    impl->row_weight.emplace_back();
+    impl->anchors.emplace_back();
     impl->loss_rows.push_back(std::move(rows));
     impl->data.push_back(std::move(t));
     impl->keys.push_back(e.catalog_key);
@@ -560,7 +622,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
       FG_RETURN_IF_ERROR(add(call::ChannelNegative(examples[i], name)));
     }
   }
-  if (options.loss_free_tokens_only || options.softmax_allowed || options.loss_skip_leave_out) {
+  const bool leave_out = options.loss_leave_out != LeaveOutLoss::kLearn;
+  if (options.loss_free_tokens_only || options.softmax_allowed || leave_out) {
     // The rows of call tokens the grammar leaves to the model (every call token's without
     // loss_free_tokens_only) and the tokens it allows there: one grammar per catalog prompt
     // and number of calls at a time (a grammar holds megabytes of tables), handed back after.
@@ -569,9 +632,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
       if (examples[i].channel) continue;
       groups[{examples[i].catalog_key, examples[i].calls.size()}].push_back(i);
     }
-    // options.loss_skip_leave_out: the arguments some example gives, per catalog and tool.
+    // options.loss_leave_out: the arguments some example gives, per catalog and tool.
     std::set<std::tuple<const text::ToolCatalog*, std::string, std::string>> given;
-    if (options.loss_skip_leave_out) {
+    if (leave_out) {
       for (const call::TrainingExample& e : examples) {
         if (e.channel) continue;
         for (const auto& [name, args] : e.calls) {
@@ -587,7 +650,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
         const call::TrainingTokens& t = impl->data[i];
         // The tokens that leave out an argument no example of its tool gives.
         std::vector<int64_t> never_given;
-        if (options.loss_skip_leave_out) {
+        if (leave_out) {
           for (const auto& l : t.leave_out) {
             for (const std::string& arg : l.keys) {
               if (given.contains({examples[i].catalog.get(), l.tool, arg})) continue;
@@ -604,9 +667,24 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
               done ? std::span<const int32_t>() : g->Allowed(st);
           // A token that leaves out an argument no example gives, but not a number's end
           // (which the rows of every number teach).
-          const bool skip = !done && allowed.size() > 1 && !g->InNumber(st) &&
-                            std::binary_search(never_given.begin(), never_given.end(), k);
-          if (!skip && (!options.loss_free_tokens_only || allowed.size() > 1)) {
+          const bool leaves = !done && allowed.size() > 1 && !g->InNumber(st) &&
+                              std::binary_search(never_given.begin(), never_given.end(), k);
+          const bool skip = leaves && options.loss_leave_out == LeaveOutLoss::kSkip;
+          if (leaves && options.loss_leave_out == LeaveOutLoss::kAnchor &&
+              static_cast<int64_t>(allowed.size()) <= kMaxCandidates) {
+            // One candidate row per allowed token; ComputeAnchors weighs them.
+            auto& rt = impl->row_target[i];
+            auto& rw = impl->row_weight[i];
+            rt.resize(impl->loss_rows[i].size(), -1);
+            rw.resize(impl->loss_rows[i].size(), 1.0f);
+            impl->anchors[i].emplace_back(impl->loss_rows[i].size(), allowed.size());
+            for (size_t j = 0; j < allowed.size(); ++j) {
+              impl->loss_rows[i].push_back(static_cast<int32_t>(k - 1));
+              impl->candidates[i].emplace_back(allowed.begin(), allowed.end());
+              rt.push_back(static_cast<int32_t>(j));
+              rw.push_back(1.0f / static_cast<float>(allowed.size()));
+            }
+          } else if (!skip && (!options.loss_free_tokens_only || allowed.size() > 1)) {
             impl->loss_rows[i].push_back(static_cast<int32_t>(k - 1));
             // A forced token (--loss-tokens all) keeps the whole vocabulary: over itself
             // alone its loss would be 0.
@@ -614,6 +692,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
                              static_cast<int64_t>(allowed.size()) <= kMaxCandidates;
             impl->candidates[i].push_back(few ? std::vector<int32_t>(allowed.begin(), allowed.end())
                                               : std::vector<int32_t>());
+            if (!impl->row_target[i].empty()) {
+              impl->row_target[i].push_back(-1);
+              impl->row_weight[i].push_back(1.0f);
+            }
           }
           if (done) continue;
           if (Status a = g->Advance(&st, t.tokens[k]); !a.ok()) {
@@ -704,6 +786,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
     impl->m.emplace_back(t.values.size(), 0.0f);
     impl->v.emplace_back(t.values.size(), 0.0f);
   }
+  // From the starting adapter, before a checkpoint (Resume) replaces it.
+  if (options.loss_leave_out == LeaveOutLoss::kAnchor) FG_RETURN_IF_ERROR(impl->ComputeAnchors());
   return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
 }
 

@@ -32,6 +32,7 @@
 namespace fg::train {
 
 enum class PrefixMode { kBase, kAdapted };
+enum class LeaveOutLoss { kLearn, kSkip, kAnchor };
 
 // Candidates of a row whose softmax covers the grammar's allowed tokens (TuneOptions::
 // softmax_allowed); rows that allow more use the whole vocabulary.
@@ -58,16 +59,23 @@ struct TuneOptions {
   // faster per-app tunes but 6 points fewer right functions (docs/tuning.md), so off by
   // default. false: every row's softmax covers the whole vocabulary.
   bool softmax_allowed = false;
-  // true: the loss skips the rows that leave out an optional argument that no example gives
-  // for its tool (TrainingTokens::leave_out: a key chosen past it, the arguments closed while
-  // it could follow), but not a number's end. An app's few labelled requests leave out what
-  // they do not say; where none of them shows a tool's optional argument, learning those rows
-  // teaches the adapter to leave it out even when a request says it ("order three yellow
-  // cartridges" without `quantity`). Skipped, that decision is left to the starting adapter
-  // (it still drifts with the rest of the tune). Arguments that some examples give and others
-  // do not are learned both ways: skipping those too taught the adapter to give them where a
-  // request does not. Off by default: per-app runs gained nothing overall (docs/tuning.md).
-  bool loss_skip_leave_out = false;
+  // The rows that leave out an optional argument that no example gives for its tool
+  // (TrainingTokens::leave_out: a key chosen past it, the arguments closed while it could
+  // follow; not a number's end, which the rows of every number teach). An app's few labelled
+  // requests leave out what they do not say; where none of them shows a tool's optional
+  // argument, learning those rows teaches the adapter to leave it out even when a request says
+  // it ("order three yellow cartridges" without `quantity`).
+  //   kLearn: learned as every row (the default).
+  //   kSkip: out of the loss, the decision left to the starting adapter (it still drifts with
+  //     the rest of the tune). Arguments that some examples give and others do not are
+  //     learned both ways: skipping those too taught the adapter to give them where a request
+  //     does not.
+  //   kAnchor: the row's target is the starting adapter's own distribution over the tokens the
+  //     grammar allows there (2 to kMaxCandidates of them; a row allowing more is learned),
+  //     computed once when the trainer is made: a distillation loss that holds the decision
+  //     where it started while the rest of the tune moves.
+  // Measured per app in docs/tuning.md ("Arguments the 30 never give").
+  LeaveOutLoss loss_leave_out = LeaveOutLoss::kLearn;
   // > 0: a whole-vocabulary row's gradient reaches the hidden state through the LM-head rows
   // of the tokens with p >= this (at most head_grad_max_tokens; the head's mean row for the
   // mass left out) instead of the head's whole transpose (TrainGraphSpec::head_threshold):
@@ -153,7 +161,8 @@ class Trainer {
   StatusOr<double> ExampleLoss(int index, std::vector<std::vector<float>>* grad);
   int64_t steps_per_epoch() const;
   int64_t trained_tokens_per_epoch() const;
-  // Rows of the loss per epoch (the trained tokens the loss scores, contrasts included).
+  // Rows of the loss per epoch (the trained tokens the loss scores, contrasts included; an
+  // anchored position, LeaveOutLoss::kAnchor, one row per token allowed there).
   int64_t loss_rows_per_epoch() const;
   uint64_t transposed_bytes() const;
   // Catalog prefixes run through the base model so far, and those read back from the store.

@@ -143,14 +143,18 @@ TEST_F(CliTuneTest, LossFallsAndTheAdapterChangesTheCall) {
   EXPECT_THAT(tuned.out, HasSubstr("start_timer"));
 }
 
-// --loss-leave-out skip: the tokens that leave out an optional argument no example gives are
-// out of the loss. The data give `room` once, so nothing is skipped and the bytes are the same;
-// without that line "turn the light on" chooses `state` past a `room` never given.
+// --loss-leave-out skip|anchor: the tokens that leave out an optional argument no example
+// gives are out of the loss, or learn the starting adapter's distribution. The data give `room`
+// once, so nothing is skipped or anchored and the bytes are the same; without that line "turn
+// the light on" chooses `state` past a `room` never given. An anchored run stopped and resumed
+// writes the same adapter as one run (the anchors come from the start, not the checkpoint).
 TEST_F(CliTuneTest, LeaveOutSkipsOnlyArgumentsNoExampleGives) {
-  const std::string a = Tmp("lo1.gguf"), b = Tmp("lo2.gguf");
+  const std::string a = Tmp("lo1.gguf"), b = Tmp("lo2.gguf"), c = Tmp("lo3.gguf");
   ASSERT_EQ(Fgemma(Tune(a, "--epochs 2 -q --loss-leave-out learn")).rc, 0);
   ASSERT_EQ(Fgemma(Tune(b, "--epochs 2 -q --loss-leave-out skip")).rc, 0);
+  ASSERT_EQ(Fgemma(Tune(c, "--epochs 2 -q --loss-leave-out anchor")).rc, 0);
   EXPECT_TRUE(Read(a) == Read(b));
+  EXPECT_TRUE(Read(a) == Read(c));
   const std::string no_room = Tmp("no_room.jsonl");
   std::string lines = Read(*data_);
   const size_t hall = lines.find("lights off in the hall");
@@ -166,7 +170,21 @@ TEST_F(CliTuneTest, LeaveOutSkipsOnlyArgumentsNoExampleGives) {
   };
   ASSERT_EQ(tune(a, "learn").rc, 0);
   ASSERT_EQ(tune(b, "skip").rc, 0);
+  ASSERT_EQ(tune(c, "anchor").rc, 0);
   EXPECT_FALSE(Read(a) == Read(b));
+  EXPECT_FALSE(Read(a) == Read(c));
+  EXPECT_FALSE(Read(b) == Read(c));
+  const std::string d = Tmp("lo4.gguf"), ckpt = Tmp("lo4.ckpt");
+  Result part = tune(d, "anchor --checkpoint " + ckpt + " --stop-after 2");
+  ASSERT_EQ(part.rc, 0) << part.out;
+  EXPECT_FALSE(Read(c) == Read(d));
+  Result rest = tune(d, "anchor --checkpoint " + ckpt + " --resume " + ckpt);
+  ASSERT_EQ(rest.rc, 0) << rest.out;
+  EXPECT_TRUE(Read(c) == Read(d));
+  // An anchored run's checkpoint is not resumed by a skip run.
+  Result other = tune(d, "skip --resume " + ckpt);
+  EXPECT_EQ(other.rc, 1);
+  EXPECT_THAT(other.out, HasSubstr("written with other options or data"));
 }
 
 TEST_F(CliTuneTest, SameSeedSameBytesAndResumeEqualsOneRun) {

@@ -58,11 +58,28 @@ class TrainContrastTest : public ::testing::Test {
     return call::ChannelExamples(*ex, negatives, 3);
   }
 
-  std::unique_ptr<train::Trainer> MakeTrainer(std::vector<call::TrainingExample> examples,
-                                              bool skip_leave_out = false,
-                                              bool free_only = true) const {
+  // A TRL line of a catalog whose optional arguments can be left out, with `call`.
+  static std::string InkLine(const std::string& call) {
+    const std::string tools =
+        R"([{"type":"function","function":{"name":"order_ink","parameters":{"type":"object",)"
+        R"("properties":{"cartridge":{"type":"string","enum":["cyan","black"]},)"
+        R"("quantity":{"type":"integer"}},"required":["cartridge"]}}},)"
+        R"({"type":"function","function":{"name":"start_timer","parameters":{"type":"object",)"
+        R"("properties":{"minutes":{"type":"integer"},"note":{"type":"string"}},)"
+        R"("required":["minutes"]}}}])";
+    return R"({"tools":)" + tools +
+           R"(,"messages":[{"role":"user","content":"order ink"},{"role":"assistant",)"
+           R"("tool_calls":[{"type":"function","function":)" +
+           call + "}]}]}\n";
+  }
+
+  std::unique_ptr<train::Trainer> MakeTrainer(
+      std::vector<call::TrainingExample> examples,
+      train::LeaveOutLoss leave_out = train::LeaveOutLoss::kLearn, bool free_only = true,
+      const std::string& init = "") const {
     train::TuneOptions o;
-    o.loss_skip_leave_out = skip_leave_out;
+    o.init_adapter = init;
+    o.loss_leave_out = leave_out;
     o.loss_free_tokens_only = free_only;
     o.lora.rank = 4;
     o.lora.alpha = 8;
@@ -74,6 +91,7 @@ class TrainContrastTest : public ::testing::Test {
                                     std::move(examples), o);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     if (!t.ok()) return nullptr;
+    if (!init.empty()) return std::move(*t);
     // Random B (a fresh adapter's is 0, which leaves A without a gradient).
     uint32_t rnd = 41;
     for (train::LoraParams::Tensor& p : (*t)->params().tensors()) {
@@ -135,13 +153,13 @@ TEST_F(TrainContrastTest, GroupLossIsMinusLogSoftmaxOfTheMembersScores) {
   EXPECT_GT(*loss, 0.05) << "the check needs a group that is not already decided";
 }
 
-TEST_F(TrainContrastTest, GroupGradientMatchesFiniteDifferences) {
-  auto t = MakeTrainer(Prior(64));
-  ASSERT_TRUE(t);
+// Example `index`'s gradient against central differences of its loss, along the gradient and
+// along a random direction.
+void ExpectGradientMatchesFiniteDifferences(train::Trainer& t, int index) {
   std::vector<std::vector<float>> grad, scratch;
-  auto l0 = t->ExampleLoss(0, &grad);
+  auto l0 = t.ExampleLoss(index, &grad);
   ASSERT_TRUE(l0.ok()) << l0.status().ToString();
-  std::vector<train::LoraParams::Tensor>& ps = t->params().tensors();
+  std::vector<train::LoraParams::Tensor>& ps = t.params().tensors();
   double norm2 = 0;
   for (const auto& g : grad) {
     for (float x : g) norm2 += static_cast<double>(x) * x;
@@ -177,7 +195,7 @@ TEST_F(TrainContrastTest, GroupGradientMatchesFiniteDifferences) {
           ps[i].values[k] = saved[i][k] + static_cast<float>((side == 0 ? h : -h) * (*dir)[i][k]);
         }
       }
-      auto l = t->ExampleLoss(0, &scratch);
+      auto l = t.ExampleLoss(index, &scratch);
       ASSERT_TRUE(l.ok());
       at[side] = *l;
     }
@@ -188,27 +206,20 @@ TEST_F(TrainContrastTest, GroupGradientMatchesFiniteDifferences) {
   }
 }
 
-// TuneOptions::loss_skip_leave_out: the row where the arguments close while an optional one
+TEST_F(TrainContrastTest, GroupGradientMatchesFiniteDifferences) {
+  auto t = MakeTrainer(Prior(64));
+  ASSERT_TRUE(t);
+  ExpectGradientMatchesFiniteDifferences(*t, 0);
+}
+
+// LeaveOutLoss::kSkip: the row where the arguments close while an optional one
 // that no example gives could follow leaves the loss; one that some example gives stays, and so
 // does a number's end (the same '}' after "5" ends the number).
 TEST_F(TrainContrastTest, SkippingLeaveOutRowsDropsClosesBeforeArgumentsNeverGiven) {
-  const std::string tools =
-      R"([{"type":"function","function":{"name":"order_ink","parameters":{"type":"object",)"
-      R"("properties":{"cartridge":{"type":"string","enum":["cyan","black"]},)"
-      R"("quantity":{"type":"integer"}},"required":["cartridge"]}}},)"
-      R"({"type":"function","function":{"name":"start_timer","parameters":{"type":"object",)"
-      R"("properties":{"minutes":{"type":"integer"},"note":{"type":"string"}},)"
-      R"("required":["minutes"]}}}])";
-  auto line = [&](const std::string& call) {
-    return R"({"tools":)" + tools +
-           R"(,"messages":[{"role":"user","content":"order ink"},{"role":"assistant",)"
-           R"("tool_calls":[{"type":"function","function":)" +
-           call + "}]}]}\n";
-  };
-  const std::string cyan = line(R"({"name":"order_ink","arguments":{"cartridge":"cyan"}})");
+  const std::string cyan = InkLine(R"({"name":"order_ink","arguments":{"cartridge":"cyan"}})");
   const std::string two =
-      line(R"({"name":"order_ink","arguments":{"cartridge":"cyan","quantity":2}})");
-  const std::string timer = line(R"({"name":"start_timer","arguments":{"minutes":5}})");
+      InkLine(R"({"name":"order_ink","arguments":{"cartridge":"cyan","quantity":2}})");
+  const std::string timer = InkLine(R"({"name":"start_timer","arguments":{"minutes":5}})");
   struct Case {
     std::string jsonl;
     int64_t skipped;
@@ -218,13 +229,13 @@ TEST_F(TrainContrastTest, SkippingLeaveOutRowsDropsClosesBeforeArgumentsNeverGiv
     auto ex = call::ParseTrainingData(c.jsonl, "test");
     ASSERT_TRUE(ex.ok()) << ex.status().ToString();
     auto learn = MakeTrainer(*ex);
-    auto skip = MakeTrainer(*ex, /*skip_leave_out=*/true);
+    auto skip = MakeTrainer(*ex, train::LeaveOutLoss::kSkip);
     ASSERT_TRUE(learn && skip);
     EXPECT_GT(skip->loss_rows_per_epoch(), 0);
     EXPECT_EQ(learn->loss_rows_per_epoch() - skip->loss_rows_per_epoch(), c.skipped) << c.jsonl;
     // With every call token in the loss (--loss-tokens all) too.
-    auto all = MakeTrainer(*ex, false, /*free_only=*/false);
-    auto all_skip = MakeTrainer(*ex, true, /*free_only=*/false);
+    auto all = MakeTrainer(*ex, train::LeaveOutLoss::kLearn, /*free_only=*/false);
+    auto all_skip = MakeTrainer(*ex, train::LeaveOutLoss::kSkip, /*free_only=*/false);
     ASSERT_TRUE(all && all_skip);
     EXPECT_GT(all->loss_rows_per_epoch(), learn->loss_rows_per_epoch());
     EXPECT_EQ(all->loss_rows_per_epoch() - all_skip->loss_rows_per_epoch(), c.skipped) << c.jsonl;
@@ -236,6 +247,65 @@ TEST_F(TrainContrastTest, SkippingLeaveOutRowsDropsClosesBeforeArgumentsNeverGiv
   ASSERT_TRUE(tokens.ok());
   ASSERT_EQ(tokens->leave_out.size(), 1u);
   EXPECT_EQ(tokens->leave_out[0].keys, std::vector<std::string>{"note"});
+}
+
+// LeaveOutLoss::kAnchor: the row where the arguments close while `quantity` (never given) could
+// follow learns the starting adapter's own distribution over the tokens the grammar allows
+// there. At the start that row's gradient is p - q = 0: the example's gradient is the one with
+// the row skipped, and its loss exceeds it by the distribution's entropy. Once the adapter
+// moves, the row pulls it back, and its gradient matches finite differences.
+TEST_F(TrainContrastTest, AnchoredRowsLearnTheStartingAdaptersDistribution) {
+  auto ex = call::ParseTrainingData(
+      InkLine(R"({"name":"order_ink","arguments":{"cartridge":"cyan"}})"), "test");
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  const std::string start = ::testing::TempDir() + "/anchor_start.gguf";
+  {
+    auto random = MakeTrainer(*ex);  // a random B: the start is not the base model
+    ASSERT_TRUE(random);
+    auto w = random->AdapterWriter();
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE(w->WriteFile(start).ok());
+  }
+  auto learn = MakeTrainer(*ex, train::LeaveOutLoss::kLearn, true, start);
+  auto skip = MakeTrainer(*ex, train::LeaveOutLoss::kSkip, true, start);
+  auto anchor = MakeTrainer(*ex, train::LeaveOutLoss::kAnchor, true, start);
+  ASSERT_TRUE(learn && skip && anchor);
+  // The anchored position runs one row per token allowed there (',' and '}' at least).
+  const int64_t allowed = anchor->loss_rows_per_epoch() - skip->loss_rows_per_epoch();
+  EXPECT_GE(allowed, 2);
+  std::vector<std::vector<float>> g_learn, g_skip, g_anchor;
+  auto l_learn = learn->ExampleLoss(0, &g_learn);
+  auto l_skip = skip->ExampleLoss(0, &g_skip);
+  auto l_anchor = anchor->ExampleLoss(0, &g_anchor);
+  ASSERT_TRUE(l_learn.ok() && l_skip.ok() && l_anchor.ok());
+  auto distance = [](const std::vector<std::vector<float>>& a,
+                     const std::vector<std::vector<float>>& b) {
+    double d2 = 0, n2 = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      for (size_t k = 0; k < a[i].size(); ++k) {
+        d2 += static_cast<double>(a[i][k] - b[i][k]) * (a[i][k] - b[i][k]);
+        n2 += static_cast<double>(b[i][k]) * b[i][k];
+      }
+    }
+    return std::sqrt(d2 / n2);
+  };
+  EXPECT_GT(distance(g_learn, g_skip), 1e-2) << "the '}' row must carry a gradient when learned";
+  EXPECT_LT(distance(g_anchor, g_skip), 1e-4);
+  const double entropy = *l_anchor - *l_skip;
+  EXPECT_GT(entropy, 1e-3);
+  EXPECT_LT(entropy, std::log(static_cast<double>(allowed)) + 1e-4);
+  // Moved away from the start, the anchored row pulls back.
+  for (auto* t : {skip.get(), anchor.get()}) {
+    for (train::LoraParams::Tensor& p : t->params().tensors()) {
+      if (p.is_b) {
+        for (float& v : p.values) v *= 1.5f;
+      }
+    }
+  }
+  ASSERT_TRUE(skip->ExampleLoss(0, &g_skip).ok());
+  ASSERT_TRUE(anchor->ExampleLoss(0, &g_anchor).ok());
+  EXPECT_GT(distance(g_anchor, g_skip), 1e-3);
+  ExpectGradientMatchesFiniteDifferences(*anchor, 0);
 }
 
 }  // namespace

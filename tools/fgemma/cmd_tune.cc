@@ -141,13 +141,14 @@ int CmdTune(int argc, char** argv) {
   p.AddString("--loss-tokens", &loss_tokens, "free|all",
               "free (default): the loss skips call tokens the call grammar forces (fgemma call "
               "never asks the model for them); all: every call token");
-  p.AddString("--loss-leave-out", &loss_leave_out, "learn|skip",
-              "learn (default): every token; skip: the loss skips the tokens that leave out an "
-              "optional argument none of the examples gives for its tool (a key chosen past "
-              "it, the arguments closed while it could follow; not a number's end), leaving "
-              "that choice to the starting adapter: for an app's few requests that never show "
-              "an argument its users may say. Our per-app runs read no better with it overall "
-              "(docs/tuning.md)");
+  p.AddString("--loss-leave-out", &loss_leave_out, "learn|skip|anchor",
+              "the tokens that leave out an optional argument none of the examples gives for "
+              "its tool (a key chosen past it, the arguments closed while it could follow; not "
+              "a number's end), for an app's few requests that never show an argument its "
+              "users may say. learn (default): learned as every token; skip: out of the loss, "
+              "the choice left to the starting adapter; anchor: learned toward the starting "
+              "adapter's own distribution over the tokens the grammar allows there. "
+              "Measured in docs/tuning.md");
   p.AddString("--loss-softmax", &loss_softmax, "allowed|vocab",
               "vocab (default): the loss's softmax covers the whole vocabulary at every row; "
               "allowed: where the call grammar allows at most 64 tokens, only those (what "
@@ -273,8 +274,8 @@ int CmdTune(int argc, char** argv) {
     return usage("--objective " + objective + " needs --prefix base");
   }
   if (loss_tokens != "free" && loss_tokens != "all") return usage("--loss-tokens must be free or all");
-  if (loss_leave_out != "learn" && loss_leave_out != "skip") {
-    return usage("--loss-leave-out must be learn or skip");
+  if (loss_leave_out != "learn" && loss_leave_out != "skip" && loss_leave_out != "anchor") {
+    return usage("--loss-leave-out must be learn, skip or anchor");
   }
   if (loss_softmax != "allowed" && loss_softmax != "vocab") {
     return usage("--loss-softmax must be allowed or vocab");
@@ -389,7 +390,9 @@ int CmdTune(int argc, char** argv) {
   o.init_adapter = init_lora;
   o.loss_free_tokens_only = loss_tokens == "free";
   o.softmax_allowed = loss_softmax == "allowed";
-  o.loss_skip_leave_out = loss_leave_out == "skip";
+  o.loss_leave_out = loss_leave_out == "skip"     ? train::LeaveOutLoss::kSkip
+                     : loss_leave_out == "anchor" ? train::LeaveOutLoss::kAnchor
+                                                  : train::LeaveOutLoss::kLearn;
   if (head_grad == "full") o.head_grad_threshold = 0.0f;
   o.prior_weight = prior_weight;
   o.prefix = prefix == "base" ? train::PrefixMode::kBase : train::PrefixMode::kAdapted;
