@@ -73,7 +73,9 @@ struct TuneOptions {
   //   kAnchor: the row's target is the starting adapter's own distribution over the tokens the
   //     grammar allows there (2 to kMaxCandidates of them; a row allowing more is learned),
   //     computed once when the trainer is made: a distillation loss that holds the decision
-  //     where it started while the rest of the tune moves.
+  //     where it started while the rest of the tune moves. It holds it on the examples' own
+  //     requests, which do not say the argument and where the start leaves it out too, so it
+  //     taught what the label did: no gain measured.
   // Measured per app in docs/tuning.md ("Arguments the 30 never give").
   LeaveOutLoss loss_leave_out = LeaveOutLoss::kLearn;
   // > 0: a whole-vocabulary row's gradient reaches the hidden state through the LM-head rows
