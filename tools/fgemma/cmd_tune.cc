@@ -147,8 +147,8 @@ int CmdTune(int argc, char** argv) {
               "a number's end), for an app's few requests that never show an argument its "
               "users may say. learn (default): learned as every token; skip: out of the loss, "
               "the choice left to the starting adapter; anchor: learned toward the starting "
-              "adapter's own distribution over the tokens the grammar allows there. "
-              "Measured in docs/tuning.md");
+              "adapter's own distribution over the tokens the grammar allows there. Neither "
+              "skip nor anchor read better in our per-app runs (docs/tuning.md)");
   p.AddString("--loss-softmax", &loss_softmax, "allowed|vocab",
               "vocab (default): the loss's softmax covers the whole vocabulary at every row; "
               "allowed: where the call grammar allows at most 64 tokens, only those (what "
