@@ -61,10 +61,10 @@ struct Trainer::Impl {
   // row the tokens its softmax covers (empty: the whole vocabulary).
   std::vector<std::vector<int32_t>> loss_rows;
   std::vector<std::vector<std::vector<int32_t>>> candidates;
-  // Per example, when it has anchored rows (LeaveOutLoss::kAnchor; else empty): per row its
-  // target (the index in its candidates; -1: the example's own next token) and its weight. An
-  // anchored position runs one candidate row per token the grammar allows there, weighted by
-  // the starting adapter's probability of that token (anchors: the first row and the count).
+  // Per example, with LeaveOutLoss::kAnchor (else empty: every row its own token, weight 1): per
+  // row its target (the index in its candidates; -1: the example's own next token) and its weight.
+  // An anchored position runs one candidate row per token the grammar allows there, weighted by the
+  // starting adapter's probability of that token (anchors: the first row and the count).
   std::vector<std::vector<int32_t>> row_target;
   std::vector<std::vector<float>> row_weight;
   std::vector<std::vector<std::pair<size_t, size_t>>> anchors;
@@ -648,6 +648,14 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
       FG_ASSIGN_OR_RETURN(auto g, text::CallGrammar::Create(*examples[members[0]].catalog, tokenizer, go));
       for (size_t i : members) {
         const call::TrainingTokens& t = impl->data[i];
+        // kAnchor: every row gets a target and a weight (the rows so far: their own, 1).
+        const bool per_row = options.loss_leave_out == LeaveOutLoss::kAnchor;
+        auto& rt = impl->row_target[i];
+        auto& rw = impl->row_weight[i];
+        if (per_row) {
+          rt.assign(impl->loss_rows[i].size(), -1);
+          rw.assign(impl->loss_rows[i].size(), 1.0f);
+        }
         // The tokens that leave out an argument no example of its tool gives.
         std::vector<int64_t> never_given;
         if (leave_out) {
@@ -670,13 +678,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
           const bool leaves = !done && allowed.size() > 1 && !g->InNumber(st) &&
                               std::binary_search(never_given.begin(), never_given.end(), k);
           const bool skip = leaves && options.loss_leave_out == LeaveOutLoss::kSkip;
-          if (leaves && options.loss_leave_out == LeaveOutLoss::kAnchor &&
-              static_cast<int64_t>(allowed.size()) <= kMaxCandidates) {
+          if (leaves && per_row && static_cast<int64_t>(allowed.size()) <= kMaxCandidates) {
             // One candidate row per allowed token; ComputeAnchors weighs them.
-            auto& rt = impl->row_target[i];
-            auto& rw = impl->row_weight[i];
-            rt.resize(impl->loss_rows[i].size(), -1);
-            rw.resize(impl->loss_rows[i].size(), 1.0f);
             impl->anchors[i].emplace_back(impl->loss_rows[i].size(), allowed.size());
             for (size_t j = 0; j < allowed.size(); ++j) {
               impl->loss_rows[i].push_back(static_cast<int32_t>(k - 1));
@@ -692,9 +695,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
                              static_cast<int64_t>(allowed.size()) <= kMaxCandidates;
             impl->candidates[i].push_back(few ? std::vector<int32_t>(allowed.begin(), allowed.end())
                                               : std::vector<int32_t>());
-            if (!impl->row_target[i].empty()) {
-              impl->row_target[i].push_back(-1);
-              impl->row_weight[i].push_back(1.0f);
+            if (per_row) {
+              rt.push_back(-1);
+              rw.push_back(1.0f);
             }
           }
           if (done) continue;
