@@ -35,6 +35,9 @@ using DotTileFn = void (*)(int64_t n, const void* w0, const void* w1, const void
 // vec_dot returns; the activation block, its scale and offset are loaded once for all four.
 inline constexpr int kDotRows = 4;
 using DotRowsFn = void (*)(int64_t n, const void* const* w, const void* a, float* out);
+// Rewrites a weight row of n elements as n / 32 Q8_0 blocks holding the same integer weights
+// and f16 scales (a Q4_0, Q5_0 or IQ4_NL row).
+using WidenFn = void (*)(int64_t n, const void* w, void* q8_0);
 
 // The attention inner loops of attention.h (AttnScores, AttnWeightedSum) for a group of query
 // heads sharing one KV head.
@@ -50,6 +53,12 @@ struct TypeKernels {
   DotTileFn tile = nullptr;  // nullptr: matmuls of m > 1 use vec_dot
   DotRowsFn rows = nullptr;  // nullptr: decode uses vec_dot
   const internal::PanelKernels* panel = nullptr;  // nullptr: no packed panels (panel.h)
+  // Where the set's Q8_0 tile and vec_dot give, on a row this writes, the bits of this type's
+  // own (AVX2: every block type's tile expands a block to 32 int8 and its scale, then runs the
+  // same arithmetic): a matmul of m >= kWidenMinTokens without panels widens each weight row
+  // once per tile of tokens instead of unpacking each block again for every pair of tokens
+  // (matmul.cc). nullptr: none.
+  WidenFn widen = nullptr;
 };
 
 struct AttentionKernels {

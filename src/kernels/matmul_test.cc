@@ -1,8 +1,10 @@
 // Tests of the matmul driver against the f64 oracle, across every weight type with kernels,
 // every ISA of this CPU, odd shapes, thread counts and the sparse row path.
 #include "src/kernels/matmul.h"
-#include "src/kernels/kernel_set.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -10,9 +12,8 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "src/kernels/blocks.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/quant.h"
 #include "src/tensor/half.h"
 
@@ -269,6 +270,35 @@ TEST(MatMul, EachTokensRowDoesNotDependOnTheBatch) {
       }
     }
   }
+}
+
+// A set's widening (TypeKernels::widen) against its scalar twin: the widened Q8_0 row
+// dequantizes (scalar) to exactly the row's own values, block scale and integer weights alike;
+// and the sets that widen a type do it for the types whose m >= 4 matmuls then run on it
+// (EachTokensRowDoesNotDependOnTheBatch checks those bits against one token at a time).
+TEST(MatMul, WidenedRowsHoldTheSameWeights) {
+  int widened = 0;
+  for (Isa isa : AvailableIsas()) {
+    for (DType t : tensor::kSupportedWeightTypes) {
+      const TypeKernels* k = GetKernelSet(isa).type(t);
+      if (k == nullptr || k->widen == nullptr) continue;
+      ++widened;
+      const int64_t cols = 640;
+      const Matrix mat = MakeMatrix(t, 3, cols, 17);
+      std::vector<uint8_t> wide(static_cast<size_t>(*tensor::RowBytes(DType::kQ8_0, cols)));
+      std::vector<float> back(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < 3; ++r) {
+        k->widen(cols, mat.w.row(r), wide.data());
+        GetTypeOps(DType::kQ8_0, Isa::kScalar)->dequantize_row(wide.data(), back.data(), cols);
+        EXPECT_EQ(std::memcmp(back.data(), mat.deq.data() + r * cols, back.size() * sizeof(float)),
+                  0)
+            << Name(t) << " " << IsaName(isa) << " row " << r;
+      }
+    }
+  }
+  const std::vector<Isa>& isas = AvailableIsas();
+  const bool avx2 = std::find(isas.begin(), isas.end(), Isa::kAvx2) != isas.end();
+  EXPECT_EQ(widened, avx2 ? 3 : 0);  // Q4_0, Q5_0, IQ4_NL in the AVX2 set (AVX-512: panels)
 }
 
 // Prepacked panels (PackPanels, WeightMatrix::panels) give the bits of packing per call and of

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "src/kernels/blocks.h"
 #include "src/kernels/quant_basic_fill.h"
@@ -296,11 +297,29 @@ struct Tiles {
   }
 };
 
+// A row of a signed block type as Q8_0 blocks: each block expanded once, as Tile expands it,
+// with its scale. Tile<Q8_0Traits> on the result then runs, block for block, the operations
+// Tile<Tr> runs on the row (the same 32 int8, |w| and f16 scale): the same bits, without the
+// unpacking (KernelSet::widen).
+template <class Tr>
+void Widen(int64_t n, const void* w, void* out) {
+  static_assert(Tr::kSigned && !Tr::kMin && std::is_same_v<typename Tr::BY, block_q8_0>);
+  const auto* x = static_cast<const typename Tr::BX*>(w);
+  auto* y = static_cast<block_q8_0*>(out);
+  for (int64_t j = 0; j < n / kQK; ++j) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[j].qs), Tr::Weights(x[j]));
+    y[j].d = x[j].d;
+  }
+}
+
 }  // namespace
 
 void FillBasicAvx2(KernelSet& ks) {
   basic_fill::Fill<Tiles, QuantBlock8, Q8_0Traits, Q8_1Traits, Q4_0Traits, Q4_1Traits, Q5_0Traits,
                    Q5_1Traits, Iq4nlTraits>(ks, {DotF32, DotF16, DotBf16});
+  ks.types[static_cast<int>(DType::kQ4_0)].widen = Widen<Q4_0Traits>;
+  ks.types[static_cast<int>(DType::kQ5_0)].widen = Widen<Q5_0Traits>;
+  ks.types[static_cast<int>(DType::kIQ4_NL)].widen = Widen<Iq4nlTraits>;
 }
 
 }  // namespace fg::kernels::internal
