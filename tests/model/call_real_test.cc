@@ -90,8 +90,9 @@ TEST_F(CallReal, ConstrainedOutputsAlwaysParseAndValidate) {
     FG_ASSERT_OK_AND_ASSIGN(pc.catalog, text::ParseToolCatalog(pc.json));
     FunctionCallerOptions o;
     o.constrain = ConstrainMode::kCall;
-    // The grammar's property, without the tool prior (its scoring of every tool costs ~10x
-    // the call without AVX-512; the held-out tests check that its calls are valid too).
+    // The grammar's property, without the tool prior (which scores the request under every
+    // tool: 200 pairs took 657 s with it, 256 s without, on a 2-core AVX2 CPU); the held-out
+    // tests check that the calls made with it are valid too.
     o.tool_channel = 0;
     o.max_tokens = 48;
     o.string_guard = 8;  // short strings: the test budget (see function_caller.h)
