@@ -50,8 +50,9 @@ std::string ModelPath() {
 
 std::string Adapter() { return std::string(FG_SOURCE_DIR) + "/models/fgemma-call-lora.gguf"; }
 
-// Every `every`-th request of a held-out catalog (its 1st, (every+1)th, ...), written once per
-// process into the test's temporary folder: the tests score a fixed sample, so that the model
+// Every `every`-th request of a held-out catalog (its 1st, (every+1)th, ...), written into the
+// test process's temporary folder (again, with the same bytes, by each eval that asks for it:
+// a few KiB): the tests score a fixed sample, so that the model
 // suite fits CI on a CPU without AVX-512 (the whole held-out set is a benchmark:
 // bench/heldout_eval.sh, docs/tuning.md).
 std::string Sample(const std::string& catalog, int every) {
