@@ -24,6 +24,7 @@ KernelSet Build(Isa isa) {
       internal::FillBasicAvx2(ks);
       internal::FillKQuantAvx2(ks);
       internal::FillElementOpsAvx2(ks);
+      internal::FillPanelAvx2(ks);
 #endif
       break;
     case Isa::kAvx512:
@@ -36,9 +37,6 @@ KernelSet Build(Isa isa) {
       internal::FillElementOpsAvx512(ks);
       internal::FillPanelAvx512(ks);
       internal::FillAttentionAvx512(ks);
-      // The AVX2 fill's widening matches the AVX2 tiles, not these (and the panels take every
-      // m > 1 of those types).
-      for (TypeKernels& k : ks.types) k.widen = nullptr;
 #endif
       break;
     case Isa::kNeon:

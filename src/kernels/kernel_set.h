@@ -35,9 +35,6 @@ using DotTileFn = void (*)(int64_t n, const void* w0, const void* w1, const void
 // vec_dot returns; the activation block, its scale and offset are loaded once for all four.
 inline constexpr int kDotRows = 4;
 using DotRowsFn = void (*)(int64_t n, const void* const* w, const void* a, float* out);
-// Rewrites a weight row of n elements as n / 32 Q8_0 blocks holding the same integer weights
-// and f16 scales (a Q4_0, Q5_0 or IQ4_NL row).
-using WidenFn = void (*)(int64_t n, const void* w, void* q8_0);
 
 // The attention inner loops of attention.h (AttnScores, AttnWeightedSum) for a group of query
 // heads sharing one KV head.
@@ -53,12 +50,6 @@ struct TypeKernels {
   DotTileFn tile = nullptr;  // nullptr: matmuls of m > 1 use vec_dot
   DotRowsFn rows = nullptr;  // nullptr: decode uses vec_dot
   const internal::PanelKernels* panel = nullptr;  // nullptr: no packed panels (panel.h)
-  // Where the set's Q8_0 tile and vec_dot give, on a row this writes, the bits of this type's
-  // own (AVX2: every block type's tile expands a block to 32 int8 and its scale, then runs the
-  // same arithmetic): a matmul of m >= kWidenMinTokens without panels widens each weight row
-  // once per tile of tokens instead of unpacking each block again for every pair of tokens
-  // (matmul.cc). nullptr: none.
-  WidenFn widen = nullptr;
 };
 
 struct AttentionKernels {
@@ -110,6 +101,7 @@ void FillAttentionScalar(KernelSet& ks);   // the double-accumulating twins (att
 void FillBasicAvx2(KernelSet& ks);        // quant_basic_avx2.cc
 void FillKQuantAvx2(KernelSet& ks);       // kquants_avx2.cc
 void FillElementOpsAvx2(KernelSet& ks);   // ops_avx2.cc
+void FillPanelAvx2(KernelSet& ks);        // panel_avx2.cc
 void FillBasicAvx512(KernelSet& ks);      // quant_basic_avx512.cc
 void FillKQuantAvx512(KernelSet& ks);     // kquants_avx512.cc
 void FillElementOpsAvx512(KernelSet& ks);  // ops_avx512.cc

@@ -10,15 +10,11 @@
 // unpacked once per two tokens; m == 1 (decode) takes four rows at a time where the set has such
 // a kernel (TypeKernels::rows), so each activation block is loaded and prepared once per four rows.
 //
-// Where the set widens the type's rows to Q8_0 (TypeKernels::widen: Q4_0/Q5_0/IQ4_NL on AVX2),
-// m >= kWidenMinTokens widens each weight row (pair) once per tile of tokens into a per-thread
-// buffer and runs the set's Q8_0 tile on it: the same bits as the type's own tile, without
-// expanding every block again for each pair of tokens.
-//
-// Where the set has packed-panel kernels for the type (panel.h: Q8_0/Q4_0/Q5_0/IQ4_NL and
-// Q4_K/Q6_K on AVX-512), m > 1 takes them instead: the threads split the weight rows in panels of
-// 16, each panel is packed once into a per-thread buffer and meets all m tokens. A panel output has
-// its own summation order (not vec_dot's), a function of the weight row and the token only.
+// Where the set has packed-panel kernels for the type (panel.h: Q8_0/Q4_0/Q5_0/IQ4_NL on AVX2
+// and AVX-512, Q4_K/Q6_K on AVX-512), m > 1 takes them instead: the threads split the weight
+// rows in panels of 16, each panel is packed once into a per-thread buffer and meets all m
+// tokens. A panel computes each output with the arithmetic of the set's vec_dot (panel.h), so
+// a token's result does not depend on m.
 //
 // Every output element is computed by the same operations on the same inputs whatever the
 // split, so results do not depend on the number of threads.
@@ -28,10 +24,9 @@
 #include <vector>
 
 #include "src/base/check.h"
-#include "src/kernels/blocks.h"
-#include "src/kernels/kernel_set.h"
 #include "src/kernels/panel.h"
 #include "src/kernels/quant.h"
+#include "src/kernels/kernel_set.h"
 
 namespace fg::kernels {
 namespace {
@@ -39,22 +34,14 @@ namespace {
 // Activation tile in bytes: about half of a small core's L2.
 constexpr size_t kActTileBytes = 128 * 1024;
 constexpr int64_t kMaxTokTile = 64;
-// Fewest tokens for which widening rows (TypeKernels::widen) pays: a row is widened once per
-// tile of tokens, and it saves a block's expansion for every pair of tokens.
-constexpr int64_t kWidenMinTokens = 4;
 // Smallest amount of work (multiply-adds) worth handing a thread of its own.
 constexpr int64_t kMinWorkPerThread = ThreadPool::kMinWork;
-
-using DotFn = void (*)(int64_t n, const void* w, const void* a, float* out);
 
 struct Plan {
   const TypeOps* ops = nullptr;
   DotTileFn tile = nullptr;  // 2 x 2 register tile for m > 1, if the set has one
   DotRowsFn rows = nullptr;  // 4 rows x 1 token for m == 1, if the set has one
   const internal::PanelKernels* panel = nullptr;  // packed panels for m > 1, if any
-  WidenFn widen = nullptr;        // m >= kWidenMinTokens: rows widened to Q8_0, which then
-  DotTileFn wide_tile = nullptr;  // meet the tokens through the set's Q8_0 tile
-  DotFn wide_dot = nullptr;       // and vec_dot
   const uint8_t* act = nullptr;  // m activation rows in ops->dot_type
   size_t act_stride = 0;         // bytes between activation rows
   const internal::PanelActSide* side = nullptr;  // panel: m x (cols / 32) block data
@@ -84,13 +71,6 @@ Plan Prepare(const KernelSet& ks, const WeightMatrix& w, const float* x, int64_t
     // Prepacked panels pay from two tokens on; packing them per call only from min_tokens.
     const bool prepacked = w.panels != nullptr && w.panel_set == k.panel;
     if (p.panel != nullptr && m < p.panel->min_tokens && !prepacked) p.panel = nullptr;
-    if (p.panel == nullptr && k.widen != nullptr && m >= kWidenMinTokens) {
-      const TypeKernels* q8 = ks.type(tensor::DType::kQ8_0);
-      FG_CHECK(q8 != nullptr && q8->tile != nullptr && k.ops.dot_type == tensor::DType::kQ8_0);
-      p.widen = k.widen;
-      p.wide_tile = q8->tile;
-      p.wide_dot = q8->ops.vec_dot;
-    }
   }
   if (p.ops->dot_type == tensor::DType::kF32) {
     p.act = reinterpret_cast<const uint8_t*>(x);
@@ -201,36 +181,22 @@ void ComputeRows(const Plan& p, const WeightMatrix& w, int64_t m, float* y, int6
     for (; r < r1; ++r) dot(n, w.row(r), p.act, &y[r]);
     return;
   }
-  // Widened rows (Plan::widen) meet the tokens through the Q8_0 kernels, in two row buffers.
-  const bool wide = p.widen != nullptr;
-  const DotTileFn tile_fn = wide ? p.wide_tile : p.tile;
-  const DotFn dot_fn = wide ? p.wide_dot : dot;
-  thread_local std::vector<uint8_t> widened;
-  const size_t wide_bytes = wide ? static_cast<size_t>(n / 32) * sizeof(block_q8_0) : 0;
-  if (widened.size() < 2 * wide_bytes) widened.resize(2 * wide_bytes);
-  uint8_t* const wide_rows = widened.data();
-  auto row = [&](int64_t r, int k) -> const uint8_t* {
-    if (!wide) return w.row(r);
-    uint8_t* out = wide_rows + static_cast<size_t>(k) * wide_bytes;
-    p.widen(n, w.row(r), out);
-    return out;
-  };
   const int64_t tile = std::clamp<int64_t>(
       static_cast<int64_t>(kActTileBytes / std::max<size_t>(p.act_stride, 1)), 1, kMaxTokTile);
   for (int64_t t0 = 0; t0 < m; t0 += tile) {
     const int64_t t1 = std::min(m, t0 + tile);
     int64_t r = r0;
-    if (tile_fn != nullptr) {
+    if (p.tile != nullptr) {
       // Pairs of weight rows against pairs of activation rows; the tile returns exactly what
       // vec_dot would, so the odd row / token left over below may use vec_dot.
       for (; r + 2 <= r1; r += 2) {
-        const uint8_t* w0 = row(r, 0);
-        const uint8_t* w1 = row(r + 1, 1);
+        const uint8_t* w0 = w.row(r);
+        const uint8_t* w1 = w.row(r + 1);
         int64_t t = t0;
         for (; t + 2 <= t1; t += 2) {
           const uint8_t* a0 = p.act + static_cast<size_t>(t) * p.act_stride;
           float out[4];
-          tile_fn(n, w0, w1, a0, a0 + p.act_stride, out);
+          p.tile(n, w0, w1, a0, a0 + p.act_stride, out);
           y[t * ldy + r] = out[0];
           y[t * ldy + r + 1] = out[1];
           y[(t + 1) * ldy + r] = out[2];
@@ -238,15 +204,15 @@ void ComputeRows(const Plan& p, const WeightMatrix& w, int64_t m, float* y, int6
         }
         if (t < t1) {
           const uint8_t* a = p.act + static_cast<size_t>(t) * p.act_stride;
-          dot_fn(n, w0, a, &y[t * ldy + r]);
-          dot_fn(n, w1, a, &y[t * ldy + r + 1]);
+          dot(n, w0, a, &y[t * ldy + r]);
+          dot(n, w1, a, &y[t * ldy + r + 1]);
         }
       }
     }
     for (; r < r1; ++r) {
-      const uint8_t* wr = row(r, 0);
+      const uint8_t* wr = w.row(r);
       const uint8_t* a = p.act + static_cast<size_t>(t0) * p.act_stride;
-      for (int64_t t = t0; t < t1; ++t, a += p.act_stride) dot_fn(n, wr, a, &y[t * ldy + r]);
+      for (int64_t t = t0; t < t1; ++t, a += p.act_stride) dot(n, wr, a, &y[t * ldy + r]);
     }
   }
 }

@@ -165,12 +165,6 @@ inline int QuantBlock8(const float* x, float* d_out, int8_t* qs) {
 
 #define FG_INLINE __attribute__((always_inline)) inline
 
-// Broadcast f16 bits and convert in-register (two instructions, versus scalar convert +
-// broadcast); exact.
-FG_INLINE __m256 BroadcastF16(uint16_t h) {
-  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(h)));
-}
-
 // Eight s32 partial sums of w * a for signed weights: |w| * (a * sign(w)), given |w| and w.
 FG_INLINE __m256i DotAbs(__m256i abs_w, __m256i sign_w, __m256i a) {
   const __m256i p = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a, sign_w));
@@ -237,27 +231,30 @@ struct Iq4nlTraits {
   }
 };
 
-// An R x T tile of dot products: out[r + R t] = x_r . y_t over nb blocks. Every output sees
-// the same operations in the same order whatever R and T are, so the 1 x 1 instance (vec_dot)
-// and the 2 x 2 one (the matmul tile) agree bit for bit. Per block: each weight block is
-// expanded once for all T activation rows, each activation block loaded once for all R rows.
-// Two accumulators per output (even / odd blocks) hide the FMA latency.
+// Lane i: the s32 sum of the lanes of v[i] (four vectors reduced together; exact).
+FG_INLINE __m128i Hsum4Epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+// An R x T tile of dot products: out[r + R t] = x_r . y_t over nb blocks, with the arithmetic
+// of the packed panels (panel.h) and of the AVX-512 set: per block the exact s32 sum isum of the
+// 32 products (the eight s32 lanes of the sign trick, reduced), then
+// acc = fma(float(isum), d_x * d_y, acc) in block order from 0 (plus sum m * s for the types
+// with a min, Q4_1/Q5_1). So vec_dot, this tile, the four-row form and a panel give the same
+// bits for the same rows, and a token's result does not depend on how many tokens a matmul has.
+// R * T is 1 or 4: the four sums of a block are reduced together and their f32 steps run in
+// the lanes of one 128-bit vector (per lane the same IEEE fma as a scalar one).
 // (A member of Tiles, so that quant_basic_fill.h can take it as a type.)
 struct Tiles {
   template <class Tr, int R, int T>
   static FG_INLINE void Tile(int64_t nb, const typename Tr::BX* const* x,
                              const typename Tr::BY* const* y, float* out) {
-    __m256 acc[R][T][2];
-    float summs[R][T];
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) {
-        acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
-        summs[r][t] = 0;
-      }
-    }
-    auto one = [&](int64_t j, int k) {
+    static_assert(R * T == 1 || R * T == 4, "tiles of 1 or 4 dot products");
+    constexpr int N = R * T;
+    // The block's eight s32 partial sums of each output, in sumi[r + R t].
+    auto block_sums = [&](int64_t j, __m256i* sumi) {
       __m256i w[R], aw[R], a[T];
-      __m256 dx[R], dy[T];
       for (int r = 0; r < R; ++r) {
         if constexpr (R > 1) {
           // Interleaved short row streams do not train the hardware prefetcher like one long
@@ -268,58 +265,77 @@ struct Tiles {
         }
         w[r] = Tr::Weights(x[r][j]);
         if constexpr (Tr::kSigned) aw[r] = _mm256_sign_epi8(w[r], w[r]);
-        dx[r] = BroadcastF16(x[r][j].d);
       }
-      for (int t = 0; t < T; ++t) {
-        a[t] = Load32(y[t][j].qs);
-        dy[t] = BroadcastF16(y[t][j].d);
-      }
+      for (int t = 0; t < T; ++t) a[t] = Load32(y[t][j].qs);
       for (int t = 0; t < T; ++t) {
         for (int r = 0; r < R; ++r) {
-          if constexpr (Tr::kMin) summs[r][t] += F16(x[r][j].m) * F16(y[t][j].s);
-          const __m256i sumi = Tr::kSigned ? DotAbs(aw[r], w[r], a[t]) : DotU8(w[r], a[t]);
-          acc[r][t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dx[r], dy[t]),
-                                         acc[r][t][k]);
+          sumi[r + R * t] = Tr::kSigned ? DotAbs(aw[r], w[r], a[t]) : DotU8(w[r], a[t]);
         }
       }
     };
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-      one(i, 0);
-      one(i + 1, 1);
-    }
-    if (i < nb) one(i, 0);
-    for (int t = 0; t < T; ++t) {
-      for (int r = 0; r < R; ++r) {
-        out[r + R * t] = Hsum(_mm256_add_ps(acc[r][t][0], acc[r][t][1])) + summs[r][t];
+    float summs[N] = {};
+    if constexpr (Tr::kMin) {
+      for (int64_t j = 0; j < nb; ++j) {
+        for (int t = 0; t < T; ++t) {
+          for (int r = 0; r < R; ++r) summs[r + R * t] += F16(x[r][j].m) * F16(y[t][j].s);
+        }
       }
+    }
+    if constexpr (N == 4) {
+      // Four outputs per block: their sums reduced together, their f32 steps in four lanes.
+      __m128 acc = _mm_setzero_ps();
+      for (int64_t j = 0; j < nb; ++j) {
+        __m256i sumi[4];
+        block_sums(j, sumi);
+        // d_x of lane i's row and d_y of its token, widened from f16 four at a time (exact).
+        const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
+            static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[1 % R][j].d),
+            static_cast<int16_t>(x[2 % R][j].d), static_cast<int16_t>(x[3 % R][j].d), 0, 0, 0, 0));
+        const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
+            static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[1 / R][j].d),
+            static_cast<int16_t>(y[2 / R][j].d), static_cast<int16_t>(y[3 / R][j].d), 0, 0, 0, 0));
+        const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
+        acc = _mm_fmadd_ps(isum, _mm_mul_ps(dx, dy), acc);
+      }
+      float lanes[4];
+      _mm_storeu_ps(lanes, acc);
+      for (int i = 0; i < 4; ++i) out[i] = lanes[i] + summs[i];
+    } else {
+      // One output: four blocks' sums are reduced together, then their fmas run in block order.
+      __m128 acc = _mm_setzero_ps();  // lane 0
+      int64_t j = 0;
+      for (; j + 4 <= nb; j += 4) {
+        __m256i sumi[4];
+        for (int k = 0; k < 4; ++k) block_sums(j + k, &sumi[k]);
+        const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
+        const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
+            static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[0][j + 1].d),
+            static_cast<int16_t>(x[0][j + 2].d), static_cast<int16_t>(x[0][j + 3].d), 0, 0, 0, 0));
+        const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
+            static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[0][j + 1].d),
+            static_cast<int16_t>(y[0][j + 2].d), static_cast<int16_t>(y[0][j + 3].d), 0, 0, 0, 0));
+        const __m128 scale = _mm_mul_ps(dx, dy);
+        acc = _mm_fmadd_ss(isum, scale, acc);
+        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 1), _mm_shuffle_ps(scale, scale, 1), acc);
+        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 2), _mm_shuffle_ps(scale, scale, 2), acc);
+        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 3), _mm_shuffle_ps(scale, scale, 3), acc);
+      }
+      for (; j < nb; ++j) {
+        __m256i sumi;
+        block_sums(j, &sumi);
+        acc = _mm_fmadd_ss(_mm_set_ss(static_cast<float>(HsumI32(sumi))),
+                           _mm_set_ss(F16(x[0][j].d) * F16(y[0][j].d)), acc);
+      }
+      out[0] = _mm_cvtss_f32(acc) + summs[0];
     }
   }
 };
-
-// A row of a signed block type as Q8_0 blocks: each block expanded once, as Tile expands it,
-// with its scale. Tile<Q8_0Traits> on the result then runs, block for block, the operations
-// Tile<Tr> runs on the row (the same 32 int8, |w| and f16 scale): the same bits, without the
-// unpacking (KernelSet::widen).
-template <class Tr>
-void Widen(int64_t n, const void* w, void* out) {
-  static_assert(Tr::kSigned && !Tr::kMin && std::is_same_v<typename Tr::BY, block_q8_0>);
-  const auto* x = static_cast<const typename Tr::BX*>(w);
-  auto* y = static_cast<block_q8_0*>(out);
-  for (int64_t j = 0; j < n / kQK; ++j) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[j].qs), Tr::Weights(x[j]));
-    y[j].d = x[j].d;
-  }
-}
 
 }  // namespace
 
 void FillBasicAvx2(KernelSet& ks) {
   basic_fill::Fill<Tiles, QuantBlock8, Q8_0Traits, Q8_1Traits, Q4_0Traits, Q4_1Traits, Q5_0Traits,
                    Q5_1Traits, Iq4nlTraits>(ks, {DotF32, DotF16, DotBf16});
-  ks.types[static_cast<int>(DType::kQ4_0)].widen = Widen<Q4_0Traits>;
-  ks.types[static_cast<int>(DType::kQ5_0)].widen = Widen<Q5_0Traits>;
-  ks.types[static_cast<int>(DType::kIQ4_NL)].widen = Widen<Iq4nlTraits>;
 }
 
 }  // namespace fg::kernels::internal
