@@ -25,6 +25,7 @@ KernelSet Build(Isa isa) {
       internal::FillKQuantAvx2(ks);
       internal::FillElementOpsAvx2(ks);
       internal::FillPanelAvx2(ks);
+      internal::FillAttentionAvx2(ks);
 #endif
       break;
     case Isa::kAvx512:

@@ -102,6 +102,7 @@ void FillBasicAvx2(KernelSet& ks);        // quant_basic_avx2.cc
 void FillKQuantAvx2(KernelSet& ks);       // kquants_avx2.cc
 void FillElementOpsAvx2(KernelSet& ks);   // ops_avx2.cc
 void FillPanelAvx2(KernelSet& ks);        // panel_avx2.cc
+void FillAttentionAvx2(KernelSet& ks);    // attention_avx2.cc
 void FillBasicAvx512(KernelSet& ks);      // quant_basic_avx512.cc
 void FillKQuantAvx512(KernelSet& ks);     // kquants_avx512.cc
 void FillElementOpsAvx512(KernelSet& ks);  // ops_avx512.cc
