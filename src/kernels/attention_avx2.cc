@@ -77,26 +77,40 @@ void SumGroup(const float* p, int64_t ldp, const float* v, int64_t v_stride, int
 }
 
 void AttnScoresAvx2(const float* q, int64_t G, int64_t D, const float* k, int64_t k_stride,
-                      int64_t n, float scale, float* s, int64_t lds) {
+                    int64_t n, float scale, float* s, int64_t lds) {
   int64_t g = 0;
   for (; g + 4 <= G; g += 4) ScoresGroup<4>(q + g * D, D, k, k_stride, n, scale, s + g * lds, lds);
   switch (G - g) {
-    case 3: ScoresGroup<3>(q + g * D, D, k, k_stride, n, scale, s + g * lds, lds); break;
-    case 2: ScoresGroup<2>(q + g * D, D, k, k_stride, n, scale, s + g * lds, lds); break;
-    case 1: ScoresGroup<1>(q + g * D, D, k, k_stride, n, scale, s + g * lds, lds); break;
-    default: break;
+    case 3:
+      ScoresGroup<3>(q + g * D, D, k, k_stride, n, scale, s + g * lds, lds);
+      break;
+    case 2:
+      ScoresGroup<2>(q + g * D, D, k, k_stride, n, scale, s + g * lds, lds);
+      break;
+    case 1:
+      ScoresGroup<1>(q + g * D, D, k, k_stride, n, scale, s + g * lds, lds);
+      break;
+    default:
+      break;
   }
 }
 
-void AttnWeightedSumAvx2(const float* p, int64_t ldp, int64_t G, const float* v,
-                           int64_t v_stride, int64_t n, int64_t D, float* o) {
+void AttnWeightedSumAvx2(const float* p, int64_t ldp, int64_t G, const float* v, int64_t v_stride,
+                         int64_t n, int64_t D, float* o) {
   int64_t g = 0;
   for (; g + 4 <= G; g += 4) SumGroup<4>(p + g * ldp, ldp, v, v_stride, n, D, o + g * D);
   switch (G - g) {
-    case 3: SumGroup<3>(p + g * ldp, ldp, v, v_stride, n, D, o + g * D); break;
-    case 2: SumGroup<2>(p + g * ldp, ldp, v, v_stride, n, D, o + g * D); break;
-    case 1: SumGroup<1>(p + g * ldp, ldp, v, v_stride, n, D, o + g * D); break;
-    default: break;
+    case 3:
+      SumGroup<3>(p + g * ldp, ldp, v, v_stride, n, D, o + g * D);
+      break;
+    case 2:
+      SumGroup<2>(p + g * ldp, ldp, v, v_stride, n, D, o + g * D);
+      break;
+    case 1:
+      SumGroup<1>(p + g * ldp, ldp, v, v_stride, n, D, o + g * D);
+      break;
+    default:
+      break;
   }
 }
 

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "src/base/check.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/panel.h"
 #include "src/kernels/quant.h"
-#include "src/kernels/kernel_set.h"
 
 namespace fg::kernels {
 namespace {

@@ -31,12 +31,15 @@ using tensor::DType;
 
 constexpr size_t kBlockBytes = 8 * 64 + 64;  // weights + scales of one block of 16 rows
 
-FG_INLINE __m256i Load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+FG_INLINE __m256i Load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
 
 // 16 packed bytes -> 32 bytes in element order: low nibbles (elements 0..15) in the low lane,
 // high nibbles (elements 16..31) in the high lane.
 FG_INLINE __m256i Nibbles(const uint8_t* qs) {
-  const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i both =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
   const __m256i shifted = _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0));
   return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
 }
@@ -62,14 +65,17 @@ struct Q8_0P {
 struct Q4_0P {
   using B = block_q4_0;
   static constexpr bool kSmall = true;
-  FG_INLINE static __m256i W(const B& b) { return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8)); }
+  FG_INLINE static __m256i W(const B& b) {
+    return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8));
+  }
 };
 struct Q5_0P {
   using B = block_q5_0;
   static constexpr bool kSmall = true;
   // q - 16: the nibble with 0xf0 or-ed in where the 5th bit is clear.
   FG_INLINE static __m256i W(const B& b) {
-    const __m256i hi = _mm256_andnot_si256(BitsToBytes(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
+    const __m256i hi =
+        _mm256_andnot_si256(BitsToBytes(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
     return _mm256_or_si256(Nibbles(b.qs), hi);
   }
 };
@@ -92,7 +98,7 @@ FG_INLINE void Transpose8x8(__m256i v[8]) {
     t[2 * k] = _mm256_unpacklo_epi32(v[2 * k], v[2 * k + 1]);      // dwords 0, 1 | 4, 5
     t[2 * k + 1] = _mm256_unpackhi_epi32(v[2 * k], v[2 * k + 1]);  // dwords 2, 3 | 6, 7
   }
-  for (int k = 0; k < 2; ++k) {  // rows 4k .. 4k + 3
+  for (int k = 0; k < 2; ++k) {                                        // rows 4k .. 4k + 3
     u[4 * k + 0] = _mm256_unpacklo_epi64(t[4 * k], t[4 * k + 2]);      // dword 0 | 4
     u[4 * k + 1] = _mm256_unpackhi_epi64(t[4 * k], t[4 * k + 2]);      // dword 1 | 5
     u[4 * k + 2] = _mm256_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);  // dword 2 | 6
@@ -115,7 +121,8 @@ void Pack(int64_t n, const uint8_t* w, size_t row_bytes, int rows, void* packed)
   for (int64_t j = 0; j < n / kQK; ++j, out += kBlockBytes) {
     for (int h = 0; h < 2; ++h) {
       __m256i v[8];
-      for (int k = 0; k < 8; ++k) v[k] = 8 * h + k < rows ? P::W(x[8 * h + k][j]) : _mm256_setzero_si256();
+      for (int k = 0; k < 8; ++k)
+        v[k] = 8 * h + k < rows ? P::W(x[8 * h + k][j]) : _mm256_setzero_si256();
       Transpose8x8(v);
       for (int q = 0; q < 8; ++q) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * q + 32 * h), v[q]);
@@ -154,7 +161,8 @@ FG_INLINE void RunHalf(int64_t nb, const uint8_t* packed, int h, const uint8_t* 
       const __m256i w = Load32(p + 64 * q);
       const __m256i aw = _mm256_sign_epi8(w, w);
       for (int t = 0; t < T; ++t) {
-        const __m256i prod = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(Dword(a[t] + off + 4 * q), w));
+        const __m256i prod =
+            _mm256_maddubs_epi16(aw, _mm256_sign_epi8(Dword(a[t] + off + 4 * q), w));
         isum[t] = kSmall ? _mm256_add_epi16(isum[t], prod)
                          : _mm256_add_epi32(isum[t], _mm256_madd_epi16(prod, ones));
       }
@@ -162,8 +170,8 @@ FG_INLINE void RunHalf(int64_t nb, const uint8_t* packed, int h, const uint8_t* 
     const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(p + 8 * 64));
     for (int t = 0; t < T; ++t) {
       const __m256i s = kSmall ? _mm256_madd_epi16(isum[t], ones) : isum[t];
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(side[t * nb + j].d)),
-                               acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
+                               _mm256_mul_ps(dw, _mm256_set1_ps(side[t * nb + j].d)), acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) _mm256_maskstore_ps(y + t * ldy + 8 * h, live, acc[t]);
@@ -187,10 +195,17 @@ void Run(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
     const uint8_t* a = act + static_cast<size_t>(t) * act_stride;
     const PanelActSide* s = side + t * nb;
     switch (tokens - t) {
-      case 3: RunHalf<P::kSmall, 3>(nb, pk, h, a, act_stride, s, y + t * ldy, ldy, live); break;
-      case 2: RunHalf<P::kSmall, 2>(nb, pk, h, a, act_stride, s, y + t * ldy, ldy, live); break;
-      case 1: RunHalf<P::kSmall, 1>(nb, pk, h, a, act_stride, s, y + t * ldy, ldy, live); break;
-      default: break;
+      case 3:
+        RunHalf<P::kSmall, 3>(nb, pk, h, a, act_stride, s, y + t * ldy, ldy, live);
+        break;
+      case 2:
+        RunHalf<P::kSmall, 2>(nb, pk, h, a, act_stride, s, y + t * ldy, ldy, live);
+        break;
+      case 1:
+        RunHalf<P::kSmall, 1>(nb, pk, h, a, act_stride, s, y + t * ldy, ldy, live);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -205,7 +220,9 @@ const PanelKernels* Kernels(int min_tokens) {
 }  // namespace
 
 void FillPanelAvx2(KernelSet& ks) {
-  auto panel = [&ks](DType t) -> const PanelKernels*& { return ks.types[static_cast<int>(t)].panel; };
+  auto panel = [&ks](DType t) -> const PanelKernels*& {
+    return ks.types[static_cast<int>(t)].panel;
+  };
   panel(DType::kQ8_0) = Kernels<Q8_0P>(2);
   panel(DType::kQ4_0) = Kernels<Q4_0P>(2);
   panel(DType::kQ5_0) = Kernels<Q5_0P>(2);
