@@ -24,26 +24,26 @@
 #include <cstdint>
 #include <cstring>
 
-#include "src/kernels/avx512_util.h"
-#include "src/kernels/kquant_blocks.h"
 #include "src/kernels/kernel_set.h"
+#include "src/kernels/kquant_blocks.h"
 #include "src/kernels/kquants_internal.h"
 #include "src/kernels/kquants_x86.h"
+#include "src/kernels/x86_util.h"
 
 namespace fg::kernels::internal {
 namespace {
 
-using avx512::F16;
-using avx512::Fma;
-using avx512::Hsum4Epi32;
-using avx512::HsumEpi32;
-using avx512::HsumsEpi32;
 using kquants_x86::BroadcastI16Index;
 using kquants_x86::Q45KStep;
 using kquants_x86::Q6KOffset;
 using kquants_x86::UnpackK4;
 using kquants_x86::UnpackQ45KPair;
 using kquants_x86::UnpackQ6KHalf;
+using x86::F16;
+using x86::Fma;
+using x86::Hsum4Epi32;
+using x86::HsumEpi32;
+using x86::HsumsEpi32;
 
 template <bool kHigh, typename Block>
 inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {

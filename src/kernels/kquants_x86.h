@@ -1,6 +1,6 @@
 // AVX2-level K-quant helpers shared by kquants_avx2.cc and kquants_avx512.cc, the only files that
 // include it (CMake builds both with at least the AVX2 flags, on x86 only). The helpers have
-// internal linkage (static), as in avx512_util.h: an inline function with external linkage
+// internal linkage (static), as in x86_util.h: an inline function with external linkage
 // compiled with AVX-512 flags could be picked by the linker for the AVX2 file's call.
 #ifndef FGEMMA_KERNELS_KQUANTS_X86_H_
 #define FGEMMA_KERNELS_KQUANTS_X86_H_

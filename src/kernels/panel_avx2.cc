@@ -21,39 +21,17 @@
 #include "src/kernels/blocks.h"
 #include "src/kernels/kernel_set.h"
 #include "src/kernels/panel.h"
+#include "src/kernels/x86_util.h"
 
 namespace fg::kernels::internal {
 namespace {
 
-#define FG_INLINE __attribute__((always_inline)) inline
-
 using tensor::DType;
+using x86::BitsToBytes;
+using x86::Load32;
+using x86::Nibbles;
 
 constexpr size_t kBlockBytes = 8 * 64 + 64;  // weights + scales of one block of 16 rows
-
-FG_INLINE __m256i Load32(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-
-// 16 packed bytes -> 32 bytes in element order: low nibbles (elements 0..15) in the low lane,
-// high nibbles (elements 16..31) in the high lane.
-FG_INLINE __m256i Nibbles(const uint8_t* qs) {
-  const __m256i both =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i shifted = _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0));
-  return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
-}
-
-// 32 bits -> 32 bytes, 0xff where the bit of that element is set.
-FG_INLINE __m256i BitsToBytes(const uint8_t qh[4]) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-}
 
 // Per type: the block, its signed weights w (32 bytes, element order), and whether |w| <= 16
 // (the s16 sums of a whole block cannot overflow).

@@ -18,12 +18,12 @@
 
 #include <cstring>
 
-#include "src/kernels/avx512_util.h"
 #include "src/kernels/blocks.h"
-#include "src/kernels/kquant_blocks.h"
 #include "src/kernels/kernel_set.h"
+#include "src/kernels/kquant_blocks.h"
 #include "src/kernels/kquants_internal.h"
 #include "src/kernels/panel.h"
+#include "src/kernels/x86_util.h"
 
 namespace fg::kernels::internal {
 namespace {
@@ -32,8 +32,8 @@ using tensor::DType;
 
 constexpr size_t kBlockBytes = 8 * 64 + 64;  // weights + scales of one block of 16 rows
 
-using avx512::Load32;
-using avx512::Nibbles;
+using x86::Load32;
+using x86::Nibbles;
 
 // Per type: the block, its unsigned expansion u = w + kOffset (32 bytes, element order).
 struct Q8_0P {

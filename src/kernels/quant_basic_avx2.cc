@@ -6,18 +6,19 @@
 // |a| <= 127 give at most 2 * 128 * 127 = 32512. ref: ggml/src/ggml-cpu/arch/x86/quants.c.
 #include <immintrin.h>
 
-#include <cstring>
-#include <type_traits>
-
 #include "src/kernels/blocks.h"
 #include "src/kernels/quant_basic_fill.h"
+#include "src/kernels/x86_util.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels::internal {
 namespace {
 
-// Hardware f16 -> f32 (F16C); exact, like tensor::Fp16ToFp32, without its branches.
-inline float F16(uint16_t h) { return _cvtsh_ss(h); }
+using x86::BitsToBytes;
+using x86::F16;
+using x86::HsumEpi32;
+using x86::Load32;
+using x86::Nibbles;
 
 using tensor::Bf16ToFp32;
 
@@ -28,40 +29,9 @@ inline float Hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline int HsumI32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
-}
-
-// 16 packed bytes -> 32 bytes in element order: low nibbles (elements 0..15) in the low lane,
-// high nibbles (elements 16..31) in the high lane.
-inline __m256i Nibbles(const uint8_t* qs) {
-  // The 16 bytes in both lanes (one broadcast load), the high lane shifted right by 4.
-  const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i shifted = _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0));
-  return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
-}
-
-// 32 bits -> 32 bytes, 0xff where the bit of that element is set.
-inline __m256i BitsToBytes(const uint8_t qh[4]) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-}
-
 // Eight s32 partial sums of w * a for 32 unsigned weights (< 128) and signed activations.
 inline __m256i DotU8(__m256i w, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
-}
-
-inline __m256i Load32(const int8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
 // ---------------------------------------------------------------- plain types
@@ -150,8 +120,7 @@ inline int QuantBlock8(const float* x, float* d_out, int8_t* qs) {
   __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), kRound));
   __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), kRound));
   __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), kRound));
-  const int sum =
-      HsumI32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+  const int sum = HsumEpi32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
   // packs work per 128-bit lane; the permute restores element order.
   i0 = _mm256_packs_epi32(i0, i1);
   i2 = _mm256_packs_epi32(i2, i3);
@@ -162,8 +131,6 @@ inline int QuantBlock8(const float* x, float* d_out, int8_t* qs) {
 }
 
 // ---------------------------------------------------------------- block dots
-
-#define FG_INLINE __attribute__((always_inline)) inline
 
 // Eight s32 partial sums of w * a for signed weights: |w| * (a * sign(w)), given |w| and w.
 FG_INLINE __m256i DotAbs(__m256i abs_w, __m256i sign_w, __m256i a) {
@@ -231,27 +198,14 @@ struct Iq4nlTraits {
   }
 };
 
-// Lane i: the s32 sum of the lanes of v[i] (four vectors reduced together; exact).
-FG_INLINE __m128i Hsum4Epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
-  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-}
-
-// An R x T tile of dot products: out[r + R t] = x_r . y_t over nb blocks, with the arithmetic
-// of the packed panels (panel.h) and of the AVX-512 set: per block the exact s32 sum isum of the
-// 32 products (the eight s32 lanes of the sign trick, reduced), then
-// acc = fma(float(isum), d_x * d_y, acc) in block order from 0 (plus sum m * s for the types
-// with a min, Q4_1/Q5_1). So vec_dot, this tile, the four-row form and a panel give the same
-// bits for the same rows, and a token's result does not depend on how many tokens a matmul has.
-// R * T is 1 or 4: the four sums of a block are reduced together and their f32 steps run in
-// the lanes of one 128-bit vector (per lane the same IEEE fma as a scalar one).
+// An R x T tile of dot products, out[r + R t] = x_r . y_t: x86::BlockTile (x86_util.h: the
+// panels' arithmetic, the AVX-512 set's too, so vec_dot, the tile, the four-row form and a panel
+// give the same bits) with the sign trick's integer dots: eight s32 partial sums per block.
 // (A member of Tiles, so that quant_basic_fill.h can take it as a type.)
 struct Tiles {
   template <class Tr, int R, int T>
   static FG_INLINE void Tile(int64_t nb, const typename Tr::BX* const* x,
                              const typename Tr::BY* const* y, float* out) {
-    static_assert(R * T == 1 || R * T == 4, "tiles of 1 or 4 dot products");
-    constexpr int N = R * T;
     // The block's eight s32 partial sums of each output, in sumi[r + R t].
     auto block_sums = [&](int64_t j, __m256i* sumi) {
       __m256i w[R], aw[R], a[T];
@@ -273,61 +227,7 @@ struct Tiles {
         }
       }
     };
-    float summs[N] = {};
-    if constexpr (Tr::kMin) {
-      for (int64_t j = 0; j < nb; ++j) {
-        for (int t = 0; t < T; ++t) {
-          for (int r = 0; r < R; ++r) summs[r + R * t] += F16(x[r][j].m) * F16(y[t][j].s);
-        }
-      }
-    }
-    if constexpr (N == 4) {
-      // Four outputs per block: their sums reduced together, their f32 steps in four lanes.
-      __m128 acc = _mm_setzero_ps();
-      for (int64_t j = 0; j < nb; ++j) {
-        __m256i sumi[4];
-        block_sums(j, sumi);
-        // d_x of lane i's row and d_y of its token, widened from f16 four at a time (exact).
-        const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
-            static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[1 % R][j].d),
-            static_cast<int16_t>(x[2 % R][j].d), static_cast<int16_t>(x[3 % R][j].d), 0, 0, 0, 0));
-        const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
-            static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[1 / R][j].d),
-            static_cast<int16_t>(y[2 / R][j].d), static_cast<int16_t>(y[3 / R][j].d), 0, 0, 0, 0));
-        const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
-        acc = _mm_fmadd_ps(isum, _mm_mul_ps(dx, dy), acc);
-      }
-      float lanes[4];
-      _mm_storeu_ps(lanes, acc);
-      for (int i = 0; i < 4; ++i) out[i] = lanes[i] + summs[i];
-    } else {
-      // One output: four blocks' sums are reduced together, then their fmas run in block order.
-      __m128 acc = _mm_setzero_ps();  // lane 0
-      int64_t j = 0;
-      for (; j + 4 <= nb; j += 4) {
-        __m256i sumi[4];
-        for (int k = 0; k < 4; ++k) block_sums(j + k, &sumi[k]);
-        const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
-        const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
-            static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[0][j + 1].d),
-            static_cast<int16_t>(x[0][j + 2].d), static_cast<int16_t>(x[0][j + 3].d), 0, 0, 0, 0));
-        const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
-            static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[0][j + 1].d),
-            static_cast<int16_t>(y[0][j + 2].d), static_cast<int16_t>(y[0][j + 3].d), 0, 0, 0, 0));
-        const __m128 scale = _mm_mul_ps(dx, dy);
-        acc = _mm_fmadd_ss(isum, scale, acc);
-        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 1), _mm_shuffle_ps(scale, scale, 1), acc);
-        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 2), _mm_shuffle_ps(scale, scale, 2), acc);
-        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 3), _mm_shuffle_ps(scale, scale, 3), acc);
-      }
-      for (; j < nb; ++j) {
-        __m256i sumi;
-        block_sums(j, &sumi);
-        acc = _mm_fmadd_ss(_mm_set_ss(static_cast<float>(HsumI32(sumi))),
-                           _mm_set_ss(F16(x[0][j].d) * F16(y[0][j].d)), acc);
-      }
-      out[0] = _mm_cvtss_f32(acc) + summs[0];
-    }
+    x86::BlockTile<Tr, R, T>(nb, x, y, out, block_sums);
   }
 };
 

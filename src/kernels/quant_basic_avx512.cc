@@ -11,19 +11,16 @@
 // ref: ggml/src/ggml-cpu/arch/x86/quants.c (the AVX512/VNNI paths).
 #include <immintrin.h>
 
-#include "src/kernels/avx512_util.h"
 #include "src/kernels/blocks.h"
 #include "src/kernels/quant_basic_fill.h"
+#include "src/kernels/x86_util.h"
 #include "src/tensor/half.h"
 
 namespace fg::kernels::internal {
 namespace {
 
-using avx512::F16;
-using avx512::Hsum4Epi32;
-using avx512::HsumEpi32;
-using avx512::Load32;
-using avx512::Nibbles;
+using x86::Load32;
+using x86::Nibbles;
 
 using tensor::Bf16ToFp32;
 
@@ -163,21 +160,14 @@ struct Iq4nlTraits {
   }
 };
 
-// An R x T tile of dot products: out[r + R t] = x_r . y_t over nb blocks, with the arithmetic
-// of the packed panels (panel.h): per block the exact s32 sum isum of the 32 products, then
-// acc = fma(float(isum), d_x * d_y, acc) in block order from 0 (plus sum m * s for the types
-// with a min). So vec_dot, this tile and a panel give the same bits for the same rows, and a
-// token's result does not depend on how many tokens a matmul has: decoding one token at a time
-// and appending many in one batch agree exactly. R * T is 1 or 4: the four sums of a block are
-// reduced together and their f32 steps run in the lanes of one 128-bit vector (per lane the
-// same IEEE fma as a scalar one). For R > 1 the next rows are prefetched (see below).
+// An R x T tile of dot products, out[r + R t] = x_r . y_t: x86::BlockTile (x86_util.h: the
+// panels' arithmetic, so vec_dot, this tile and a panel give the same bits) with VNNI's integer
+// dots. For R > 1 the next rows are prefetched (see below).
 // (A member of Tiles, so that quant_basic_fill.h can take it as a type.)
 struct Tiles {
   template <class Tr, int R, int T>
   static FG_INLINE void Tile(int64_t nb, const typename Tr::BX* const* x,
                              const typename Tr::BY* const* y, float* out) {
-    static_assert(R * T == 1 || R * T == 4, "tiles of 1 or 4 dot products");
-    constexpr int N = R * T;
     const __m256i zero = _mm256_setzero_si256();
     // The block's s32 sums, in lane r + R t; and the activation side's offset correction.
     auto block_sums = [&](int64_t j, __m256i* sumi) {
@@ -207,61 +197,7 @@ struct Tiles {
         for (int r = 0; r < R; ++r) sumi[r + R * t] = _mm256_dpbusd_epi32(start[t], u[r], a[t]);
       }
     };
-    float summs[N] = {};
-    if constexpr (Tr::kMin) {
-      for (int64_t j = 0; j < nb; ++j) {
-        for (int t = 0; t < T; ++t) {
-          for (int r = 0; r < R; ++r) summs[r + R * t] += F16(x[r][j].m) * F16(y[t][j].s);
-        }
-      }
-    }
-    if constexpr (N == 4) {
-      // Four outputs per block: their sums reduced together, their f32 steps in four lanes.
-      __m128 acc = _mm_setzero_ps();
-      for (int64_t j = 0; j < nb; ++j) {
-        __m256i sumi[4];
-        block_sums(j, sumi);
-        // d_x of lane i's row and d_y of its token, widened from f16 four at a time (exact).
-        const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
-            static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[1 % R][j].d),
-            static_cast<int16_t>(x[2 % R][j].d), static_cast<int16_t>(x[3 % R][j].d), 0, 0, 0, 0));
-        const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
-            static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[1 / R][j].d),
-            static_cast<int16_t>(y[2 / R][j].d), static_cast<int16_t>(y[3 / R][j].d), 0, 0, 0, 0));
-        const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
-        acc = _mm_fmadd_ps(isum, _mm_mul_ps(dx, dy), acc);
-      }
-      float lanes[4];
-      _mm_storeu_ps(lanes, acc);
-      for (int i = 0; i < 4; ++i) out[i] = lanes[i] + summs[i];
-    } else {
-      // One output: four blocks' sums are reduced together, then their fmas run in block order.
-      __m128 acc = _mm_setzero_ps();  // lane 0
-      int64_t j = 0;
-      for (; j + 4 <= nb; j += 4) {
-        __m256i sumi[4];
-        for (int k = 0; k < 4; ++k) block_sums(j + k, &sumi[k]);
-        const __m128 isum = _mm_cvtepi32_ps(Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]));
-        const __m128 dx = _mm_cvtph_ps(_mm_setr_epi16(
-            static_cast<int16_t>(x[0][j].d), static_cast<int16_t>(x[0][j + 1].d),
-            static_cast<int16_t>(x[0][j + 2].d), static_cast<int16_t>(x[0][j + 3].d), 0, 0, 0, 0));
-        const __m128 dy = _mm_cvtph_ps(_mm_setr_epi16(
-            static_cast<int16_t>(y[0][j].d), static_cast<int16_t>(y[0][j + 1].d),
-            static_cast<int16_t>(y[0][j + 2].d), static_cast<int16_t>(y[0][j + 3].d), 0, 0, 0, 0));
-        const __m128 scale = _mm_mul_ps(dx, dy);
-        acc = _mm_fmadd_ss(isum, scale, acc);
-        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 1), _mm_shuffle_ps(scale, scale, 1), acc);
-        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 2), _mm_shuffle_ps(scale, scale, 2), acc);
-        acc = _mm_fmadd_ss(_mm_shuffle_ps(isum, isum, 3), _mm_shuffle_ps(scale, scale, 3), acc);
-      }
-      for (; j < nb; ++j) {
-        __m256i sumi;
-        block_sums(j, &sumi);
-        acc = _mm_fmadd_ss(_mm_set_ss(static_cast<float>(HsumEpi32(sumi))),
-                           _mm_set_ss(F16(x[0][j].d) * F16(y[0][j].d)), acc);
-      }
-      out[0] = _mm_cvtss_f32(acc) + summs[0];
-    }
+    x86::BlockTile<Tr, R, T>(nb, x, y, out, block_sums);
   }
 };
 
