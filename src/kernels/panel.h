@@ -1,10 +1,10 @@
 // Packed-panel matmul kernels for batched activations (m > 1, prefill). Internal to src/kernels.
 //
-// The 2 x 2 tiles of vec_dot (KernelSet::types[t].tile, kernel_set.h) spend four instructions per (row, token,
-// block) on turning eight partial int32 sums into f32 and scaling them. A panel instead packs
-// kPanelRows weight rows, once per matmul, into a scratch buffer where each 32-bit lane of a
-// vector belongs to another row: for block j and dword q (elements 4q..4q+3) one vector holds
-// that dword of all rows. One vpdpbusd against the token's dword broadcast to every lane then
+// The 2 x 2 tiles of vec_dot (KernelSet::types[t].tile, kernel_set.h) spend four instructions per
+// (row, token, block) on turning eight partial int32 sums into f32 and scaling them. A panel
+// instead packs kPanelRows weight rows, once per matmul, into a scratch buffer where each 32-bit
+// lane of a vector belongs to another row: for block j and dword q (elements 4q..4q+3) one vector
+// holds that dword of all rows. One vpdpbusd against the token's dword broadcast to every lane then
 // advances kPanelRows dot products at once, and the block's whole int32 sum of every row ends
 // in its own lane, scaled by one multiply-add for all rows. The packing costs about what a few
 // tokens' products do and is reused by every token of the batch.
@@ -14,9 +14,10 @@
 //   acc    = fma(float(isum_j), d_w,j * d_a,j, acc)   in block order, acc starting at 0
 // with d_w,j * d_a,j one f32 product of the f32 scales. The AVX-512 vec_dot, its 4-row form and
 // the 2 x 2 tiles of the same types use exactly this arithmetic too (quant_basic_avx512.cc,
-// kquants_avx512.cc), so a token's result depends only on its weight and activation rows: never
-// on m (one token, a tile, a panel), the thread split or the lane. Decoding one token at a time
-// and appending many in one Append give the same bits (tested: MatMul
+// kquants_avx512.cc), and so do the AVX2 ones of the 32-element types (quant_basic_avx2.cc;
+// x86::BlockTile in x86_util.h), so a token's result depends only on its weight and activation
+// rows: never on m (one token, a tile, a panel), the thread split or the lane. Decoding one token
+// at a time and appending many in one Append give the same bits (tested: MatMul
 // EachTokensRowDoesNotDependOnTheBatch, SessionTest ChunkedPrefillEqualsOneShotBitForBit), which
 // is what lets the call path batch forced and drafted tokens without changing an answer.
 #ifndef FGEMMA_KERNELS_PANEL_H_
@@ -33,8 +34,8 @@ namespace fg::kernels::internal {
 inline constexpr int kPanelRows = 16;
 
 // Per activation row and 32-element block of its Q8_0 form: the f32 scale and the integer
-// correction -offset * sum(q) the kernel starts each block's sum from (the weights are stored
-// as unsigned u = w + offset for vpdpbusd).
+// correction -offset * sum(q) the kernel starts each block's sum from (the AVX-512 panels store
+// the weights as unsigned u = w + offset for vpdpbusd; the AVX2 ones store w, offset 0).
 struct PanelActSide {
   float d;
   int32_t corr;
@@ -61,7 +62,8 @@ struct PanelKernels {
 
 // A KernelSet's panel kernels of a weight type (TypeKernels::panel, kernel_set.h), or nullptr
 // (then the tiles / vec_dot). Types: Q8_0, Q4_0, Q5_0, IQ4_NL (activations in Q8_0) and Q4_K,
-// Q6_K (activations in Q8_K) in the AVX-512 + VNNI set (FillPanelAvx512).
+// Q6_K (activations in Q8_K) in the AVX-512 + VNNI set (FillPanelAvx512); the first four in the
+// AVX2 set (FillPanelAvx2).
 //
 // The K-quant panels, per super-block of 256 (G = 32 for Q4_K, 16 for Q6_K: the sub-block
 // with its own scale sc_g, unsigned weights u = q (Q4_K) or q = w + 32 (Q6_K)):

@@ -9,8 +9,9 @@
 // Without VNNI the products use the sign trick of the tiles: _mm256_maddubs_epi16(|w|,
 // sign(a, w)) gives per row two s16 sums of two products each (|w| <= 128, |a| <= 127: at most
 // 32,512, never saturated), and _mm256_madd_epi16 by ones their s32 sum. For Q4_0 and Q5_0
-// (|w| <= 16) the s16 sums of a block's eight dwords are added before that (8 x 2 x 2 x 16 x 127
-// = 32,512 at most, exact), one madd per block instead of eight. The inner loop per half, block
+// (|w| <= 16) the s16 sums of a block's eight dwords are added before that (each s16 lane then
+// holds 8 x 2 products: at most 16 x 16 x 127 = 32,512, exact), one madd per block instead of
+// eight. The inner loop per half, block
 // and token: eight dword broadcasts, sign, maddubs, add; one convert, one multiply of the eight
 // row scales by the token's, one fma. kTok tokens share each loaded weight vector.
 #include <immintrin.h>
@@ -188,10 +189,12 @@ void Run(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
   }
 }
 
-// min_tokens: see FillPanelAvx2.
+// From two tokens on, as the AVX-512 panels of these types: at m = 2 (fg_kernels_benchmark
+// MatMul/Q8_0/2048x640/m2, 1 thread) the panel ran about as fast as the old 2 x 2 tile (10.9 /
+// 15.0 against 13.2 / 15.1 GOP/s, two noisy runs), and from m = 4 faster.
 template <class P>
-const PanelKernels* Kernels(int min_tokens) {
-  static const PanelKernels k{0, true, min_tokens, PackedBytes, Pack<P>, Run<P>};
+const PanelKernels* Kernels() {
+  static const PanelKernels k{0, true, 2, PackedBytes, Pack<P>, Run<P>};
   return &k;
 }
 
@@ -201,10 +204,10 @@ void FillPanelAvx2(KernelSet& ks) {
   auto panel = [&ks](DType t) -> const PanelKernels*& {
     return ks.types[static_cast<int>(t)].panel;
   };
-  panel(DType::kQ8_0) = Kernels<Q8_0P>(2);
-  panel(DType::kQ4_0) = Kernels<Q4_0P>(2);
-  panel(DType::kQ5_0) = Kernels<Q5_0P>(2);
-  panel(DType::kIQ4_NL) = Kernels<Iq4nlP>(2);
+  panel(DType::kQ8_0) = Kernels<Q8_0P>();
+  panel(DType::kQ4_0) = Kernels<Q4_0P>();
+  panel(DType::kQ5_0) = Kernels<Q5_0P>();
+  panel(DType::kIQ4_NL) = Kernels<Iq4nlP>();
 }
 
 }  // namespace fg::kernels::internal

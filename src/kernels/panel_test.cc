@@ -141,6 +141,65 @@ TEST(Panel, RunEqualsScalarTwinBitForBit) {
   if (kernels == 0) GTEST_SKIP() << "no ISA of this CPU (or FGEMMA_ISA) has panel kernels";
 }
 
+// Every weight at its largest magnitude (-128, -8, -16, -127) against every activation at
+// +-127: the worst case for the integer sums (the AVX2 panels add a Q4_0 / Q5_0 block's
+// products in 16-bit lanes, 16 products a lane: 32,512 for Q5_0), which must still give the
+// twin's bits and the exact sum.
+TEST(Panel, WeightsAtTheirExtremes) {
+  int kernels = 0;
+  const int64_t cols = 640, nb = cols / kQK;
+  for (Isa isa : AvailableIsas()) {
+    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kIQ4_NL}) {
+      const PanelKernels* k = GetKernelSet(isa).types[static_cast<int>(t)].panel;
+      if (k == nullptr) continue;
+      ++kernels;
+      const int rows = kPanelRows;
+      const size_t rb = static_cast<size_t>(*tensor::RowBytes(t, cols));
+      // Quants 0 (Q8_0: -128): the smallest weight of each type.
+      std::vector<uint8_t> w(rb * rows, t == DType::kQ8_0 ? 0x80 : 0);
+      const size_t block = rb / static_cast<size_t>(nb);
+      for (size_t b = 0; b < w.size(); b += block) {
+        const uint16_t one = 0x3c00;  // f16 1.0, the block's scale d (its first field)
+        std::memcpy(w.data() + b, &one, sizeof one);
+      }
+      const float wmin = t == DType::kQ8_0   ? -128.f
+                         : t == DType::kQ4_0 ? -8.f
+                         : t == DType::kQ5_0 ? -16.f
+                                             : static_cast<float>(kIq4nlValues[0]);
+      for (int sign : {1, -1}) {
+        std::vector<block_q8_0> a(static_cast<size_t>(2 * nb));  // two tokens
+        for (auto& blk : a) {
+          blk.d = 0x3c00;
+          for (auto& q : blk.qs) q = static_cast<int8_t>(127 * sign);
+        }
+        std::vector<PanelActSide> side(static_cast<size_t>(2 * nb));
+        const size_t ab = static_cast<size_t>(nb) * sizeof(block_q8_0);
+        for (int i = 0; k->side && i < 2; ++i) {
+          PanelSide(cols, reinterpret_cast<const uint8_t*>(a.data()) + i * ab, k->offset,
+                    side.data() + i * nb);
+        }
+        std::vector<uint8_t> packed(k->packed_bytes(cols) + 64);
+        void* buf = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+        k->pack(cols, w.data(), rb, rows, buf);
+        std::vector<float> y(static_cast<size_t>(2 * rows));
+        k->run(cols, buf, reinterpret_cast<const uint8_t*>(a.data()), ab, side.data(), 2, y.data(),
+               rows, rows);
+        const float exact = wmin * 127.f * static_cast<float>(sign * cols);
+        for (int i = 0; i < 2 * rows; ++i) {
+          const float want =
+              PanelDotScalar(t, cols, w.data() + (i % rows) * rb,
+                             reinterpret_cast<const uint8_t*>(a.data()) + (i / rows) * ab);
+          EXPECT_EQ(want, exact);
+          EXPECT_EQ(std::memcmp(&y[static_cast<size_t>(i)], &want, 4), 0)
+              << tensor::DTypeName(t) << " " << IsaName(isa) << " sign " << sign << " output " << i
+              << ": " << y[static_cast<size_t>(i)] << " vs " << want;
+        }
+      }
+    }
+  }
+  if (kernels == 0) GTEST_SKIP() << "no ISA of this CPU (or FGEMMA_ISA) has these panels";
+}
+
 // The twin itself against the dequantized weights and activations in double.
 TEST(Panel, ScalarTwinMatchesDequantizedDot) {
   std::mt19937 rng(3);
