@@ -4,17 +4,10 @@
 
 #include "src/kernels/attention.h"
 #include "src/kernels/kernel_set.h"
+#include "src/kernels/x86_util.h"
 
 namespace fg::kernels::internal {
 namespace {
-
-// The sum of the eight lanes (a fixed order: the same bits for the same inputs).
-inline float Hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // G query rows (G <= 4) against kJ keys at once: G * kJ accumulators of 8 lanes; each key
 // vector is loaded once for all G queries, each query vector once for all kJ keys.
@@ -34,7 +27,7 @@ inline void ScoresTile(const float* q, int64_t D, const float* k, int64_t k_stri
     }
   }
   for (int g = 0; g < G; ++g) {
-    for (int j = 0; j < kJ; ++j) s[g * lds + j] = Hsum(acc[g][j]) * scale;
+    for (int j = 0; j < kJ; ++j) s[g * lds + j] = x86::HsumPs(acc[g][j]) * scale;
   }
 }
 

@@ -118,7 +118,9 @@ void PanelSide(int64_t n, const void* act_q8_0, int offset, PanelActSide* side) 
   const auto* a = static_cast<const block_q8_0*>(act_q8_0);
   for (int64_t j = 0; j < n / kQK; ++j) {
     int32_t sum = 0;
-    for (int k = 0; k < kQK; ++k) sum += a[j].qs[k];
+    if (offset != 0) {  // the AVX2 panels' signed weights need no correction
+      for (int k = 0; k < kQK; ++k) sum += a[j].qs[k];
+    }
     side[j].d = Fp16ToFp32(a[j].d);
     side[j].corr = -offset * sum;
   }

@@ -28,9 +28,7 @@ namespace fg::kernels::internal {
 namespace {
 
 using tensor::DType;
-using x86::BitsToBytes;
 using x86::Load32;
-using x86::Nibbles;
 
 constexpr size_t kBlockBytes = 8 * 64 + 64;  // weights + scales of one block of 16 rows
 
@@ -44,27 +42,17 @@ struct Q8_0P {
 struct Q4_0P {
   using B = block_q4_0;
   static constexpr bool kSmall = true;
-  FG_INLINE static __m256i W(const B& b) {
-    return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8));
-  }
+  FG_INLINE static __m256i W(const B& b) { return x86::SignedQ4_0(b); }
 };
 struct Q5_0P {
   using B = block_q5_0;
   static constexpr bool kSmall = true;
-  // q - 16: the nibble with 0xf0 or-ed in where the 5th bit is clear.
-  FG_INLINE static __m256i W(const B& b) {
-    const __m256i hi =
-        _mm256_andnot_si256(BitsToBytes(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
-    return _mm256_or_si256(Nibbles(b.qs), hi);
-  }
+  FG_INLINE static __m256i W(const B& b) { return x86::SignedQ5_0(b); }
 };
 struct Iq4nlP {
   using B = block_iq4_nl;
   static constexpr bool kSmall = false;
-  FG_INLINE static __m256i W(const B& b) {
-    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), Nibbles(b.qs));  // codebook lookup
-  }
+  FG_INLINE static __m256i W(const B& b) { return x86::SignedIq4nl(b); }
 };
 
 size_t PackedBytes(int64_t n) { return static_cast<size_t>(n / kQK) * kBlockBytes; }

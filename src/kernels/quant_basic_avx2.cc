@@ -17,17 +17,11 @@ namespace {
 using x86::BitsToBytes;
 using x86::F16;
 using x86::HsumEpi32;
+using x86::HsumPs;
 using x86::Load32;
 using x86::Nibbles;
 
 using tensor::Bf16ToFp32;
-
-inline float Hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Eight s32 partial sums of w * a for 32 unsigned weights (< 128) and signed activations.
 inline __m256i DotU8(__m256i w, __m256i a) {
@@ -48,7 +42,7 @@ void DotF32(int64_t n, const void* w, const void* a, float* out) {
     s3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), s3);
   }
   for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
-  float s = Hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  float s = HsumPs(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
   for (; i < n; ++i) s += x[i] * y[i];
   *out = s;
 }
@@ -69,7 +63,7 @@ void DotF16(int64_t n, const void* w, const void* a, float* out) {
     s3 = _mm256_fmadd_ps(LoadF16(x + i + 24), _mm256_loadu_ps(y + i + 24), s3);
   }
   for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LoadF16(x + i), _mm256_loadu_ps(y + i), s0);
-  float s = Hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  float s = HsumPs(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
   for (; i < n; ++i) s += F16(x[i]) * y[i];
   *out = s;
 }
@@ -92,7 +86,7 @@ void DotBf16(int64_t n, const void* w, const void* a, float* out) {
     s3 = _mm256_fmadd_ps(LoadBf16(x + i + 24), _mm256_loadu_ps(y + i + 24), s3);
   }
   for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LoadBf16(x + i), _mm256_loadu_ps(y + i), s0);
-  float s = Hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  float s = HsumPs(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
   for (; i < n; ++i) s += Bf16ToFp32(x[i]) * y[i];
   *out = s;
 }
@@ -157,9 +151,7 @@ struct Q4_0Traits {
   using BX = block_q4_0;
   using BY = block_q8_0;
   static constexpr bool kSigned = true, kMin = false;
-  FG_INLINE static __m256i Weights(const BX& b) {
-    return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8));
-  }
+  FG_INLINE static __m256i Weights(const BX& b) { return x86::SignedQ4_0(b); }
 };
 struct Q4_1Traits {
   using BX = block_q4_1;
@@ -171,13 +163,7 @@ struct Q5_0Traits {
   using BX = block_q5_0;
   using BY = block_q8_0;
   static constexpr bool kSigned = true, kMin = false;
-  // q - 16 as int8: the nibble with 0xf0 or-ed in where the 5th bit is clear (= nibble - 16),
-  // the plain nibble where it is set (= nibble + 16 - 16).
-  FG_INLINE static __m256i Weights(const BX& b) {
-    const __m256i hi =
-        _mm256_andnot_si256(BitsToBytes(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
-    return _mm256_or_si256(Nibbles(b.qs), hi);
-  }
+  FG_INLINE static __m256i Weights(const BX& b) { return x86::SignedQ5_0(b); }
 };
 struct Q5_1Traits {
   using BX = block_q5_1;
@@ -192,10 +178,7 @@ struct Iq4nlTraits {
   using BX = block_iq4_nl;
   using BY = block_q8_0;
   static constexpr bool kSigned = true, kMin = false;
-  FG_INLINE static __m256i Weights(const BX& b) {
-    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), Nibbles(b.qs));  // codebook lookup
-  }
+  FG_INLINE static __m256i Weights(const BX& b) { return x86::SignedIq4nl(b); }
 };
 
 // An R x T tile of dot products, out[r + R t] = x_r . y_t: x86::BlockTile (x86_util.h: the

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "src/kernels/blocks.h"
+
 #define FG_INLINE __attribute__((always_inline)) inline
 
 namespace fg::kernels::x86 {
@@ -70,6 +72,31 @@ static FG_INLINE __m256i BitsToBytes(const uint8_t qh[4]) {
       _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+// The sum of the eight f32 lanes, in a fixed order (the same bits for the same inputs).
+static FG_INLINE float HsumPs(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// A block's 32 signed integer weights w as int8, in element order (the AVX2 tiles and panels,
+// which multiply them by the sign trick): Q4_0 q - 8; Q5_0 q - 16, the nibble with 0xf0 or-ed
+// in where the fifth bit is clear (= nibble - 16) and the plain nibble where it is set;
+// IQ4_NL the codebook value.
+static FG_INLINE __m256i SignedQ4_0(const block_q4_0& b) {
+  return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8));
+}
+static FG_INLINE __m256i SignedQ5_0(const block_q5_0& b) {
+  const __m256i hi =
+      _mm256_andnot_si256(BitsToBytes(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
+  return _mm256_or_si256(Nibbles(b.qs), hi);
+}
+static FG_INLINE __m256i SignedIq4nl(const block_iq4_nl& b) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), Nibbles(b.qs));  // codebook lookup
 }
 
 // fma(a, b, c) in f32, one rounding (the scalar step of the panels' arithmetic, panel.h).
