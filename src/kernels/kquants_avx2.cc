@@ -1,6 +1,7 @@
-// AVX2 + FMA K-quant kernels: Q4_K/Q5_K/Q6_K . Q8_K dot products and the Q8_K activation
-// quantizer. Same integer sums as the scalar twins in kquants.cc; only the f32 accumulation
-// order across super-blocks differs (8 lanes).
+// AVX2 + FMA K-quant kernels: Q4_K/Q5_K/Q6_K . Q8_K dot products and 2 x 2 tiles, and the Q8_K
+// activation quantizer. The dot products and tiles are the AVX-512 set's (kquants_x86.h), with
+// vpmaddwd + vpaddd for its vpdpwssd: the same integer sums as the scalar twins in kquants.cc,
+// and the f32 steps of the panels (panel.h), so both x86 sets give the same bits.
 //
 // Integer core: vpmaddubsw multiplies the unsigned weight levels (<= 63) by the signed Q8_K
 // levels (|a| <= 127) into i16 pairs (<= 16002, no saturation), vpmaddwd applies the i16
@@ -26,82 +27,12 @@
 namespace fg::kernels::internal {
 namespace {
 
-using kquants_x86::Q45KStep;
-using kquants_x86::Q6KOffset;
-using kquants_x86::UnpackK4;
-using kquants_x86::UnpackQ6KHalf;
-
-inline float F16(uint16_t h) { return _cvtsh_ss(h); }
-
-inline float HsumPs(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float HsumPs128(__m128 s) {
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// Shared Q4_K/Q5_K body; kHigh adds the fifth bit from qh.
-template <bool kHigh, typename Block>
-inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const Block*>(w);
-  const auto* y = static_cast<const BlockQ8K*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_m = _mm_setzero_ps();
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const float d = y[b].d * F16(x[b].d);
-    const float dmin = y[b].d * F16(x[b].dmin);
-    const __m256i scales_mins = _mm256_cvtepu8_epi16(UnpackK4(x[b].scales));
-    // Mins: sum_j m_j * (bsum_{2j} + bsum_{2j+1}).
-    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums));
-    const __m128i bs_pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    const __m128i mins_dot = _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs);
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins_dot), acc_m);
-
-    const __m128i sc = _mm256_castsi256_si128(scales_mins);
-    const __m256i scales = _mm256_set_m128i(sc, sc);
-    __m256i hbits;
-    if constexpr (kHigh) hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh));
-    __m256i sumi = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      __m256i s[2], q[2], av[2];
-      Q45KStep<kHigh>(scales, x[b].qs, y[b].qs, k, &hbits, s, q, av);
-      const __m256i p_lo = _mm256_madd_epi16(s[0], _mm256_maddubs_epi16(q[0], av[0]));
-      const __m256i p_hi = _mm256_madd_epi16(s[1], _mm256_maddubs_epi16(q[1], av[1]));
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+// The int16 x int16 -> int32 accumulate of the shared dot products (kquants_x86.h).
+struct Madd {
+  static inline __m256i Acc(__m256i acc, __m256i p, __m256i s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
   }
-  *out = HsumPs(acc) - HsumPs128(acc_m);
-}
-
-void VecDotQ6K(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ6K*>(w);
-  const auto* y = static_cast<const BlockQ8K*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    const float d = y[b].d * F16(x[b].d);
-    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
-    const __m256i offset = Q6KOffset(scales16, y[b]);  // subtracted once per block
-    __m256i sumi = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      __m256i q[4], s[4];
-      UnpackQ6KHalf(x[b], scales16, h, q, s);
-      for (int i = 0; i < 4; ++i) {
-        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 128 * h + 32 * i));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s[i], _mm256_maddubs_epi16(q[i], av)));
-      }
-    }
-    sumi = _mm256_sub_epi32(sumi, offset);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-  }
-  *out = HsumPs(acc);
-}
+};
 
 // Q8_K activation quantizer; bit-identical to the scalar one (cvtps rounds to nearest even like
 // NearestInt, and the first element of largest |x| picks the sign of d as the scalar loop does).
@@ -154,11 +85,15 @@ void QuantizeRowQ8K(const float* x, void* dst, int64_t n) {
 }  // namespace
 
 void FillKQuantAvx2(KernelSet& ks) {
-  auto ops = [&ks](DType t) -> TypeOps& { return ks.types[static_cast<int>(t)].ops; };
-  ops(DType::kQ4_K).vec_dot = VecDotQ45K<false, BlockQ4K>;
-  ops(DType::kQ5_K).vec_dot = VecDotQ45K<true, BlockQ5K>;
-  ops(DType::kQ6_K).vec_dot = VecDotQ6K;
-  ops(DType::kQ8_K).quantize_row = QuantizeRowQ8K;
+  using namespace kquants_x86;
+  auto type = [&ks](DType t) -> TypeKernels& { return ks.types[static_cast<int>(t)]; };
+  type(DType::kQ4_K).ops.vec_dot = VecDotQ45K<Madd, false, BlockQ4K>;
+  type(DType::kQ4_K).tile = TileQ45K<Madd, false, BlockQ4K>;
+  type(DType::kQ5_K).ops.vec_dot = VecDotQ45K<Madd, true, BlockQ5K>;
+  type(DType::kQ5_K).tile = TileQ45K<Madd, true, BlockQ5K>;
+  type(DType::kQ6_K).ops.vec_dot = VecDotQ6K<Madd>;
+  type(DType::kQ6_K).tile = TileQ6K<Madd>;
+  type(DType::kQ8_K).ops.quantize_row = QuantizeRowQ8K;
 }
 
 }  // namespace fg::kernels::internal

@@ -272,21 +272,25 @@ TEST(MatMul, EachTokensRowDoesNotDependOnTheBatch) {
   }
 }
 
-// On x86 every SIMD set computes the 32-element block types whose activations are Q8_0 with
-// the panels' arithmetic (panel.h): vec_dot, and so the tiles and four-row forms that must
-// equal it (quant_test), give PanelDotScalar's bits. AVX2 and AVX-512 machines thus agree
-// bit for bit on these types, and a set's panels and its one-token path cannot drift apart.
+// On x86 every SIMD set computes the 32-element block types (activations Q8_0) and the K-quants
+// (activations Q8_K) with the panels' arithmetic (panel.h): vec_dot, and so the tiles and
+// four-row forms that must equal it (quant_test, kquants_test), give PanelDotScalar's bits.
+// AVX2 and AVX-512 machines thus agree bit for bit on these types, and a set's panels and its
+// one-token path cannot drift apart.
 TEST(MatMul, X86VecDotIsThePanelArithmetic) {
   int sets = 0;
   for (Isa isa : AvailableIsas()) {
     if (isa != Isa::kAvx2 && isa != Isa::kAvx512) continue;
     ++sets;
-    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kIQ4_NL}) {
-      const int64_t cols = 640;
+    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kIQ4_NL, DType::kQ4_K,
+                    DType::kQ5_K, DType::kQ6_K}) {
+      const bool k = t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K;
+      const DType at = k ? DType::kQ8_K : DType::kQ8_0;
+      const int64_t cols = k ? 1024 : 640;
       const Matrix mat = MakeMatrix(t, 5, cols, 23);
       const std::vector<float> x = Random(cols, 29);
-      std::vector<uint8_t> act(static_cast<size_t>(*tensor::RowBytes(DType::kQ8_0, cols)));
-      GetTypeOps(DType::kQ8_0, Isa::kScalar)->quantize_row(x.data(), act.data(), cols);
+      std::vector<uint8_t> act(static_cast<size_t>(*tensor::RowBytes(at, cols)));
+      GetTypeOps(at, Isa::kScalar)->quantize_row(x.data(), act.data(), cols);
       for (int64_t r = 0; r < 5; ++r) {
         float got = 0;
         GetTypeOps(t, isa)->vec_dot(cols, mat.w.row(r), act.data(), &got);

@@ -57,8 +57,10 @@ void BlockInts(DType t, const void* row, int64_t j, int q[kQK], float* d) {
   }
 }
 
-float DotQ4K(int64_t n, const void* w, const void* act) {
-  const auto* x = static_cast<const BlockQ4K*>(w);
+// Q4_K, or Q5_K (kHigh: bit g of qh[l] is the fifth bit of element l of sub-block g).
+template <bool kHigh, class Block>
+float DotQ45K(int64_t n, const void* w, const void* act) {
+  const auto* x = static_cast<const Block*>(w);
   const auto* a = static_cast<const BlockQ8K*>(act);
   float acc = 0;
   for (int64_t b = 0; b < n / kQK_K; ++b) {
@@ -71,7 +73,8 @@ float DotQ4K(int64_t n, const void* w, const void* act) {
       const uint8_t* q = x[b].qs + 32 * (g / 2);
       int32_t dot = 0;
       for (int l = 0; l < 32; ++l) {
-        const int u = g % 2 == 0 ? (q[l] & 0x0f) : (q[l] >> 4);
+        int u = g % 2 == 0 ? (q[l] & 0x0f) : (q[l] >> 4);
+        if constexpr (kHigh) u |= ((x[b].qh[l] >> g) & 1) << 4;
         dot += u * a[b].qs[32 * g + l];
       }
       main += sc[g] * dot;
@@ -127,7 +130,8 @@ void PanelSide(int64_t n, const void* act_q8_0, int offset, PanelActSide* side) 
 }
 
 float PanelDotScalar(DType t, int64_t n, const void* w, const void* act) {
-  if (t == DType::kQ4_K) return DotQ4K(n, w, act);
+  if (t == DType::kQ4_K) return DotQ45K<false, BlockQ4K>(n, w, act);
+  if (t == DType::kQ5_K) return DotQ45K<true, BlockQ5K>(n, w, act);
   if (t == DType::kQ6_K) return DotQ6K(n, w, act);
   const auto* a = static_cast<const block_q8_0*>(act);
   float acc = 0;

@@ -77,7 +77,8 @@ struct PanelKernels {
 void PanelSide(int64_t n, const void* act_q8_0, int offset, PanelActSide* side);
 
 // The scalar twin: one weight row (type t) . one activation row (Q8_0, or Q8_K for the
-// K-quants) with the panel's arithmetic. Types as the panels'.
+// K-quants) with the panel's arithmetic. Types as the panels', and Q5_K (no panels; the x86
+// sets' vec_dot and tiles use this arithmetic for it too: Q4_K's with a fifth bit).
 float PanelDotScalar(tensor::DType t, int64_t n, const void* w, const void* act);
 
 }  // namespace fg::kernels::internal
