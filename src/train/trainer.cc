@@ -721,7 +721,6 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
   }
   const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   impl->pool = std::make_unique<ThreadPool>(threads);
-  FG_RETURN_IF_ERROR(model.PrepackPanels(impl->pool.get()));
   if (options.init_adapter.empty()) {
     FG_ASSIGN_OR_RETURN(impl->params, LoraParams::Create(model.file(), options.lora));
   } else {
