@@ -1553,6 +1553,31 @@ TEST(ArgumentCheck, DropsAnOptionalArrayWithAnItemHoldingAnotherValue) {
   EXPECT_EQ(r.dropped, 0);
 }
 
+// An optional free string that repeats the value of a required or enum argument, case aside
+// (`category: "this_month"` beside `period: "this_month"` for "how much did I spend this
+// month"), is dropped without asking; one that repeats another optional free string, and a
+// required one, stay.
+TEST(ArgumentCheck, DropsAnOptionalStringThatRepeatsAFixedValue) {
+  auto cat = text::ParseToolCatalog(R"([{"name":"spending","parameters":{"type":"object",
+    "properties":{"period":{"type":"string","enum":["this_month","this_week"]},
+    "category":{"type":"string"},"note":{"type":"string"},"label":{"type":"string"},
+    "account":{"type":"string"}},"required":["account"]}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& tool = cat->tools[0];
+  call::CheckedArguments r = CheckWithSaidFacts(
+      tool, "how much did I spend this month from checking",
+      {{"period", "this_month"}, {"category", "This_Month"}, {"account", "checking"}});
+  EXPECT_EQ(r.arguments, nlohmann::json({{"period", "this_month"}, {"account", "checking"}}));
+  EXPECT_EQ(r.dropped, 1);
+  r = CheckWithSaidFacts(tool, "note checking from checking",
+                         {{"note", "checking"}, {"account", "checking"}});
+  EXPECT_EQ(r.arguments, nlohmann::json({{"account", "checking"}})) << "repeats a required one";
+  r = CheckWithSaidFacts(tool, "food for food from savings",
+                         {{"note", "food"}, {"label", "food"}, {"account", "savings"}});
+  EXPECT_EQ(r.arguments, nlohmann::json({{"note", "food"}, {"label", "food"}, {"account", "savings"}}));
+  EXPECT_EQ(r.dropped, 0);
+}
+
 // A free string that ran on into another argument's said value ("Max 12" beside `kg` 12 for
 // "Max 12 kilos") loses it; a number the request does not say with the other key's unit, a
 // number no argument has, an enum and a string that is only the number stay.

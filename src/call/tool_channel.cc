@@ -172,6 +172,24 @@ bool FreeStringHasDigit(const text::Schema& schema, const nlohmann::json& value)
   return false;
 }
 
+// True when the string `value` of `key` equals, case aside, the string value of another of
+// `arguments` that is required or an enum member.
+bool RepeatsAFixedValue(const text::Schema& params, const std::string& key,
+                        const nlohmann::json& value, const nlohmann::json& arguments) {
+  const std::string v = LowerCase(value.get_ref<const std::string&>());
+  for (const auto& [other, other_value] : arguments.items()) {
+    if (other == key || !other_value.is_string() || LowerCase(other_value.get_ref<const std::string&>()) != v) {
+      continue;
+    }
+    const auto prop = params.properties.find(other);
+    if ((prop != params.properties.end() && !prop->second.enum_values.empty()) ||
+        std::find(params.required.begin(), params.required.end(), other) != params.required.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 bool InventsNumbers(const text::Tool& tool, const nlohmann::json& arguments,
@@ -228,6 +246,9 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
           return std::none_of(request_words.begin(), request_words.end(),
                               [&](const std::string& r) { return r.starts_with(w); });
         });
+        // The value of a required or enum argument repeated (`category: "this_month"` beside
+        // `period: "this_month"`), case aside.
+        unsaid = unsaid || RepeatsAFixedValue(params, key, value, arguments);
       } else if (value.is_array() && prop->second.items != nullptr &&
                  prop->second.items->type == "STRING" && prop->second.items->enum_values.empty()) {
         // An array of free strings with an item holding another of the call's string values
