@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "src/kernels/kquant_blocks.h"
+#include "src/kernels/kquants_internal.h"
 #include "src/kernels/x86_util.h"
 
 namespace fg::kernels::kquants_x86 {
@@ -100,6 +101,67 @@ static inline __m256i Q6KOffset(__m256i scales16, const BlockQ8K& a) {
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
   return _mm256_slli_epi32(_mm256_madd_epi16(scales16, bs), 5);
 }
+
+// The K-quant panels' weights and scales (panel_avx2.cc, panel_avx512.cc; panel.h has the
+// arithmetic): Chunk(b, c) is elements 32c .. 32c + 31 of a super-block as 32 unsigned bytes
+// (Q4_K: q; Q6_K: q = w + 32); Scales gives the kG-element sub-blocks' scales sc, the
+// coefficients coef of the 16 Q8_K block sums (Q4_K: the sub-blocks' mins; Q6_K: 32 x its
+// scale, the offset), and the f32 factors of main (d) and of the block-sum term (nd = -dmin;
+// Q6_K: 0, its term is subtracted from main).
+static inline __m256i Low4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
+static inline __m256i High4(__m256i v) { return Low4(_mm256_srli_epi16(v, 4)); }
+// Bits 2s, 2s + 1 of each byte, moved to bits 4, 5.
+static inline __m256i Two(__m256i v, int s) {
+  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2 * s), _mm256_set1_epi8(3)), 4);
+}
+
+// In an unnamed namespace: member functions of a named one would have external linkage, and
+// the linker could give one set's calls the other set's code (see above).
+namespace {
+
+struct Q4KPanel {
+  using B = BlockQ4K;
+  static constexpr int kG = 32;  // elements per scaled sub-block
+  static constexpr bool kMin = true;
+  static inline __m256i Chunk(const B& b, int c) {
+    const __m256i q = x86::Load32(b.qs + 32 * (c / 2));
+    return c % 2 == 0 ? Low4(q) : High4(q);
+  }
+  // sc: 16 ints (the 8 sub-block scales, 8 unused); coef: 16 int16 for the block sums.
+  static void Scales(const B& b, int32_t sc[16], int16_t coef[16], float* d, float* nd) {
+    uint8_t sm[16];  // scales 0..7, mins 8..15
+    internal::UnpackScalesMinsK4(b.scales, sm);
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = sm[j];
+      sc[8 + j] = 0;
+      coef[2 * j] = coef[2 * j + 1] = static_cast<int16_t>(sm[8 + j]);
+    }
+    *d = _cvtsh_ss(b.d);
+    *nd = -_cvtsh_ss(b.dmin);
+  }
+};
+
+struct Q6KPanel {
+  using B = BlockQ6K;
+  static constexpr int kG = 16;
+  static constexpr bool kMin = false;
+  static inline __m256i Chunk(const B& b, int c) {
+    const int h = c / 4, r = c % 4;
+    const __m256i ql = x86::Load32(b.ql + 64 * h + 32 * (r % 2));
+    const __m256i qh = x86::Load32(b.qh + 32 * h);
+    return _mm256_or_si256(r < 2 ? Low4(ql) : High4(ql), Two(qh, r));
+  }
+  static void Scales(const B& b, int32_t sc[16], int16_t coef[16], float* d, float* nd) {
+    for (int g = 0; g < 16; ++g) {
+      sc[g] = b.scales[g];
+      coef[g] = static_cast<int16_t>(32 * b.scales[g]);
+    }
+    *d = _cvtsh_ss(b.d);
+    *nd = 0;
+  }
+};
+
+}  // namespace
 
 // The dot products of both sets, with the panels' arithmetic (panel.h): per super-block the
 // exact int32 sum(s), then f32 fmas in block order, so vec_dot, the 2 x 2 tiles and the panels of

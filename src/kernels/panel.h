@@ -14,7 +14,7 @@
 //   acc    = fma(float(isum_j), d_w,j * d_a,j, acc)   in block order, acc starting at 0
 // with d_w,j * d_a,j one f32 product of the f32 scales. The AVX-512 vec_dot, its 4-row form and
 // the 2 x 2 tiles of the same types use exactly this arithmetic too (quant_basic_avx512.cc,
-// kquants_avx512.cc), and so do the AVX2 ones of the 32-element types (quant_basic_avx2.cc;
+// kquants_avx512.cc), and so do the AVX2 ones (quant_basic_avx2.cc, kquants_avx2.cc;
 // x86::BlockTile in x86_util.h), so a token's result depends only on its weight and activation
 // rows: never on m (one token, a tile, a panel), the thread split or the lane. Decoding one token
 // at a time and appending many in one Append give the same bits (tested: MatMul
@@ -47,7 +47,8 @@ struct PanelKernels {
   // Fewest tokens for which packing pays (fg_kernels_benchmark MatMul/*/m2,m4,m8, 1 thread,
   // CPU time, tiles vs panels): the 32-element types win from 2 tokens (1.3-1.8x at m = 2);
   // the K-quant panels lose at m = 2 and 4 (Q4_K 0.49x / 0.82x, Q6_K 0.34x / 0.66x of the
-  // tiles' speed) and win from 8 (Q4_K 1.45x, Q6_K 1.08x).
+  // tiles' speed) and win from 8 (Q4_K 1.45x, Q6_K 1.08x) on AVX-512; on AVX2 (Zen 1) they
+  // break even near 8 (panel_avx2.cc).
   int min_tokens = 2;
   // Bytes of one packed panel of n columns (a multiple of 64).
   size_t (*packed_bytes)(int64_t n) = nullptr;
@@ -62,8 +63,8 @@ struct PanelKernels {
 
 // A KernelSet's panel kernels of a weight type (TypeKernels::panel, kernel_set.h), or nullptr
 // (then the tiles / vec_dot). Types: Q8_0, Q4_0, Q5_0, IQ4_NL (activations in Q8_0) and Q4_K,
-// Q6_K (activations in Q8_K) in the AVX-512 + VNNI set (FillPanelAvx512); the first four in the
-// AVX2 set (FillPanelAvx2).
+// Q6_K (activations in Q8_K) in the AVX-512 + VNNI set (FillPanelAvx512) and in the AVX2 set
+// (FillPanelAvx2).
 //
 // The K-quant panels, per super-block of 256 (G = 32 for Q4_K, 16 for Q6_K: the sub-block
 // with its own scale sc_g, unsigned weights u = q (Q4_K) or q = w + 32 (Q6_K)):

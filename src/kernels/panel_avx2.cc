@@ -1,7 +1,8 @@
 // AVX2 panel kernels (panel.h) for the 32-element block types whose activations are Q8_0:
-// Q8_0, Q4_0, Q5_0, IQ4_NL. Scalar twin: PanelDotScalar in panel.cc; the AVX2 vec_dot, tile and
-// four-row form (quant_basic_avx2.cc) use the same arithmetic, so a token's result never depends
-// on the batch it came in.
+// Q8_0, Q4_0, Q5_0, IQ4_NL; and for Q4_K and Q6_K (activations Q8_K; below "K-quants"). Scalar
+// twin: PanelDotScalar in panel.cc; the AVX2 vec_dot, tiles and four-row form
+// (quant_basic_avx2.cc, kquants_avx2.cc) use the same arithmetic, so a token's result never
+// depends on the batch it came in.
 //
 // Packed layout, per block j of the 16 rows (576 bytes, as the AVX-512 panels but with the
 // signed weights w themselves): for dword q (elements 4q..4q+3) two 32-byte vectors, rows 0-7
@@ -21,6 +22,8 @@
 
 #include "src/kernels/blocks.h"
 #include "src/kernels/kernel_set.h"
+#include "src/kernels/kquant_blocks.h"
+#include "src/kernels/kquants_x86.h"
 #include "src/kernels/panel.h"
 #include "src/kernels/x86_util.h"
 
@@ -186,6 +189,170 @@ const PanelKernels* Kernels() {
   return &k;
 }
 
+
+// ---------------------------------------------------------------- K-quants
+//
+// Per super-block of the 16 rows (panel.h's arithmetic; the layout of the AVX-512 K panels with
+// 32-byte halves): 64 dwords (q = elements 4q..4q+3, unsigned: Q4_K q <= 15, Q6_K q + 32 <= 63)
+// as two halves of 8 rows; per sub-block of G its scale as an int16 pair per row (for vpmaddwd);
+// per pair of Q8_K block sums the rows' coefficients as int16 pairs; d and -dmin. The products:
+// vpmaddubsw of the unsigned weights and the token's dword, summed in int16 over kAdd dwords
+// (Q4_K 8: 8 x 2 x 15 x 128 = 30,720; Q6_K 2: 2 x 2 x 63 x 128 = 32,256; never saturated), then
+// one vpmaddwd by the sub-block's scale: where the vec_dot needs one vpmaddwd per 32 products,
+// a Q4_K panel needs one per 256.
+template <class P>
+struct KLayout : P {
+  static constexpr int kGroups = kQK_K / P::kG;
+  static constexpr int kAdd = P::kMin ? 8 : 2;  // dwords summed in int16 before a vpmaddwd
+  static constexpr size_t kSc = 4096;
+  static constexpr size_t kCorr = kSc + kGroups * 64;
+  static constexpr size_t kD = kCorr + 8 * 64;
+  static constexpr size_t kBytes = kD + 2 * 64;
+};
+
+template <class P>
+size_t KPackedBytes(int64_t n) { return static_cast<size_t>(n / kQK_K) * KLayout<P>::kBytes; }
+
+template <class P>
+void KPack(int64_t n, const uint8_t* w, size_t row_bytes, int rows, void* packed) {
+  using L = KLayout<P>;
+  using B = typename P::B;
+  const B* x[kPanelRows];
+  for (int r = 0; r < kPanelRows; ++r) {
+    x[r] = reinterpret_cast<const B*>(w + static_cast<size_t>(r < rows ? r : 0) * row_bytes);
+  }
+  auto* out = static_cast<uint8_t*>(packed);
+  for (int64_t j = 0; j < n / kQK_K; ++j, out += L::kBytes) {
+    for (int c = 0; c < 8; ++c) {
+      for (int h = 0; h < 2; ++h) {
+        __m256i v[8];
+        for (int k = 0; k < 8; ++k) {
+          v[k] = 8 * h + k < rows ? P::Chunk(x[8 * h + k][j], c) : _mm256_setzero_si256();
+        }
+        Transpose8x8(v);
+        for (int q = 0; q < 8; ++q) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * (8 * c + q) + 32 * h), v[q]);
+        }
+      }
+    }
+    auto* sc = reinterpret_cast<int16_t*>(out + L::kSc);
+    auto* coef = reinterpret_cast<int16_t*>(out + L::kCorr);
+    float d[2 * kPanelRows];
+    for (int r = 0; r < kPanelRows; ++r) {
+      int32_t s[16] = {};
+      int16_t cf[16] = {};
+      float dr = 0, ndr = 0;
+      if (r < rows) P::Scales(x[r][j], s, cf, &dr, &ndr);
+      // Row r is lane r % 8 of half r / 8: its two int16 at 32 (r / 8) + 4 (r % 8) bytes.
+      const size_t lane = static_cast<size_t>(16 * (r / 8) + 2 * (r % 8));
+      for (int g = 0; g < L::kGroups; ++g) {
+        sc[32 * g + lane] = sc[32 * g + lane + 1] = static_cast<int16_t>(s[g]);
+      }
+      for (int i = 0; i < 8; ++i) {
+        coef[32 * i + lane] = cf[2 * i];
+        coef[32 * i + lane + 1] = cf[2 * i + 1];
+      }
+      d[r] = dr;
+      d[kPanelRows + r] = ndr;
+    }
+    std::memcpy(out + L::kD, d, sizeof d);
+  }
+}
+
+// Half h (rows 8h .. 8h + 7) of a K panel against T tokens.
+template <class P, int T>
+FG_INLINE void KRunHalf(int64_t nb, const uint8_t* packed, int h, const uint8_t* act,
+                        size_t act_stride, float* y, int64_t ldy, __m256i live) {
+  using L = KLayout<P>;
+  constexpr int kDw = P::kG / 4;  // dwords per sub-block
+  __m256 acc[T];
+  const uint8_t* a[T];
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    a[t] = act + static_cast<size_t>(t) * act_stride;
+  }
+  const uint8_t* p = packed + 32 * h;
+  for (int64_t j = 0; j < nb; ++j, p += L::kBytes) {
+    const size_t off = static_cast<size_t>(j) * sizeof(BlockQ8K);
+    __m256i main[T], corr[T];
+    for (int t = 0; t < T; ++t) main[t] = corr[t] = _mm256_setzero_si256();
+    for (int g = 0; g < L::kGroups; ++g) {
+      const __m256i sc = Load32(p + L::kSc + 64 * g);
+      for (int q0 = 0; q0 < kDw; q0 += L::kAdd) {
+        __m256i s16[T];
+        for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+        for (int q = q0; q < q0 + L::kAdd; ++q) {
+          const __m256i w = Load32(p + 64 * (g * kDw + q));
+          for (int t = 0; t < T; ++t) {
+            s16[t] = _mm256_add_epi16(
+                s16[t], _mm256_maddubs_epi16(
+                            w, Dword(a[t] + off + offsetof(BlockQ8K, qs) + 4 * (g * kDw + q))));
+          }
+        }
+        for (int t = 0; t < T; ++t) main[t] = _mm256_add_epi32(main[t], _mm256_madd_epi16(s16[t], sc));
+      }
+    }
+    for (int i = 0; i < 8; ++i) {
+      const __m256i c = Load32(p + L::kCorr + 64 * i);
+      for (int t = 0; t < T; ++t) {
+        corr[t] = _mm256_add_epi32(
+            corr[t], _mm256_madd_epi16(c, Dword(a[t] + off + offsetof(BlockQ8K, bsums) + 4 * i)));
+      }
+    }
+    const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(p - 32 * h + L::kD) + 8 * h);
+    for (int t = 0; t < T; ++t) {
+      float da;
+      std::memcpy(&da, a[t] + off + offsetof(BlockQ8K, d), sizeof da);
+      const __m256 vda = _mm256_set1_ps(da);
+      if constexpr (P::kMin) {
+        const __m256 nd =
+            _mm256_loadu_ps(reinterpret_cast<const float*>(p - 32 * h + L::kD) + kPanelRows + 8 * h);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(main[t]), _mm256_mul_ps(d, vda), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr[t]), _mm256_mul_ps(nd, vda), acc[t]);
+      } else {
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(main[t], corr[t])),
+                                 _mm256_mul_ps(d, vda), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm256_maskstore_ps(y + t * ldy + 8 * h, live, acc[t]);
+}
+
+template <class P>
+void KRun(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
+          const PanelActSide* /*side*/, int64_t tokens, float* y, int64_t ldy, int rows) {
+  const int64_t nb = n / kQK_K;
+  const auto* pk = static_cast<const uint8_t*>(packed);
+  for (int h = 0; h < 2 && 8 * h < rows; ++h) {
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - 8 * h),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    int64_t t = 0;
+    for (; t + kTok <= tokens; t += kTok) {
+      KRunHalf<P, kTok>(nb, pk, h, act + static_cast<size_t>(t) * act_stride, act_stride,
+                        y + t * ldy, ldy, live);
+    }
+    const uint8_t* a = act + static_cast<size_t>(t) * act_stride;
+    switch (tokens - t) {
+      case 3: KRunHalf<P, 3>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live); break;
+      case 2: KRunHalf<P, 2>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live); break;
+      case 1: KRunHalf<P, 1>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live); break;
+      default: break;
+    }
+  }
+}
+
+// From 8 tokens on, as the AVX-512 K panels. fg_kernels_benchmark MatMul/Q4_K|Q6_K/640x2048, 1
+// thread, on a 2-core AMD EPYC (Zen 1), medians of 5 to 7 (this VM's runs vary by up to 2x),
+// panel speed over the 2 x 2 tiles: Q4_K m2 0.50x, m4 0.65x, m8 0.81x / 1.09x (two runs), m16
+// 0.88x / 1.74x, m32 1.70x, m64 2.37x, m512 2.50x; Q6_K m2 0.57x, m4 0.62x, m8 0.87x / 1.16x,
+// m16 1.11x / 1.16x, m32 1.30x, m64 1.47x, m512 1.55x.
+constexpr int kKMinTokens = 8;
+
+template <class P>
+const PanelKernels* KKernels() {
+  static const PanelKernels k{0, false, kKMinTokens, KPackedBytes<P>, KPack<P>, KRun<P>};
+  return &k;
+}
 }  // namespace
 
 void FillPanelAvx2(KernelSet& ks) {
@@ -196,6 +363,8 @@ void FillPanelAvx2(KernelSet& ks) {
   panel(DType::kQ4_0) = Kernels<Q4_0P>();
   panel(DType::kQ5_0) = Kernels<Q5_0P>();
   panel(DType::kIQ4_NL) = Kernels<Iq4nlP>();
+  panel(DType::kQ4_K) = KKernels<kquants_x86::Q4KPanel>();
+  panel(DType::kQ6_K) = KKernels<kquants_x86::Q6KPanel>();
 }
 
 }  // namespace fg::kernels::internal

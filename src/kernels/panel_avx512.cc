@@ -22,6 +22,7 @@
 #include "src/kernels/kernel_set.h"
 #include "src/kernels/kquant_blocks.h"
 #include "src/kernels/kquants_internal.h"
+#include "src/kernels/kquants_x86.h"
 #include "src/kernels/panel.h"
 #include "src/kernels/x86_util.h"
 
@@ -199,61 +200,19 @@ FG_INLINE void StoreTransposed(const __m256i u[kPanelRows], uint8_t* out) {
   for (int q = 0; q < 8; ++q) _mm512_store_si512(out + 64 * q, v[q]);
 }
 
-FG_INLINE __m256i Low4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
-FG_INLINE __m256i High4(__m256i v) { return Low4(_mm256_srli_epi16(v, 4)); }
-// Bits 2s, 2s + 1 of each byte, moved to bits 4, 5.
-FG_INLINE __m256i Two(__m256i v, int s) {
-  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2 * s), _mm256_set1_epi8(3)), 4);
-}
-
-struct Q4KP {
-  using B = BlockQ4K;
-  static constexpr int kG = 32;                 // elements per scaled sub-block
-  static constexpr bool kMin = true;
-  static constexpr size_t kSc = 4096;           // offsets in one packed super-block
+// The layouts of the packed super-blocks (offsets of the scales, the block sums' coefficients,
+// d and -dmin; kquants_x86.h has the weights and scales).
+struct Q4KP : kquants_x86::Q4KPanel {
+  static constexpr size_t kSc = 4096;
   static constexpr size_t kCorr = kSc + 8 * 64;
   static constexpr size_t kD = kCorr + 8 * 64;
   static constexpr size_t kBytes = kD + 2 * 64;
-  // Chunk c (elements 32c .. 32c + 31) as 32 unsigned bytes.
-  FG_INLINE static __m256i Chunk(const B& b, int c) {
-    const __m256i q = Load32(b.qs + 32 * (c / 2));
-    return c % 2 == 0 ? Low4(q) : High4(q);
-  }
-  // sc: 16 ints (the 8 sub-block scales, 8 unused); coef: 16 int16 for the block sums.
-  static void Scales(const B& b, int32_t sc[16], int16_t coef[16], float* d, float* nd) {
-    uint8_t sm[16];  // scales 0..7, mins 8..15
-    UnpackScalesMinsK4(b.scales, sm);
-    for (int j = 0; j < 8; ++j) {
-      sc[j] = sm[j];
-      coef[2 * j] = coef[2 * j + 1] = static_cast<int16_t>(sm[8 + j]);
-    }
-    *d = _cvtsh_ss(b.d);
-    *nd = -_cvtsh_ss(b.dmin);
-  }
 };
-
-struct Q6KP {
-  using B = BlockQ6K;
-  static constexpr int kG = 16;
-  static constexpr bool kMin = false;
+struct Q6KP : kquants_x86::Q6KPanel {
   static constexpr size_t kSc = 4096;
   static constexpr size_t kCorr = kSc + 16 * 64;
   static constexpr size_t kD = kCorr + 8 * 64;
   static constexpr size_t kBytes = kD + 2 * 64;
-  FG_INLINE static __m256i Chunk(const B& b, int c) {
-    const int h = c / 4, r = c % 4;
-    const __m256i ql = Load32(b.ql + 64 * h + 32 * (r % 2));
-    const __m256i qh = Load32(b.qh + 32 * h);
-    return _mm256_or_si256(r < 2 ? Low4(ql) : High4(ql), Two(qh, r));
-  }
-  static void Scales(const B& b, int32_t sc[16], int16_t coef[16], float* d, float* nd) {
-    for (int g = 0; g < 16; ++g) {
-      sc[g] = b.scales[g];
-      coef[g] = static_cast<int16_t>(32 * b.scales[g]);
-    }
-    *d = _cvtsh_ss(b.d);
-    *nd = 0;
-  }
 };
 
 template <class P>

@@ -200,10 +200,76 @@ TEST(Panel, WeightsAtTheirExtremes) {
   if (kernels == 0) GTEST_SKIP() << "no ISA of this CPU (or FGEMMA_ISA) has these panels";
 }
 
-// The twin itself against the dequantized weights and activations in double.
+// The K-quant panels with every weight, scale and min at its extreme against activations of
+// +-127 and -128 (the int16 sums of the AVX2 panels' worst case: Q4_K 8 dwords of 15 x 128
+// pairs, Q6_K 2 dwords of 63 x 128 pairs), each output the twin's bits, which are the exact sum
+// in f32 (past 2^24, to its rounding).
+TEST(Panel, KQuantWeightsAtTheirExtremes) {
+  int kernels = 0;
+  const int64_t cols = 512, nb = cols / kQK_K;
+  for (Isa isa : AvailableIsas()) {
+    for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+      const PanelKernels* k = GetKernelSet(isa).types[static_cast<int>(t)].panel;
+      if (k == nullptr) continue;
+      ++kernels;
+      for (int8_t scale : {int8_t{127}, int8_t{-128}}) {
+        const int rows = kPanelRows;
+        const size_t rb = static_cast<size_t>(*tensor::RowBytes(t, cols));
+        std::vector<uint8_t> w(rb * rows, 0xff);  // q 15 (Q4_K) / 63 (Q6_K); Q4_K scales, mins 63
+        double wq = 0, wmin = 0;  // a weight's value and a Q4_K min, d = dmin = 1
+        for (int64_t b = 0; b < rows * nb; ++b) {
+          const uint16_t one = 0x3c00;
+          if (t == DType::kQ4_K) {
+            auto* blk = reinterpret_cast<BlockQ4K*>(w.data()) + b;
+            std::memcpy(&blk->d, &one, 2);
+            std::memcpy(&blk->dmin, &one, 2);
+            wq = 63 * 15, wmin = 63;
+          } else {
+            auto* blk = reinterpret_cast<BlockQ6K*>(w.data()) + b;
+            std::memcpy(&blk->d, &one, 2);
+            for (auto& s : blk->scales) s = scale;
+            wq = scale * 31.0;
+          }
+        }
+        for (int a_q : {127, -127, -128}) {
+          std::vector<BlockQ8K> a(static_cast<size_t>(2 * nb));  // two tokens
+          for (auto& blk : a) {
+            blk.d = 1.0f;
+            for (auto& q : blk.qs) q = static_cast<int8_t>(a_q);
+            for (auto& s : blk.bsums) s = static_cast<int16_t>(16 * a_q);
+          }
+          std::vector<uint8_t> packed(k->packed_bytes(cols) + 64);
+          void* buf = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+          k->pack(cols, w.data(), rb, rows, buf);
+          std::vector<float> y(static_cast<size_t>(2 * rows));
+          const size_t ab = static_cast<size_t>(nb) * sizeof(BlockQ8K);
+          k->run(cols, buf, reinterpret_cast<const uint8_t*>(a.data()), ab, nullptr, 2, y.data(),
+                 rows, rows);
+          const double exact = (wq - wmin) * a_q * static_cast<double>(cols);
+          for (int i = 0; i < 2 * rows; ++i) {
+            const float want =
+                PanelDotScalar(t, cols, w.data() + (i % rows) * rb,
+                               reinterpret_cast<const uint8_t*>(a.data()) + (i / rows) * ab);
+            EXPECT_NEAR(want, exact, 1e-6 * std::fabs(exact)) << tensor::DTypeName(t) << " a " << a_q;
+            EXPECT_EQ(std::memcmp(&y[static_cast<size_t>(i)], &want, 4), 0)
+                << tensor::DTypeName(t) << " " << IsaName(isa) << " scale " << int{scale} << " a "
+                << a_q << " output " << i << ": " << y[static_cast<size_t>(i)] << " vs " << want;
+          }
+        }
+        if (t == DType::kQ4_K) break;  // one scale byte pattern (0xff)
+      }
+    }
+  }
+  if (kernels == 0) GTEST_SKIP() << "no ISA of this CPU (or FGEMMA_ISA) has these panels";
+}
+
+// The twin itself against the dequantized weights and activations in double (and Q5_K, which
+// has no panels, but whose x86 vec_dot is checked against the twin: matmul_test).
 TEST(Panel, ScalarTwinMatchesDequantizedDot) {
   std::mt19937 rng(3);
-  for (DType t : kTypes) {
+  std::vector<DType> types(std::begin(kTypes), std::end(kTypes));
+  types.push_back(DType::kQ5_K);
+  for (DType t : types) {
     const int64_t cols = ColsFor(t).back();
     const std::vector<uint8_t> w = Quantize(t, Random(cols, rng), 1, cols);
     const std::vector<uint8_t> a = Quantize(ActType(t), Random(cols, rng), 1, cols);
