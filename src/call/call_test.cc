@@ -1574,7 +1574,8 @@ TEST(ArgumentCheck, DropsAnOptionalStringThatRepeatsAFixedValue) {
   EXPECT_EQ(r.arguments, nlohmann::json({{"account", "checking"}})) << "repeats a required one";
   r = CheckWithSaidFacts(tool, "food for food from savings",
                          {{"note", "food"}, {"label", "food"}, {"account", "savings"}});
-  EXPECT_EQ(r.arguments, nlohmann::json({{"note", "food"}, {"label", "food"}, {"account", "savings"}}));
+  EXPECT_EQ(r.arguments,
+            nlohmann::json({{"note", "food"}, {"label", "food"}, {"account", "savings"}}));
   EXPECT_EQ(r.dropped, 0);
 }
 

@@ -178,7 +178,8 @@ bool RepeatsAFixedValue(const text::Schema& params, const std::string& key,
                         const nlohmann::json& value, const nlohmann::json& arguments) {
   const std::string v = LowerCase(value.get_ref<const std::string&>());
   for (const auto& [other, other_value] : arguments.items()) {
-    if (other == key || !other_value.is_string() || LowerCase(other_value.get_ref<const std::string&>()) != v) {
+    if (other == key || !other_value.is_string() ||
+        LowerCase(other_value.get_ref<const std::string&>()) != v) {
       continue;
     }
     const auto prop = params.properties.find(other);

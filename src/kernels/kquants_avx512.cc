@@ -10,9 +10,9 @@
 //   Q4_K x1024: zmm form (64 elements per vector, vpermw for the scales) 21.0 us, this 17.7 us
 //   Q6_K x2048: zmm form 35.2 us, this 31.8 us; ggml's own AVX-512 build 18.6 / 35.6 us.
 // vpdpbusd would fuse the u8 x s8 step instead, but the sub-block scale then needs a vpmulld
-// per vector, which costs more than it saves (Q4_K: vpdpbusd + vpmulld 20.4 us, this 17.7 us). Q6_K's offset 32 is folded in through the bsums.
-// The Q8_K quantizer does use zmm (16 floats = one bsum group).
-// The f32 steps are the packed panels' (panel.h; see kquants_x86.h).
+// per vector, which costs more than it saves (Q4_K: vpdpbusd + vpmulld 20.4 us, this 17.7 us).
+// Q6_K's offset 32 is folded in through the bsums. The Q8_K quantizer does use zmm (16 floats =
+// one bsum group). The f32 steps are the packed panels' (panel.h; see kquants_x86.h).
 // ref: ggml-cpu/arch/x86/quants.c ggml_vec_dot_q4_K_q8_K for the approach; the code is fgemma's.
 //
 // Nothing here is an inline function shared with scalar files (see kquants_avx2.cc).
@@ -34,7 +34,9 @@ namespace {
 
 // The int16 x int16 -> int32 accumulate of the shared dot products (kquants_x86.h).
 struct Vnni {
-  static FG_INLINE __m256i Acc(__m256i acc, __m256i p, __m256i s) { return _mm256_dpwssd_epi32(acc, p, s); }
+  static FG_INLINE __m256i Acc(__m256i acc, __m256i p, __m256i s) {
+    return _mm256_dpwssd_epi32(acc, p, s);
+  }
 };
 
 // Q8_K activation quantizer, bit-identical to the scalar one for finite inputs.

@@ -198,7 +198,8 @@ static inline void VecDotQ45K(int64_t n, const void* w, const void* a, float* ou
   for (int64_t b = 0; b < nb; ++b) {
     const __m256i scales_mins = _mm256_cvtepu8_epi16(UnpackK4(x[b].scales));
     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums));
-    const __m128i bs_pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i bs_pairs =
+        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
     const __m128i mins_dot = _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs);
 
     const __m128i sc = _mm256_castsi256_si128(scales_mins);
@@ -236,7 +237,8 @@ static inline void VecDotQ6K(int64_t n, const void* w, const void* a, float* out
     }
   };
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
+    const __m256i scales16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
     const __m256i offset = Q6KOffset(scales16, y[b]);
     __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
@@ -244,7 +246,8 @@ static inline void VecDotQ6K(int64_t n, const void* w, const void* a, float* out
       UnpackQ6KHalf(x[b], scales16, h, q, sc);
       for (int i = 0; i < 4; ++i) {
         const __m256i s = sc[i];
-        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 128 * h + 32 * i));
+        const __m256i av =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 128 * h + 32 * i));
         if (i % 2 == 0) {
           sumi0 = M::Acc(sumi0, _mm256_maddubs_epi16(q[i], av), s);
         } else {
@@ -264,8 +267,8 @@ static inline void VecDotQ6K(int64_t n, const void* w, const void* a, float* out
 // steps happen in the same order), so out[r + 2 t] is bit for bit vec_dot(w_r, a_t); the
 // weight unpacking (nibbles, high bits, scales) is done once for both tokens.
 template <class M, bool kHigh, typename Block>
-static inline void TileQ45K(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
-              float* out) {
+static inline void TileQ45K(int64_t n, const void* w0, const void* w1, const void* a0,
+                            const void* a1, float* out) {
   const Block* x[2] = {static_cast<const Block*>(w0), static_cast<const Block*>(w1)};
   const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
   float acc[2][2] = {};
@@ -280,12 +283,13 @@ static inline void TileQ45K(int64_t n, const void* w0, const void* w1, const voi
     for (int r = 0; r < 2; ++r) {
       const __m256i scales_mins = _mm256_cvtepu8_epi16(UnpackK4(x[r][b].scales));
       for (int t = 0; t < 2; ++t) {
-        mins[r][t] = HsumEpi32(
-            _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs[t]));
+        mins[r][t] =
+            HsumEpi32(_mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs[t]));
       }
       const __m128i sc = _mm256_castsi256_si128(scales_mins);
       scales[r] = _mm256_set_m128i(sc, sc);
-      if constexpr (kHigh) hbits[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qh));
+      if constexpr (kHigh)
+        hbits[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qh));
     }
     __m256i sumi_lo[2][2], sumi_hi[2][2];
     for (int r = 0; r < 2; ++r) {
@@ -316,7 +320,8 @@ static inline void TileQ45K(int64_t n, const void* w0, const void* w1, const voi
                                 _mm256_add_epi32(sumi_lo[1][1], sumi_hi[1][1])));
     for (int r = 0; r < 2; ++r) {
       for (int t = 0; t < 2; ++t) {
-        acc[r][t] = Fma(static_cast<float>(mains[r + 2 * t]), F16(x[r][b].d) * y[t][b].d, acc[r][t]);
+        acc[r][t] =
+            Fma(static_cast<float>(mains[r + 2 * t]), F16(x[r][b].d) * y[t][b].d, acc[r][t]);
         acc[r][t] = Fma(static_cast<float>(mins[r][t]), -F16(x[r][b].dmin) * y[t][b].d, acc[r][t]);
       }
     }
@@ -327,15 +332,16 @@ static inline void TileQ45K(int64_t n, const void* w0, const void* w1, const voi
 }
 
 template <class M>
-static inline void TileQ6K(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
-             float* out) {
+static inline void TileQ6K(int64_t n, const void* w0, const void* w1, const void* a0,
+                           const void* a1, float* out) {
   const BlockQ6K* x[2] = {static_cast<const BlockQ6K*>(w0), static_cast<const BlockQ6K*>(w1)};
   const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
   float acc[2][2] = {};
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     __m256i scales16[2], offset[2][2], sumi0[2][2], sumi1[2][2];
     for (int r = 0; r < 2; ++r) {
-      scales16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r][b].scales)));
+      scales16[r] =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r][b].scales)));
       for (int t = 0; t < 2; ++t) {
         offset[r][t] = Q6KOffset(scales16[r], y[t][b]);
         sumi0[r][t] = sumi1[r][t] = _mm256_setzero_si256();
@@ -348,7 +354,8 @@ static inline void TileQ6K(int64_t n, const void* w0, const void* w1, const void
         for (int i = 0; i < 4; ++i) {
           const __m256i s = sc[i];
           for (int t = 0; t < 2; ++t) {
-            const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 128 * h + 32 * i));
+            const __m256i av =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 128 * h + 32 * i));
             if (i % 2 == 0) {
               sumi0[r][t] = M::Acc(sumi0[r][t], _mm256_maddubs_epi16(q[i], av), s);
             } else {

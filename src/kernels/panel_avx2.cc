@@ -189,7 +189,6 @@ const PanelKernels* Kernels() {
   return &k;
 }
 
-
 // ---------------------------------------------------------------- K-quants
 //
 // Per super-block of the 16 rows (panel.h's arithmetic; the layout of the AVX-512 K panels with
@@ -211,7 +210,9 @@ struct KLayout : P {
 };
 
 template <class P>
-size_t KPackedBytes(int64_t n) { return static_cast<size_t>(n / kQK_K) * KLayout<P>::kBytes; }
+size_t KPackedBytes(int64_t n) {
+  return static_cast<size_t>(n / kQK_K) * KLayout<P>::kBytes;
+}
 
 template <class P>
 void KPack(int64_t n, const uint8_t* w, size_t row_bytes, int rows, void* packed) {
@@ -289,7 +290,8 @@ FG_INLINE void KRunHalf(int64_t nb, const uint8_t* packed, int h, const uint8_t*
                             w, Dword(a[t] + off + offsetof(BlockQ8K, qs) + 4 * (g * kDw + q))));
           }
         }
-        for (int t = 0; t < T; ++t) main[t] = _mm256_add_epi32(main[t], _mm256_madd_epi16(s16[t], sc));
+        for (int t = 0; t < T; ++t)
+          main[t] = _mm256_add_epi32(main[t], _mm256_madd_epi16(s16[t], sc));
       }
     }
     for (int i = 0; i < 8; ++i) {
@@ -305,8 +307,8 @@ FG_INLINE void KRunHalf(int64_t nb, const uint8_t* packed, int h, const uint8_t*
       std::memcpy(&da, a[t] + off + offsetof(BlockQ8K, d), sizeof da);
       const __m256 vda = _mm256_set1_ps(da);
       if constexpr (P::kMin) {
-        const __m256 nd =
-            _mm256_loadu_ps(reinterpret_cast<const float*>(p - 32 * h + L::kD) + kPanelRows + 8 * h);
+        const __m256 nd = _mm256_loadu_ps(reinterpret_cast<const float*>(p - 32 * h + L::kD) +
+                                          kPanelRows + 8 * h);
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(main[t]), _mm256_mul_ps(d, vda), acc[t]);
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr[t]), _mm256_mul_ps(nd, vda), acc[t]);
       } else {
@@ -333,10 +335,17 @@ void KRun(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
     }
     const uint8_t* a = act + static_cast<size_t>(t) * act_stride;
     switch (tokens - t) {
-      case 3: KRunHalf<P, 3>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live); break;
-      case 2: KRunHalf<P, 2>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live); break;
-      case 1: KRunHalf<P, 1>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live); break;
-      default: break;
+      case 3:
+        KRunHalf<P, 3>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live);
+        break;
+      case 2:
+        KRunHalf<P, 2>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live);
+        break;
+      case 1:
+        KRunHalf<P, 1>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live);
+        break;
+      default:
+        break;
     }
   }
 }

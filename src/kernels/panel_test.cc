@@ -216,7 +216,7 @@ TEST(Panel, KQuantWeightsAtTheirExtremes) {
         const int rows = kPanelRows;
         const size_t rb = static_cast<size_t>(*tensor::RowBytes(t, cols));
         std::vector<uint8_t> w(rb * rows, 0xff);  // q 15 (Q4_K) / 63 (Q6_K); Q4_K scales, mins 63
-        double wq = 0, wmin = 0;  // a weight's value and a Q4_K min, d = dmin = 1
+        double wq = 0, wmin = 0;                  // a weight's value and a Q4_K min, d = dmin = 1
         for (int64_t b = 0; b < rows * nb; ++b) {
           const uint16_t one = 0x3c00;
           if (t == DType::kQ4_K) {
@@ -250,7 +250,8 @@ TEST(Panel, KQuantWeightsAtTheirExtremes) {
             const float want =
                 PanelDotScalar(t, cols, w.data() + (i % rows) * rb,
                                reinterpret_cast<const uint8_t*>(a.data()) + (i / rows) * ab);
-            EXPECT_NEAR(want, exact, 1e-6 * std::fabs(exact)) << tensor::DTypeName(t) << " a " << a_q;
+            EXPECT_NEAR(want, exact, 1e-6 * std::fabs(exact))
+                << tensor::DTypeName(t) << " a " << a_q;
             EXPECT_EQ(std::memcmp(&y[static_cast<size_t>(i)], &want, 4), 0)
                 << tensor::DTypeName(t) << " " << IsaName(isa) << " scale " << int{scale} << " a "
                 << a_q << " output " << i << ": " << y[static_cast<size_t>(i)] << " vs " << want;
