@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "src/kernels/blocks.h"
 #include "src/kernels/kernel_set.h"
@@ -84,9 +85,7 @@ template <class P>
 void Pack(int64_t n, const uint8_t* w, size_t row_bytes, int rows, void* packed) {
   using B = typename P::B;
   const B* x[kPanelRows];
-  for (int r = 0; r < kPanelRows; ++r) {
-    x[r] = reinterpret_cast<const B*>(w + static_cast<size_t>(r < rows ? r : 0) * row_bytes);
-  }
+  x86::PanelRows(w, row_bytes, rows, x);
   auto* out = static_cast<uint8_t*>(packed);
   for (int64_t j = 0; j < n / kQK; ++j, out += kBlockBytes) {
     for (int h = 0; h < 2; ++h) {
@@ -149,35 +148,40 @@ FG_INLINE void RunHalf(int64_t nb, const uint8_t* packed, int h, const uint8_t* 
 
 constexpr int kTok = 4;  // tokens per pass
 
-template <class P>
-void Run(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
-         const PanelActSide* side, int64_t tokens, float* y, int64_t ldy, int rows) {
-  const int64_t nb = n / kQK;
-  const auto* pk = static_cast<const uint8_t*>(packed);
+// Calls half(T, h, t, live) for each half h of a panel of `rows` rows (live: its rows' lanes)
+// and its tokens t in runs of T = kTok, then the last 1 to 3 (T as std::integral_constant).
+template <class F>
+FG_INLINE void EachHalfAndRun(int rows, int64_t tokens, F&& half) {
   for (int h = 0; h < 2 && 8 * h < rows; ++h) {
     const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - 8 * h),
                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     int64_t t = 0;
-    for (; t + kTok <= tokens; t += kTok) {
-      RunHalf<P::kSmall, kTok>(nb, pk, h, act + static_cast<size_t>(t) * act_stride, act_stride,
-                               side + t * nb, y + t * ldy, ldy, live);
-    }
-    const uint8_t* a = act + static_cast<size_t>(t) * act_stride;
-    const PanelActSide* s = side + t * nb;
+    for (; t + kTok <= tokens; t += kTok) half(std::integral_constant<int, kTok>(), h, t, live);
     switch (tokens - t) {
       case 3:
-        RunHalf<P::kSmall, 3>(nb, pk, h, a, act_stride, s, y + t * ldy, ldy, live);
+        half(std::integral_constant<int, 3>(), h, t, live);
         break;
       case 2:
-        RunHalf<P::kSmall, 2>(nb, pk, h, a, act_stride, s, y + t * ldy, ldy, live);
+        half(std::integral_constant<int, 2>(), h, t, live);
         break;
       case 1:
-        RunHalf<P::kSmall, 1>(nb, pk, h, a, act_stride, s, y + t * ldy, ldy, live);
+        half(std::integral_constant<int, 1>(), h, t, live);
         break;
       default:
         break;
     }
   }
+}
+
+template <class P>
+void Run(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
+         const PanelActSide* side, int64_t tokens, float* y, int64_t ldy, int rows) {
+  const int64_t nb = n / kQK;
+  const auto* pk = static_cast<const uint8_t*>(packed);
+  EachHalfAndRun(rows, tokens, [&](auto T, int h, int64_t t, __m256i live) {
+    RunHalf<P::kSmall, T()>(nb, pk, h, act + static_cast<size_t>(t) * act_stride, act_stride,
+                            side + t * nb, y + t * ldy, ldy, live);
+  });
 }
 
 // From two tokens on, as the AVX-512 panels of these types: at m = 2 (fg_kernels_benchmark
@@ -219,9 +223,7 @@ void KPack(int64_t n, const uint8_t* w, size_t row_bytes, int rows, void* packed
   using L = KLayout<P>;
   using B = typename P::B;
   const B* x[kPanelRows];
-  for (int r = 0; r < kPanelRows; ++r) {
-    x[r] = reinterpret_cast<const B*>(w + static_cast<size_t>(r < rows ? r : 0) * row_bytes);
-  }
+  x86::PanelRows(w, row_bytes, rows, x);
   auto* out = static_cast<uint8_t*>(packed);
   for (int64_t j = 0; j < n / kQK_K; ++j, out += L::kBytes) {
     for (int c = 0; c < 8; ++c) {
@@ -325,29 +327,10 @@ void KRun(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
           const PanelActSide* /*side*/, int64_t tokens, float* y, int64_t ldy, int rows) {
   const int64_t nb = n / kQK_K;
   const auto* pk = static_cast<const uint8_t*>(packed);
-  for (int h = 0; h < 2 && 8 * h < rows; ++h) {
-    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - 8 * h),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    int64_t t = 0;
-    for (; t + kTok <= tokens; t += kTok) {
-      KRunHalf<P, kTok>(nb, pk, h, act + static_cast<size_t>(t) * act_stride, act_stride,
-                        y + t * ldy, ldy, live);
-    }
-    const uint8_t* a = act + static_cast<size_t>(t) * act_stride;
-    switch (tokens - t) {
-      case 3:
-        KRunHalf<P, 3>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live);
-        break;
-      case 2:
-        KRunHalf<P, 2>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live);
-        break;
-      case 1:
-        KRunHalf<P, 1>(nb, pk, h, a, act_stride, y + t * ldy, ldy, live);
-        break;
-      default:
-        break;
-    }
-  }
+  EachHalfAndRun(rows, tokens, [&](auto T, int h, int64_t t, __m256i live) {
+    KRunHalf<P, T()>(nb, pk, h, act + static_cast<size_t>(t) * act_stride, act_stride, y + t * ldy,
+                     ldy, live);
+  });
 }
 
 // From 8 tokens on, as the AVX-512 K panels. fg_kernels_benchmark MatMul/Q4_K|Q6_K/640x2048, 1

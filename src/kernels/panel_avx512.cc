@@ -93,9 +93,7 @@ template <class P>
 void Pack(int64_t n, const uint8_t* w, size_t row_bytes, int rows, void* packed) {
   using B = typename P::B;
   const B* x[kPanelRows];
-  for (int r = 0; r < kPanelRows; ++r) {
-    x[r] = reinterpret_cast<const B*>(w + static_cast<size_t>(r < rows ? r : 0) * row_bytes);
-  }
+  x86::PanelRows(w, row_bytes, rows, x);
   auto* out = static_cast<uint8_t*>(packed);
   const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
   for (int64_t j = 0; j < n / kQK; ++j, out += kBlockBytes) {
@@ -223,9 +221,7 @@ void KPack(int64_t n, const uint8_t* w, size_t row_bytes, int rows, void* packed
   using B = typename P::B;
   constexpr int kGroups = kQK_K / P::kG;
   const B* x[kPanelRows];
-  for (int r = 0; r < kPanelRows; ++r) {
-    x[r] = reinterpret_cast<const B*>(w + static_cast<size_t>(r < rows ? r : 0) * row_bytes);
-  }
+  x86::PanelRows(w, row_bytes, rows, x);
   auto* out = static_cast<uint8_t*>(packed);
   for (int64_t j = 0; j < n / kQK_K; ++j, out += P::kBytes) {
     for (int c = 0; c < 8; ++c) {

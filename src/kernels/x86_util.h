@@ -99,6 +99,15 @@ static FG_INLINE __m256i SignedIq4nl(const block_iq4_nl& b) {
   return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), Nibbles(b.qs));  // codebook lookup
 }
 
+// A panel's N weight rows as blocks (panel_avx2.cc, panel_avx512.cc): row r < `rows` of w,
+// row_bytes apart; the others point at row 0 (their weights are packed as zeros).
+template <class B, int N>
+static FG_INLINE void PanelRows(const uint8_t* w, size_t row_bytes, int rows, const B* (&x)[N]) {
+  for (int r = 0; r < N; ++r) {
+    x[r] = reinterpret_cast<const B*>(w + static_cast<size_t>(r < rows ? r : 0) * row_bytes);
+  }
+}
+
 // fma(a, b, c) in f32, one rounding (the scalar step of the panels' arithmetic, panel.h).
 static FG_INLINE float Fma(float a, float b, float c) {
   return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
