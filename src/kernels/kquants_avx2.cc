@@ -89,8 +89,10 @@ void FillKQuantAvx2(KernelSet& ks) {
   auto type = [&ks](DType t) -> TypeKernels& { return ks.types[static_cast<int>(t)]; };
   type(DType::kQ4_K).ops.vec_dot = VecDotQ45K<Madd, false, BlockQ4K>;
   type(DType::kQ4_K).tile = TileQ45K<Madd, false, BlockQ4K>;
+  type(DType::kQ4_K).rows = RowsQ45K<Madd, false, BlockQ4K>;
   type(DType::kQ5_K).ops.vec_dot = VecDotQ45K<Madd, true, BlockQ5K>;
   type(DType::kQ5_K).tile = TileQ45K<Madd, true, BlockQ5K>;
+  type(DType::kQ5_K).rows = RowsQ45K<Madd, true, BlockQ5K>;
   type(DType::kQ6_K).ops.vec_dot = VecDotQ6K<Madd>;
   type(DType::kQ6_K).tile = TileQ6K<Madd>;
   type(DType::kQ8_K).ops.quantize_row = QuantizeRowQ8K;

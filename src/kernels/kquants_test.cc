@@ -436,6 +436,44 @@ TEST(KQuantsTest, TileEqualsVecDotBitForBit) {
   EXPECT_EQ(tiles, 3 * x86);
 }
 
+// The four-row form decode uses (DotRowsFn) returns exactly what vec_dot returns, per row.
+TEST(KQuantsTest, RowsEqualVecDotBitForBit) {
+  uint32_t seed = 500;
+  int forms = 0;
+  for (Isa isa : AvailableIsas()) {
+    for (DType t : kWeightTypes) {
+      const DotRowsFn rows = GetKernelSet(isa).types[static_cast<int>(t)].rows;
+      if (rows == nullptr) continue;
+      ++forms;
+      for (int64_t n : kLengths) {
+        std::vector<uint8_t> w[kDotRows];
+        const void* ws[kDotRows];
+        for (int r = 0; r < kDotRows; ++r) {
+          w[r] = RandomBlocks(t, n, ++seed);
+          ws[r] = w[r].data();
+        }
+        for (int i = 0; i < 2; ++i) {
+          const std::vector<uint8_t> a = i == 0 ? RandomBlocks(DType::kQ8_K, n, ++seed)
+                                                : Quantize(DType::kQ8_K, Gaussian(n, ++seed));
+          float out[kDotRows];
+          rows(n, ws, a.data(), out);
+          for (int r = 0; r < kDotRows; ++r) {
+            float want = 0;
+            Ops(t, isa).vec_dot(n, w[r].data(), a.data(), &want);
+            EXPECT_EQ(std::memcmp(&out[r], &want, sizeof(float)), 0)
+                << tensor::DTypeName(t) << " " << IsaName(isa) << " n=" << n << " r=" << r << ": "
+                << out[r] << " vs " << want;
+          }
+        }
+      }
+    }
+  }
+  // Q4_K and Q5_K have the four-row form on AVX2 (kquants_x86.h says why only there).
+  int avx2 = 0;
+  for (Isa isa : AvailableIsas()) avx2 += isa == Isa::kAvx2;
+  EXPECT_EQ(forms, 2 * avx2);
+}
+
 TEST(KQuantsTest, VecDotOfQuantizedRowsTracksF32Dot) {
   // End to end: quantize weights and activations, compare with the f32 dot of the originals.
   // The error is the quantization noise: a few percent of the product's scale for Q4_K.

@@ -262,126 +262,143 @@ static inline void VecDotQ6K(int64_t n, const void* w, const void* a, float* out
   *out = acc;
 }
 
-// 2 weight rows x 2 activation rows (batched matmul): each (row, token) pair runs exactly the
-// operation sequence of VecDotQ45K / VecDotQ6K above (integer block sums are exact and the f32
-// steps happen in the same order), so out[r + 2 t] is bit for bit vec_dot(w_r, a_t); the
-// weight unpacking (nibbles, high bits, scales) is done once for both tokens.
-template <class M, bool kHigh, typename Block>
-static inline void TileQ45K(int64_t n, const void* w0, const void* w1, const void* a0,
-                            const void* a1, float* out) {
-  const Block* x[2] = {static_cast<const Block*>(w0), static_cast<const Block*>(w1)};
-  const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
-  float acc[2][2] = {};
+// R weight rows x T activation rows, R * T = 4: the 2 x 2 tile of batched matmuls and the four
+// rows of decode. Each (row, token) pair runs exactly the operation sequence of VecDotQ45K /
+// VecDotQ6K above (integer block sums are exact; the f32 steps, in the four lanes of one 128-bit
+// vector, are per lane the same IEEE operations in the same order), so out[r + R t] is bit for
+// bit vec_dot(w_r, a_t); the weight unpacking (nibbles, high bits, scales) is done once for all
+// tokens, and the activations are loaded once for all rows.
+template <int R, int T, typename Block>
+static inline void BlockScales(const Block* const* x, const BlockQ8K* const* y, int64_t b,
+                               __m128* d, __m128* nd) {
+  alignas(16) float dv[4], ndv[4];
+  for (int l = 0; l < 4; ++l) {
+    const float ya = y[l / R][b].d;
+    dv[l] = F16(x[l % R][b].d) * ya;
+    if constexpr (requires { x[0][b].dmin; }) ndv[l] = -F16(x[l % R][b].dmin) * ya;
+  }
+  *d = _mm_load_ps(dv);
+  if (nd != nullptr) *nd = _mm_load_ps(ndv);
+}
+
+template <class M, bool kHigh, typename Block, int R, int T>
+static inline void TileQ45KRT(int64_t n, const Block* const* x, const BlockQ8K* const* y,
+                              float* out) {
+  static_assert(R * T == 4, "four dot products");
+  __m128 acc = _mm_setzero_ps();  // lane r + R t
   for (int64_t b = 0; b < n / kQK_K; ++b) {
-    int32_t mins[2][2];
-    __m256i scales[2], hbits[2];
-    __m128i bs_pairs[2];
-    for (int t = 0; t < 2; ++t) {
+    __m128i mins[4];
+    __m256i scales[R], hbits[R];
+    __m128i bs_pairs[T];
+    for (int t = 0; t < T; ++t) {
       const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].bsums));
       bs_pairs[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
     }
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < R; ++r) {
       const __m256i scales_mins = _mm256_cvtepu8_epi16(UnpackK4(x[r][b].scales));
-      for (int t = 0; t < 2; ++t) {
-        mins[r][t] =
-            HsumEpi32(_mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs[t]));
+      for (int t = 0; t < T; ++t) {
+        mins[r + R * t] = _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), bs_pairs[t]);
       }
       const __m128i sc = _mm256_castsi256_si128(scales_mins);
       scales[r] = _mm256_set_m128i(sc, sc);
       if constexpr (kHigh)
         hbits[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][b].qh));
     }
-    __m256i sumi_lo[2][2], sumi_hi[2][2];
-    for (int r = 0; r < 2; ++r) {
-      for (int t = 0; t < 2; ++t) sumi_lo[r][t] = sumi_hi[r][t] = _mm256_setzero_si256();
-    }
+    __m256i sumi_lo[4], sumi_hi[4];
+    for (int l = 0; l < 4; ++l) sumi_lo[l] = sumi_hi[l] = _mm256_setzero_si256();
     for (int k = 0; k < 4; ++k) {
-      __m256i a_lo[2], a_hi[2];
-      for (int t = 0; t < 2; ++t) {
+      __m256i a_lo[T], a_hi[T];
+      for (int t = 0; t < T; ++t) {
         a_lo[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 64 * k));
         a_hi[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 64 * k + 32));
       }
-      for (int r = 0; r < 2; ++r) {
+      for (int r = 0; r < R; ++r) {
         const __m256i s_lo = _mm256_shuffle_epi8(scales[r], BroadcastI16Index(2 * k));
         const __m256i s_hi = _mm256_shuffle_epi8(scales[r], BroadcastI16Index(2 * k + 1));
         __m256i q_lo, q_hi;
         UnpackQ45KPair<kHigh>(x[r][b].qs + 32 * k, &hbits[r], &q_lo, &q_hi);
-        for (int t = 0; t < 2; ++t) {
-          sumi_lo[r][t] = M::Acc(sumi_lo[r][t], _mm256_maddubs_epi16(q_lo, a_lo[t]), s_lo);
-          sumi_hi[r][t] = M::Acc(sumi_hi[r][t], _mm256_maddubs_epi16(q_hi, a_hi[t]), s_hi);
+        for (int t = 0; t < T; ++t) {
+          const int l = r + R * t;
+          sumi_lo[l] = M::Acc(sumi_lo[l], _mm256_maddubs_epi16(q_lo, a_lo[t]), s_lo);
+          sumi_hi[l] = M::Acc(sumi_hi[l], _mm256_maddubs_epi16(q_hi, a_hi[t]), s_hi);
         }
       }
     }
-    int32_t mains[4];  // (r, t) in lane r + 2 t
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(mains),
-                     Hsum4Epi32(_mm256_add_epi32(sumi_lo[0][0], sumi_hi[0][0]),
-                                _mm256_add_epi32(sumi_lo[1][0], sumi_hi[1][0]),
-                                _mm256_add_epi32(sumi_lo[0][1], sumi_hi[0][1]),
-                                _mm256_add_epi32(sumi_lo[1][1], sumi_hi[1][1])));
-    for (int r = 0; r < 2; ++r) {
-      for (int t = 0; t < 2; ++t) {
-        acc[r][t] =
-            Fma(static_cast<float>(mains[r + 2 * t]), F16(x[r][b].d) * y[t][b].d, acc[r][t]);
-        acc[r][t] = Fma(static_cast<float>(mins[r][t]), -F16(x[r][b].dmin) * y[t][b].d, acc[r][t]);
-      }
-    }
+    const __m128i mains = Hsum4Epi32(
+        _mm256_add_epi32(sumi_lo[0], sumi_hi[0]), _mm256_add_epi32(sumi_lo[1], sumi_hi[1]),
+        _mm256_add_epi32(sumi_lo[2], sumi_hi[2]), _mm256_add_epi32(sumi_lo[3], sumi_hi[3]));
+    const __m128i min_sums = Hsum4Epi32(mins[0], mins[1], mins[2], mins[3]);
+    __m128 d, nd;
+    BlockScales<R, T>(x, y, b, &d, &nd);
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(mains), d, acc);
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(min_sums), nd, acc);
   }
-  for (int r = 0; r < 2; ++r) {
-    for (int t = 0; t < 2; ++t) out[r + 2 * t] = acc[r][t];
-  }
+  _mm_storeu_ps(out, acc);
 }
 
-template <class M>
-static inline void TileQ6K(int64_t n, const void* w0, const void* w1, const void* a0,
-                           const void* a1, float* out) {
-  const BlockQ6K* x[2] = {static_cast<const BlockQ6K*>(w0), static_cast<const BlockQ6K*>(w1)};
-  const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
-  float acc[2][2] = {};
+template <class M, int R, int T>
+static inline void TileQ6KRT(int64_t n, const BlockQ6K* const* x, const BlockQ8K* const* y,
+                             float* out) {
+  static_assert(R * T == 4, "four dot products");
+  // One accumulator per (row, token): four independent chains already, and fewer live
+  // registers than VecDotQ6K's two (the scales are loaded again where needed).
+  auto scales16 = [&](int r, int64_t b) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r][b].scales)));
+  };
+  __m128 acc = _mm_setzero_ps();  // lane r + R t
   for (int64_t b = 0; b < n / kQK_K; ++b) {
-    __m256i scales16[2], offset[2][2], sumi0[2][2], sumi1[2][2];
-    for (int r = 0; r < 2; ++r) {
-      scales16[r] =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r][b].scales)));
-      for (int t = 0; t < 2; ++t) {
-        offset[r][t] = Q6KOffset(scales16[r], y[t][b]);
-        sumi0[r][t] = sumi1[r][t] = _mm256_setzero_si256();
-      }
-    }
+    __m256i sumi[4];
+    for (int l = 0; l < 4; ++l) sumi[l] = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      for (int r = 0; r < 2; ++r) {
+      for (int r = 0; r < R; ++r) {
         __m256i q[4], sc[4];
-        UnpackQ6KHalf(x[r][b], scales16[r], h, q, sc);
+        UnpackQ6KHalf(x[r][b], scales16(r, b), h, q, sc);
         for (int i = 0; i < 4; ++i) {
-          const __m256i s = sc[i];
-          for (int t = 0; t < 2; ++t) {
+          for (int t = 0; t < T; ++t) {
             const __m256i av =
                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs + 128 * h + 32 * i));
-            if (i % 2 == 0) {
-              sumi0[r][t] = M::Acc(sumi0[r][t], _mm256_maddubs_epi16(q[i], av), s);
-            } else {
-              sumi1[r][t] = M::Acc(sumi1[r][t], _mm256_maddubs_epi16(q[i], av), s);
-            }
+            sumi[r + R * t] = M::Acc(sumi[r + R * t], _mm256_maddubs_epi16(q[i], av), sc[i]);
           }
         }
       }
     }
-    int32_t sums[4];  // (r, t) in lane r + 2 t
-    auto sum = [&](int r, int t) {
-      return _mm256_sub_epi32(_mm256_add_epi32(sumi0[r][t], sumi1[r][t]), offset[r][t]);
-    };
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(sums),
-                     Hsum4Epi32(sum(0, 0), sum(1, 0), sum(0, 1), sum(1, 1)));
-    for (int r = 0; r < 2; ++r) {
-      for (int t = 0; t < 2; ++t) {
-        acc[r][t] = Fma(static_cast<float>(sums[r + 2 * t]), F16(x[r][b].d) * y[t][b].d, acc[r][t]);
-      }
+    for (int l = 0; l < 4; ++l) {
+      sumi[l] = _mm256_sub_epi32(sumi[l], Q6KOffset(scales16(l % R, b), y[l / R][b]));
     }
+    const __m128i sums = Hsum4Epi32(sumi[0], sumi[1], sumi[2], sumi[3]);
+    __m128 d;
+    BlockScales<R, T>(x, y, b, &d, nullptr);
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sums), d, acc);
   }
-  for (int r = 0; r < 2; ++r) {
-    for (int t = 0; t < 2; ++t) out[r + 2 * t] = acc[r][t];
-  }
+  _mm_storeu_ps(out, acc);
 }
 
+// The KernelSet forms: the 2 x 2 tiles (DotTileFn) and the Q4_K / Q5_K four rows (DotRowsFn).
+// Q6_K has no four-row form: on Zen 1 its 4 x 1 tile ran decode's MatVec/Q6_K/640x2048 at 144 us
+// against 138 us for vec_dot row by row (fg_kernels_benchmark, 1 thread, medians); Q4_K's runs
+// it at 113 against 123 us, so the AVX2 set has it; the AVX-512 set's was not measured (no such
+// CPU at hand) and it keeps vec_dot row by row.
+template <class M, bool kHigh, typename Block>
+static void TileQ45K(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
+                     float* out) {
+  const Block* x[2] = {static_cast<const Block*>(w0), static_cast<const Block*>(w1)};
+  const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
+  TileQ45KRT<M, kHigh, Block, 2, 2>(n, x, y, out);
+}
+template <class M, bool kHigh, typename Block>
+static void RowsQ45K(int64_t n, const void* const* w, const void* a, float* out) {
+  const Block* x[4];
+  for (int r = 0; r < 4; ++r) x[r] = static_cast<const Block*>(w[r]);
+  const BlockQ8K* y = static_cast<const BlockQ8K*>(a);
+  TileQ45KRT<M, kHigh, Block, 4, 1>(n, x, &y, out);
+}
+template <class M>
+static void TileQ6K(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
+                    float* out) {
+  const BlockQ6K* x[2] = {static_cast<const BlockQ6K*>(w0), static_cast<const BlockQ6K*>(w1)};
+  const BlockQ8K* y[2] = {static_cast<const BlockQ8K*>(a0), static_cast<const BlockQ8K*>(a1)};
+  TileQ6KRT<M, 2, 2>(n, x, y, out);
+}
 }  // namespace fg::kernels::kquants_x86
 
 #endif  // FGEMMA_KERNELS_KQUANTS_X86_H_
