@@ -23,7 +23,8 @@ bad() { echo "FAILED: $1"; failed=$((failed + 1)); }
 
 cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
 libdir=$(dirname "$(find "$prefix" -name 'libfgemma.so' | head -1)")
-for f in bin/fgemma include/fgemma/fgemma.h include/fgemma/function_caller.h \
+for f in bin/fgemma share/fgemma/fgemma-call-lora.gguf share/fgemma/fgemma-tune-lora.gguf \
+         include/fgemma/fgemma.h include/fgemma/function_caller.h \
          include/fgemma/status.h; do
   [ -e "$prefix/$f" ] && ok "installed $f" || bad "missing $f"
 done

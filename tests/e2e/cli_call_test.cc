@@ -86,6 +86,30 @@ void ExpectValidCall(const nlohmann::json& j) {
   EXPECT_TRUE(v.ok()) << v.ToString() << " " << j.dump();
 }
 
+// On the default model (no -m) a program that finds no shipped call adapter beside it (a copy
+// of the binary elsewhere, an install without share/fgemma) says so on stderr, once, and runs
+// the base model; --no-lora and another model (-m) ask for no adapter and get no note.
+TEST_F(CliCall, SaysWhenTheShippedAdapterIsMissing) {
+  const std::string dir = fg::testing::ProcessTempDir() + "/lone/bin";
+  std::filesystem::create_directories(dir);
+  const std::string exe = dir + "/fgemma";
+  std::filesystem::copy_file(FG_CLI_PATH, exe, std::filesystem::copy_options::overwrite_existing);
+  const std::string env = "env -u FGEMMA_CALL_LORA -u FGEMMA_TUNE_LORA FGEMMA_MODEL=" + *model_ + " ";
+  const std::string call = " call --tools " + *catalog_ + " -t 1 ";
+  const std::string req = " \"turn the light on\"";
+  auto r = fg::testing::RunCommand(env + exe + call + req);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("note: the shipped call adapter (fgemma-call-lora.gguf) is not in"));
+  EXPECT_EQ(r.out.find("note: the shipped"), r.out.rfind("note: the shipped")) << "once: " << r.out;
+  const std::string other = dir + "/other.gguf";  // another header: not the default model
+  ASSERT_EQ(RunFgemma("mkmodel -o " + other + " --context 2048").rc, 0);
+  for (const std::string& flags : {std::string(" --no-lora"), " -m " + other}) {
+    r = fg::testing::RunCommand(env + exe + call + flags + req);
+    EXPECT_EQ(r.rc, 0) << flags << ": " << r.out;
+    EXPECT_THAT(r.out, Not(HasSubstr("note: the shipped"))) << flags;
+  }
+}
+
 TEST_F(CliCall, Help) {
   auto r = RunFgemma("call --help");
   EXPECT_EQ(r.rc, 0);
