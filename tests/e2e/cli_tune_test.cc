@@ -425,7 +425,9 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   EXPECT_THAT(log, HasSubstr("32 epochs of 2 steps (batches of 64 tokens)"));
   tune(b, "--init-lora " + shipped);
   EXPECT_TRUE(Read(a) == Read(b));
-  EXPECT_THAT(tune(c, "--init-lora none"), ::testing::Not(HasSubstr("starting from")));
+  const std::string none_log = tune(c, "--init-lora none");
+  EXPECT_THAT(none_log, ::testing::Not(HasSubstr("starting from")));
+  EXPECT_THAT(none_log, ::testing::Not(HasSubstr("note: no shipped adapter")));
   EXPECT_FALSE(Read(a) == Read(c));
   EXPECT_THAT(tune(d, "--lora-rank 16"), ::testing::Not(HasSubstr("starting from")));
   EXPECT_TRUE(Read(c) == Read(d));
@@ -441,6 +443,14 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   ASSERT_EQ(from_start.rc, 0) << from_start.out;
   EXPECT_THAT(from_start.out, HasSubstr("starting from the shipped adapter " + start));
   EXPECT_FALSE(Read(a) == Read(e));
+  // Neither adapter found (both variables empty): a fresh adapter, and a note that says so.
+  const Result fresh = ::fg::testing::RunCommand(
+      "FGEMMA_MODEL=" + *model_ + " FGEMMA_TUNE_LORA= FGEMMA_CALL_LORA= " + FG_CLI_PATH +
+      " tune --tools " + *tools_ + " --data " + *data_ + " -o " + Tmp("d_fresh.gguf") +
+      " --max-steps 2 -t 1 -q");
+  ASSERT_EQ(fresh.rc, 0) << fresh.out;
+  EXPECT_THAT(fresh.out, HasSubstr("tune: note: no shipped adapter to start from"));
+  EXPECT_TRUE(Read(Tmp("d_fresh.gguf")) == Read(c));  // as --init-lora none
   // An app's own tool prior (--objective channel): from the shipped call adapter, whose prior
   // it refines, ranked against every other tool at lr 1e-4, ~120 examples in all (30 epochs of
   // 4): the same bytes as those flags given.

@@ -367,6 +367,13 @@ int CmdTune(int argc, char** argv) {
           stderr,
           "tune: starting from the shipped adapter %s (--init-lora none: a fresh adapter)\n",
           init_lora.c_str());
+    } else if (init_lora.empty()) {
+      std::fprintf(stderr,
+                   "tune: note: no shipped adapter to start from (fgemma-tune-lora.gguf or "
+                   "fgemma-call-lora.gguf in $FGEMMA_TUNE_LORA, $FGEMMA_CALL_LORA, ../models or "
+                   "../share/fgemma beside this program): a fresh adapter, which needs far more "
+                   "than an app's few requests (--init-lora FILE names one; --init-lora none "
+                   "starts fresh without this note)\n");
     }
   }
 
