@@ -172,25 +172,6 @@ bool FreeStringHasDigit(const text::Schema& schema, const nlohmann::json& value)
   return false;
 }
 
-// True when the string `value` of `key` equals, case aside, the string value of another of
-// `arguments` that is required or an enum member.
-bool RepeatsAFixedValue(const text::Schema& params, const std::string& key,
-                        const nlohmann::json& value, const nlohmann::json& arguments) {
-  const std::string v = LowerCase(value.get_ref<const std::string&>());
-  for (const auto& [other, other_value] : arguments.items()) {
-    if (other == key || !other_value.is_string() ||
-        LowerCase(other_value.get_ref<const std::string&>()) != v) {
-      continue;
-    }
-    const auto prop = params.properties.find(other);
-    if ((prop != params.properties.end() && !prop->second.enum_values.empty()) ||
-        std::find(params.required.begin(), params.required.end(), other) != params.required.end()) {
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 bool InventsNumbers(const text::Tool& tool, const nlohmann::json& arguments,
@@ -222,6 +203,20 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
   auto required = [&](const std::string& key) {
     return std::find(params.required.begin(), params.required.end(), key) != params.required.end();
   };
+  // Another argument whose string value equals `value`, case aside, and is required or an enum
+  // member.
+  auto repeats_fixed_value = [&](const std::string& key, const std::string& value) {
+    const std::string v = LowerCase(value);
+    return std::any_of(arguments.items().begin(), arguments.items().end(), [&](const auto& o) {
+      if (o.key() == key || !o.value().is_string() ||
+          LowerCase(o.value().template get_ref<const std::string&>()) != v) {
+        return false;
+      }
+      const auto prop = params.properties.find(o.key());
+      return required(o.key()) ||
+             (prop != params.properties.end() && !prop->second.enum_values.empty());
+    });
+  };
   // Optional numbers the request does not say, and optional free strings with a word that
   // starts no word of the request: dropped without asking.
   if (said != nullptr) {
@@ -249,7 +244,7 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
         });
         // The value of a required or enum argument repeated (`category: "this_month"` beside
         // `period: "this_month"`), case aside.
-        unsaid = unsaid || RepeatsAFixedValue(params, key, value, arguments);
+        unsaid = unsaid || repeats_fixed_value(key, value.get_ref<const std::string&>());
       } else if (value.is_array() && prop->second.items != nullptr &&
                  prop->second.items->type == "STRING" && prop->second.items->enum_values.empty()) {
         // An array of free strings with an item holding another of the call's string values

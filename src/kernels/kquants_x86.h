@@ -172,7 +172,6 @@ struct Q6KPanel {
 using x86::F16;
 using x86::Fma;
 using x86::Hsum4Epi32;
-using x86::HsumEpi32;
 using x86::HsumsEpi32;
 
 template <class M, bool kHigh, typename Block>
@@ -262,12 +261,8 @@ static inline void VecDotQ6K(int64_t n, const void* w, const void* a, float* out
   *out = acc;
 }
 
-// R weight rows x T activation rows, R * T = 4: the 2 x 2 tile of batched matmuls and the four
-// rows of decode. Each (row, token) pair runs exactly the operation sequence of VecDotQ45K /
-// VecDotQ6K above (integer block sums are exact; the f32 steps, in the four lanes of one 128-bit
-// vector, are per lane the same IEEE operations in the same order), so out[r + R t] is bit for
-// bit vec_dot(w_r, a_t); the weight unpacking (nibbles, high bits, scales) is done once for all
-// tokens, and the activations are loaded once for all rows.
+// Block b's f32 factors of the four (row, token) pairs of an R x T tile, lane r + R t:
+// d_w * d_a, and (Q4_K / Q5_K, when nd is given) -dmin_w * d_a.
 template <int R, int T, typename Block>
 static inline void BlockScales(const Block* const* x, const BlockQ8K* const* y, int64_t b,
                                __m128* d, __m128* nd) {
@@ -281,6 +276,12 @@ static inline void BlockScales(const Block* const* x, const BlockQ8K* const* y, 
   if (nd != nullptr) *nd = _mm_load_ps(ndv);
 }
 
+// R weight rows x T activation rows, R * T = 4: the 2 x 2 tile of batched matmuls and the four
+// rows of decode. Each (row, token) pair runs exactly the operation sequence of VecDotQ45K /
+// VecDotQ6K above (integer block sums are exact; the f32 steps, in the four lanes of one 128-bit
+// vector, are per lane the same IEEE operations in the same order), so out[r + R t] is bit for
+// bit vec_dot(w_r, a_t); the weight unpacking (nibbles, high bits, scales) is done once for all
+// tokens, and the activations are loaded once for all rows.
 template <class M, bool kHigh, typename Block, int R, int T>
 static inline void TileQ45KRT(int64_t n, const Block* const* x, const BlockQ8K* const* y,
                               float* out) {
@@ -374,10 +375,10 @@ static inline void TileQ6KRT(int64_t n, const BlockQ6K* const* x, const BlockQ8K
 }
 
 // The KernelSet forms: the 2 x 2 tiles (DotTileFn) and the Q4_K / Q5_K four rows (DotRowsFn).
-// Q6_K has no four-row form: on Zen 1 its 4 x 1 tile ran decode's MatVec/Q6_K/640x2048 at 144 us
-// against 138 us for vec_dot row by row (fg_kernels_benchmark, 1 thread, medians); Q4_K's runs
-// it at 113 against 123 us, so the AVX2 set has it; the AVX-512 set's was not measured (no such
-// CPU at hand) and it keeps vec_dot row by row.
+// Q6_K has no four-row form: on Zen 1 its 4 x 1 tile ran decode's MatVec/Q6_K/640x2048 at
+// 144-146 us against 138-141 us for vec_dot row by row (fg_kernels_benchmark, 1 thread, medians
+// of two runs); Q4_K's runs it at 113-115 against 122-125 us, so the AVX2 set has it; the AVX-512
+// set's was not measured (no such CPU at hand) and it keeps vec_dot row by row.
 template <class M, bool kHigh, typename Block>
 static void TileQ45K(int64_t n, const void* w0, const void* w1, const void* a0, const void* a1,
                      float* out) {

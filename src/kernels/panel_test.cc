@@ -216,19 +216,19 @@ TEST(Panel, KQuantWeightsAtTheirExtremes) {
         const int rows = kPanelRows;
         const size_t rb = static_cast<size_t>(*tensor::RowBytes(t, cols));
         std::vector<uint8_t> w(rb * rows, 0xff);  // q 15 (Q4_K) / 63 (Q6_K); Q4_K scales, mins 63
-        double wq = 0, wmin = 0;                  // a weight's value and a Q4_K min, d = dmin = 1
+        // A weight's value and a Q4_K min (d = dmin = 1).
+        const double wq = t == DType::kQ4_K ? 63 * 15 : scale * 31.0;
+        const double wmin = t == DType::kQ4_K ? 63 : 0;
         for (int64_t b = 0; b < rows * nb; ++b) {
           const uint16_t one = 0x3c00;
           if (t == DType::kQ4_K) {
             auto* blk = reinterpret_cast<BlockQ4K*>(w.data()) + b;
             std::memcpy(&blk->d, &one, 2);
             std::memcpy(&blk->dmin, &one, 2);
-            wq = 63 * 15, wmin = 63;
           } else {
             auto* blk = reinterpret_cast<BlockQ6K*>(w.data()) + b;
             std::memcpy(&blk->d, &one, 2);
             for (auto& s : blk->scales) s = scale;
-            wq = scale * 31.0;
           }
         }
         for (int a_q : {127, -127, -128}) {

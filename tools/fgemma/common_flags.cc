@@ -172,16 +172,12 @@ std::vector<LoraAdapterFile> CommonFlags::CallAdapters() const {
   if (!out.empty() || !ShippedAdaptersApply()) return out;
   if (std::string path = DefaultCallAdapterPath(); !path.empty()) {
     out.push_back({path, 1.0f});
-  } else {
-    static bool said = false;  // once per process (a command may ask more than once)
-    if (!said) {
-      said = true;
-      std::fprintf(stderr,
-                   "fgemma: note: the shipped call adapter (fgemma-call-lora.gguf) is not in "
-                   "$FGEMMA_CALL_LORA, ../models or ../share/fgemma beside this program: the base "
-                   "model runs alone, and it was never taught to call (--no-lora says so "
-                   "without this note; --lora FILE names an adapter)\n");
-    }
+  } else {  // each command asks once
+    std::fprintf(stderr,
+                 "fgemma: note: the shipped call adapter (fgemma-call-lora.gguf) is not in "
+                 "$FGEMMA_CALL_LORA, ../models or ../share/fgemma beside this program: the base "
+                 "model runs alone, and it was never taught to call (--no-lora says so "
+                 "without this note; --lora FILE names an adapter)\n");
   }
   return out;
 }
