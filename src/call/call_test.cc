@@ -2091,5 +2091,45 @@ TEST(FunctionCaller, PriorAdaptersRunTheToolPriorOnly) {
   }
 }
 
+// The prior's model (Model::Share) uses the calling model's prepacked panels (the base weights'
+// panels, one copy), and scores as before.
+TEST(FunctionCaller, ThePriorsModelSharesThePrepackedPanels) {
+  // The tiny model's shapes in Q8_0, a type with panel kernels (F32 has none).
+  FG_ASSERT_OK_AND_ASSIGN(auto spec, gguf::SyntheticPreset("tiny"));
+  spec.context = 2048;
+  spec.default_type = tensor::DType::kQ8_0;
+  const std::string path = ::testing::TempDir() + "/call_tiny_q8_0.gguf";
+  FG_ASSERT_OK(gguf::WriteSyntheticGemma3(spec, path));
+  FG_ASSERT_OK_AND_ASSIGN(const std::string lora, WriteChannelLora("prior_lora_panels", true));
+  FG_ASSERT_OK_AND_ASSIGN(auto unpacked, CallModel::Load(path, {}, {{lora, 1.0f}}));
+  FG_ASSERT_OK_AND_ASSIGN(auto packed, CallModel::Load(path, {}, {{lora, 1.0f}}));
+  const runtime::Model* prior = call::PriorModel(*packed);
+  ASSERT_NE(prior, nullptr);
+  EXPECT_EQ(prior->panel_bytes(), 0u);
+  FG_ASSERT_OK(call::PrepackPanels(*packed, nullptr));
+  const size_t bytes = call::RuntimeModel(*packed).panel_bytes();
+  ASSERT_GT(bytes, 0u);
+  EXPECT_EQ(prior->panel_bytes(), bytes);
+  const std::string q =
+      std::string(call::RuntimeModel(*packed).weights().layers.at(0).attn_q->name);
+  FG_ASSERT_OK_AND_ASSIGN(const exec::WeightData mine, call::RuntimeModel(*packed).resolver()(q));
+  FG_ASSERT_OK_AND_ASSIGN(const exec::WeightData its, prior->resolver()(q));
+  ASSERT_NE(mine.panels, nullptr);
+  EXPECT_EQ(its.panels, mine.panels);
+  EXPECT_EQ(call::PriorModel(*unpacked)->panel_bytes(), 0u);  // another load keeps its own
+  auto cat = text::ParseToolCatalog(kBoundedCatalog);
+  FG_ASSERT_OK(cat.status());
+  const text::Tokenizer& tk = call::CallTokenizer(*packed);
+  auto with_panels = call::ToolChannel::Create(*prior, tk, *cat, nullptr);
+  auto without = call::ToolChannel::Create(*call::PriorModel(*unpacked), tk, *cat, nullptr);
+  FG_ASSERT_OK(with_panels.status());
+  FG_ASSERT_OK(without.status());
+  for (const char* req : {"turn the light on", "eco mode", "set a timer for ten minutes please"}) {
+    FG_ASSERT_OK_AND_ASSIGN(const std::vector<double> a, (*with_panels)->Score(req));
+    FG_ASSERT_OK_AND_ASSIGN(const std::vector<double> b, (*without)->Score(req));
+    EXPECT_EQ(a, b) << req;
+  }
+}
+
 }  // namespace
 }  // namespace fg

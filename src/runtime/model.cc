@@ -67,6 +67,7 @@ StatusOr<std::unique_ptr<Model>> Model::Share(const Model& base,
   std::unique_ptr<Model> m(new Model());
   m->file_ = base.file_;
   m->config_ = base.config_;
+  m->panels_ = base.panels_;
   FG_ASSIGN_OR_RETURN(m->weights_, model::BindWeights(*m->file_, m->config_));
   for (const LoraSpec& l : loras) FG_RETURN_IF_ERROR(m->AddLora(l));
   return m;
@@ -96,7 +97,7 @@ Status Model::PrepackPanels(ThreadPool* pool) const {
   }
   const kernels::KernelSet& ks = kernels::ActiveKernelSet();
   for (const gguf::TensorInfo* t : tensors) {
-    if (t == nullptr || panels_.count(std::string(t->name)) > 0) continue;
+    if (t == nullptr || panels_->panels.count(std::string(t->name)) > 0) continue;
     const StatusOr<kernels::WeightMatrix> matrix = WeightMatrixOf(*t);
     if (!matrix.ok()) continue;
     const kernels::WeightMatrix& w = *matrix;
@@ -113,8 +114,8 @@ Status Model::PrepackPanels(ThreadPool* pool) const {
     kernels::PackPanels(ks, w, aligned, pool);
     p.data = aligned;
     p.set = kernels::PanelSetOf(ks, w);
-    panel_bytes_ += bytes;
-    panels_.emplace(std::string(t->name), std::move(p));
+    panels_->bytes += bytes;
+    panels_->panels.emplace(std::string(t->name), std::move(p));
   }
   return OkStatus();
 }
@@ -123,7 +124,7 @@ exec::WeightResolver Model::resolver() const {
   const gguf::File* f = file_.get();
   const auto* lora = &lora_tensors_;
   const auto* lora_f32 = &lora_f32_;
-  const auto* panels = &panels_;
+  const auto* panels = &panels_->panels;
   return [f, lora, lora_f32, panels](std::string_view name) -> StatusOr<exec::WeightData> {
     const gguf::TensorInfo* t = f->FindTensor(name);
     if (t == nullptr) {

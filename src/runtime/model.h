@@ -37,7 +37,8 @@ class Model {
   // Takes an already opened file (tests build files in memory).
   static StatusOr<std::unique_ptr<Model>> FromFile(std::unique_ptr<gguf::File> file);
   // Another model over `base`'s mapped file (shared, not mapped again: its pages count once
-  // in the resident set) with its own adapters `loras` (none of `base`'s).
+  // in the resident set) with its own adapters `loras` (none of `base`'s). It shares `base`'s
+  // prepacked panels too, those made before and after (PrepackPanels on either).
   static StatusOr<std::unique_ptr<Model>> Share(const Model& base,
                                                 const std::vector<LoraSpec>& loras);
   // Adds an adapter (before any graph is built); the scale must be finite.
@@ -62,10 +63,11 @@ class Model {
   // active kernel set, once, so that matmuls of two tokens or more (batched decode steps,
   // forced runs, drafts, prefill chunks) run them instead of packing each panel again per call:
   // the same bits, with panel_bytes() more memory (the weights' types without panel kernels
-  // pack nothing). Call before the graphs that should use them are built (executors made
-  // earlier keep packing); not concurrently with building graphs.
+  // pack nothing). The panels are the base weights', so the models of Share use them too.
+  // Call before the graphs that should use them are built (executors made earlier keep
+  // packing); not concurrently with building graphs on any model that shares them.
   Status PrepackPanels(ThreadPool* pool) const;
-  size_t panel_bytes() const { return panel_bytes_; }
+  size_t panel_bytes() const { return panels_->bytes; }
 
  private:
   std::shared_ptr<const gguf::File> file_;
@@ -79,15 +81,19 @@ class Model {
     std::vector<float> values;
   };
   std::unordered_map<std::string, F32Tensor> lora_f32_;
-  // Prepacked panels by tensor name (PrepackPanels; mutable: made once, after Load, by a
-  // caller that shares the model only afterwards).
+  // Prepacked panels by tensor name (PrepackPanels; made once, after Load, by a caller that
+  // shares the model only afterwards). The base weights' panels, so one store serves every
+  // model over the same file: Share's models hold the base's.
   struct Panels {
     std::unique_ptr<uint8_t[]> storage;
     const uint8_t* data = nullptr;  // storage aligned to 64 bytes
     const void* set = nullptr;      // kernels::PanelSetOf
   };
-  mutable std::unordered_map<std::string, Panels> panels_;
-  mutable size_t panel_bytes_ = 0;
+  struct PanelStore {
+    std::unordered_map<std::string, Panels> panels;
+    size_t bytes = 0;
+  };
+  std::shared_ptr<PanelStore> panels_ = std::make_shared<PanelStore>();
 };
 
 }  // namespace fg::runtime
