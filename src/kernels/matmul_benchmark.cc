@@ -156,7 +156,7 @@ bool Registered() {
     if (GetTypeOps(t) == nullptr) continue;
     for (const Shape& s : {Shape{2048, 640}, Shape{640, 2048}}) {
       if (!tensor::RowBytes(t, s.cols).has_value()) continue;
-      for (int64_t m : {2, 4, 8, 16, 32, 64, 512}) {
+      for (int64_t m : {2, 3, 4, 8, 16, 32, 64, 512}) {
         const std::string name = "MatMul/" + std::string(tensor::DTypeName(t)) + "/" +
                                  std::to_string(s.rows) + "x" + std::to_string(s.cols) +
                                  "/m" + std::to_string(m);

@@ -184,12 +184,20 @@ void Run(int64_t n, const void* packed, const uint8_t* act, size_t act_stride,
   });
 }
 
-// From two tokens on, as the AVX-512 panels of these types: at m = 2 (fg_kernels_benchmark
-// MatMul/Q8_0/2048x640/m2, 1 thread) the panel ran about as fast as the old 2 x 2 tile (10.9 /
-// 15.0 against 13.2 / 15.1 GOP/s, two noisy runs), and from m = 4 faster.
+// From three tokens on for Q4_0 / Q5_0, four for Q8_0 / IQ4_NL (a panel packed per call; a
+// prepacked one runs from two). Below, the 2 x 2 tiles are faster: fg_kernels_benchmark
+// MatMul/TYPE/2048x640/mM/threads:2 on a 2-core AVX2 EPYC (Zen 1), tile time / panel time,
+// medians of 5:
+//   m:        2     3     4     8
+//   Q8_0    0.70  0.92  0.99  1.10
+//   IQ4_NL  0.70  0.99  0.99  1.21
+//   Q4_0    0.80  1.19  1.20  1.45
+//   Q5_0    0.78  1.20  1.18  1.56
+// The small types' panels sum a block's s16 products before one madd (kSmall), so they win
+// sooner.
 template <class P>
 const PanelKernels* Kernels() {
-  static const PanelKernels k{0, true, 2, PackedBytes, Pack<P>, Run<P>};
+  static const PanelKernels k{0, true, P::kSmall ? 3 : 4, PackedBytes, Pack<P>, Run<P>};
   return &k;
 }
 
