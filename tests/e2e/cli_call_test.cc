@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -114,7 +115,7 @@ TEST_F(CliCall, Help) {
   auto r = RunFgemma("call --help");
   EXPECT_EQ(r.rc, 0);
   for (const char* flag : {"--tools", "--dialect", "--constrain", "--cache-dir", "--repl",
-                           "--max-calls", "--stats", "--tool-map"}) {
+                           "--max-calls", "--stats", "--tool-map", "--prepack"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
   EXPECT_THAT(RunFgemma("--help").out, HasSubstr("call"));
@@ -236,6 +237,32 @@ TEST_F(CliCall, BadInput) {
     EXPECT_THAT(r.out, HasSubstr(c.message)) << c.args;
     EXPECT_THAT(r.out, HasSubstr("fgemma call")) << c.args;
   }
+}
+
+// --prepack: the same calls, with the panels packed once (a Q8_0 model: F32 weights have no
+// panels; the tool prior on, so its runs use them too), which --stats reports.
+TEST_F(CliCall, PrepackGivesTheSameCalls) {
+  const std::string q8 = TempPath("cli_call_tiny_q8_0.gguf");
+  ASSERT_EQ(RunFgemma("mkmodel -o " + q8 + " --type q8_0 --context 4096").rc, 0);
+  const std::string in = Write("cli_call_prepack.txt",
+                               "turn the light on\nstop the music\nkitchen lights off please\n");
+  // stdout and stderr together: the calls are the lines that start with '{'.
+  std::string calls[2], stats[2];
+  for (int packed : {0, 1}) {
+    auto r = RunFgemma("call -m " + q8 + " --tools " + *catalog_ +
+                       " -t 2 --tool-channel 4 --repl --stats" + (packed ? " --prepack" : "") +
+                       " < " + in);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+      (line.rfind('{', 0) == 0 ? calls[packed] : stats[packed]) += line + "\n";
+    }
+  }
+  EXPECT_EQ(std::count(calls[0].begin(), calls[0].end(), '\n'), 3) << calls[0];
+  EXPECT_EQ(calls[1], calls[0]);
+  EXPECT_THAT(stats[0], HasSubstr("prepacked panels 0.0 MiB")) << stats[0];
+  EXPECT_THAT(stats[1], HasSubstr("prepacked panels ")) << stats[1];
+  EXPECT_THAT(stats[1], Not(HasSubstr("prepacked panels 0.0 MiB"))) << stats[1];
 }
 
 TEST_F(CliCall, ReplAnswersEachLineFromTheCachedPrefix) {

@@ -74,6 +74,26 @@ TEST_F(CliEvalTest, ScoresEveryRequest) {
   EXPECT_EQ(progress.out, tools_ + ": 1/2\n" + tools_ + ": 2/2\n");
 }
 
+// --prepack scores the same (a Q8_0 model, whose weights have panels).
+TEST_F(CliEvalTest, PrepackScoresTheSame) {
+  const std::string q8 = Tmp("small_q8_0.gguf");
+  ASSERT_EQ(Fgemma("mkmodel -o " + q8 + " --preset small --type q8_0 --seed 5").rc, 0);
+  nlohmann::json j[2];
+  for (int packed : {0, 1}) {
+    Result r = Fgemma("eval -m " + q8 + " --tools " + tools_ + " --data " + data_ + " --json" +
+                          (packed ? " --prepack" : ""),
+                      false);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    j[packed] = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j[packed].size(), 1u);
+    for (auto it = j[packed][0].begin(); it != j[packed][0].end();) {
+      it = it.key().find("ms") != std::string::npos ? j[packed][0].erase(it) : std::next(it);
+    }
+  }
+  EXPECT_EQ(j[0][0]["requests"], 2);
+  EXPECT_EQ(j[1], j[0]);
+}
+
 TEST_F(CliEvalTest, BadInput) {
   const std::string bad = Tmp("bad.jsonl");
   Write(bad, "{\"request\":\"x\",\"calls\":[{\"name\":\"set_light\"}]}\n{\"request\": 3}\n");

@@ -11,6 +11,7 @@
 
 #include "fgemma/function_caller.h"
 #include "src/base/mapped_file.h"
+#include "src/call/runtime_model.h"
 #include "src/runtime/sampler.h"
 #include "src/text/call_grammar.h"
 #include "tools/fgemma/cli_text.h"
@@ -65,7 +66,8 @@ int CmdCall(int argc, char** argv) {
   int64_t top_k = 64, seed = 0, max_calls = 1, max_tokens = 256,
           draft = FunctionCallerOptions{}.draft_tokens;
   double temp = 0.0, top_p = 0.95;
-  bool repl = false, stats = false, full_head = false, show_text = false, no_reuse = false;
+  bool repl = false, stats = false, full_head = false, show_text = false, no_reuse = false,
+       prepack = false;
   std::vector<std::string> pos;
   FlagParser p("call",
                "Turn a natural-language request into a function call of a tool catalog, printed "
@@ -117,6 +119,7 @@ int CmdCall(int argc, char** argv) {
             "measuring: the answers are the same)");
   p.AddBool("--text", &show_text,
             "Also print the raw model output (special tokens as text) to stderr");
+  p.AddBool("--prepack", &prepack, kPrepackHelp);
   p.SetPositionals(&pos, "\"REQUEST\"", 0, 1);
   common.Register(p, CommonFlags::kLora | CommonFlags::kCallLora | CommonFlags::kToolChannel);
   p.AddNote(
@@ -202,6 +205,9 @@ int CmdCall(int argc, char** argv) {
   if (Status s = common.CheckContext((*model)->trained_context()); !s.ok()) {
     return usage(s.message());
   }
+  if (prepack) {
+    if (Status s = Prepack(**model, common.Threads()); !s.ok()) return ReportError("call", s);
+  }
   auto caller = FunctionCaller::Create(*model, *catalog, o);
   if (!caller.ok()) {
     const Status& st = caller.status();
@@ -213,8 +219,11 @@ int CmdCall(int argc, char** argv) {
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (stats) {
-    std::fprintf(stderr, "load %.1f ms (model and catalog; catalog prompt %lld tokens)\n", load_ms,
-                 static_cast<long long>((*caller)->prefix_tokens()));
+    std::fprintf(stderr,
+                 "load %.1f ms (model and catalog; catalog prompt %lld tokens; prepacked panels "
+                 "%.1f MiB)\n",
+                 load_ms, static_cast<long long>((*caller)->prefix_tokens()),
+                 static_cast<double>(call::RuntimeModel(**model).panel_bytes()) / (1 << 20));
   }
 
   auto answer = [&](const std::string& request, bool* valid) -> StatusOr<std::string> {

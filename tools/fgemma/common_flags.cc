@@ -11,10 +11,23 @@
 
 #include "src/base/file_io.h"
 #include "src/base/thread_pool.h"
+#include "src/call/runtime_model.h"
 #include "src/gguf/reader.h"
 #include "src/model/gemma3/lora.h"
 
 namespace fg::cli {
+
+const char* const kPrepackHelp =
+    "Pack the weights' matmul panels once after loading, as fgemma serve does: the matmuls of "
+    "two tokens or more (the tool prior's runs, a request's prefill, drafts) then run them "
+    "instead of packing them per call. The same output, about 10 % faster requests, ~300 MiB "
+    "more memory with the 270M Q4_K_M model, and the packing's time at start: for many "
+    "requests in one process (default: off)";
+
+Status Prepack(const CallModel& model, int threads) {
+  ThreadPool pool(threads);
+  return call::PrepackPanels(model, &pool);
+}
 
 Status CheckThreads(int64_t n) {
   if (n < 1 || n > kMaxThreads) {

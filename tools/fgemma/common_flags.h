@@ -28,6 +28,11 @@ Status CheckThreads(int64_t n);
 // "fgemma CMD: MESSAGE" on stderr; returns kExitUsage.
 int UsageError(const std::string& command, const std::string& message);
 
+// --prepack (call, eval): its help, and the packing: the calling model's matmul panels
+// (runtime::Model::PrepackPanels, which the tool prior's model shares) on `threads` threads.
+extern const char* const kPrepackHelp;
+Status Prepack(const CallModel& model, int threads);
+
 class CommonFlags {
  public:
   enum Which : unsigned {
