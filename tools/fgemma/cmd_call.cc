@@ -66,8 +66,7 @@ int CmdCall(int argc, char** argv) {
   int64_t top_k = 64, seed = 0, max_calls = 1, max_tokens = 256,
           draft = FunctionCallerOptions{}.draft_tokens;
   double temp = 0.0, top_p = 0.95;
-  bool repl = false, stats = false, full_head = false, show_text = false, no_reuse = false,
-       prepack = false;
+  bool repl = false, stats = false, full_head = false, show_text = false, no_reuse = false;
   std::vector<std::string> pos;
   FlagParser p("call",
                "Turn a natural-language request into a function call of a tool catalog, printed "
@@ -119,7 +118,7 @@ int CmdCall(int argc, char** argv) {
             "measuring: the answers are the same)");
   p.AddBool("--text", &show_text,
             "Also print the raw model output (special tokens as text) to stderr");
-  p.AddBool("--prepack", &prepack, kPrepackHelp);
+  common.Register(p, CommonFlags::kPrepack);
   p.SetPositionals(&pos, "\"REQUEST\"", 0, 1);
   common.Register(p, CommonFlags::kLora | CommonFlags::kCallLora | CommonFlags::kToolChannel);
   p.AddNote(
@@ -205,9 +204,7 @@ int CmdCall(int argc, char** argv) {
   if (Status s = common.CheckContext((*model)->trained_context()); !s.ok()) {
     return usage(s.message());
   }
-  if (prepack) {
-    if (Status s = Prepack(**model, common.Threads()); !s.ok()) return ReportError("call", s);
-  }
+  if (Status s = common.Prepack(**model); !s.ok()) return ReportError("call", s);
   auto caller = FunctionCaller::Create(*model, *catalog, o);
   if (!caller.ok()) {
     const Status& st = caller.status();

@@ -59,7 +59,7 @@ std::string Pct(int a, int n) {
 int CmdEval(int argc, char** argv) {
   std::vector<std::string> tools, data, examples;
   int64_t max_tokens = 256, limit = 0, show_misses = 10;
-  bool json = false, prepack = false;
+  bool json = false;
   FlagParser p("eval",
                "Call accuracy on labelled requests: for each --tools CATALOG and --data FILE "
                "pair, greedy constrained calls scored as valid, right function, and right "
@@ -79,7 +79,7 @@ int CmdEval(int argc, char** argv) {
   p.AddInt("--limit", &limit, "N", "Score only the first N examples of each file (0: all)");
   p.AddInt("--misses", &show_misses, "N", "Misses listed per catalog (default 10; -1: all)");
   p.AddBool("--json", &json, "Print the scores and misses as JSON");
-  p.AddBool("--prepack", &prepack, kPrepackHelp);
+  common.Register(p, CommonFlags::kPrepack);
   p.AddNote("Arguments match when they are equal as JSON values (21 equals 21.0). Exit codes: 0 "
             "ok, 1 runtime error (bad file, model), 2 usage error.");
   if (auto rc = p.Parse(argc, argv)) return *rc;
@@ -122,9 +122,7 @@ int CmdEval(int argc, char** argv) {
   if (!model_path.ok()) return ReportError("eval", model_path.status());
   auto model = CallModel::Load(*model_path, common.CallAdapters(), common.PriorAdapters());
   if (!model.ok()) return ReportError("eval", model.status());
-  if (prepack) {
-    if (Status s = Prepack(**model, common.Threads()); !s.ok()) return ReportError("eval", s);
-  }
+  if (Status s = common.Prepack(**model); !s.ok()) return ReportError("eval", s);
 
   // Progress on stderr: one updating line on a terminal, else a plain line every 25 requests
   // and at each catalog's end (logs and pipes get no carriage returns).

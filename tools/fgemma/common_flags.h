@@ -28,11 +28,6 @@ Status CheckThreads(int64_t n);
 // "fgemma CMD: MESSAGE" on stderr; returns kExitUsage.
 int UsageError(const std::string& command, const std::string& message);
 
-// --prepack (call, eval): its help, and the packing: the calling model's matmul panels
-// (runtime::Model::PrepackPanels, which the tool prior's model shares) on `threads` threads.
-extern const char* const kPrepackHelp;
-Status Prepack(const CallModel& model, int threads);
-
 class CommonFlags {
  public:
   enum Which : unsigned {
@@ -48,6 +43,8 @@ class CommonFlags {
     // --tool-channel W, --no-arg-check, --copy-bias B: FunctionCallerOptions::tool_channel,
     // argument_check and copy_bias (call, eval, serve).
     kToolChannel = 64,
+    // --prepack: Prepack() packs the weights' matmul panels once (call, eval).
+    kPrepack = 128,
   };
 
   // Adds the flags of `which` (may be called more than once, to place them in --help);
@@ -87,6 +84,9 @@ class CommonFlags {
   bool ArgumentCheck() const { return !no_argument_check_; }
   // --copy-bias as given, -1 (the caller's default) when not.
   double CopyBias() const { return copy_bias_; }
+  // With --prepack: the calling model's matmul panels (runtime::Model::PrepackPanels, which the
+  // tool prior's model shares), packed on -t threads; without it nothing.
+  Status Prepack(const CallModel& model) const;
 
  private:
   // Neither --no-lora nor another model than the default one: the shipped adapters may apply.
@@ -101,6 +101,7 @@ class CommonFlags {
   double tool_channel_ = -1;
   bool no_argument_check_ = false;
   double copy_bias_ = -1;
+  bool prepack_ = false;
 };
 
 // The shipped call adapter (models/fgemma-call-lora.gguf, trained by `make adapter`):
