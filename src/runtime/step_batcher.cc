@@ -63,15 +63,8 @@ Status BatchRunner::Check(const Item& item) const {
       item.head_rows < 0 || item.head_rows > n || item.hidden_rows < 1 || item.hidden_rows > n ||
       (item.head_rows > 0 && item.hidden_rows != 1) ||
       (item.head_rows > 0 && item.logits == nullptr) ||
-      (item.head_rows == 0 && item.hidden == nullptr) || item.position < 0 ||
-      item.position + n > item.cache->context()) {
+      (item.head_rows == 0 && item.hidden == nullptr)) {
     return InvalidArgumentError("batcher: malformed chunk");
-  }
-  for (const int32_t t : item.tokens) {
-    if (t < 0 || t >= model_.config().vocab) {
-      return InvalidArgumentError("batcher: token id " + std::to_string(t) +
-                                  " is outside the vocabulary");
-    }
   }
   return OkStatus();
 }

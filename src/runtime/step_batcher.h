@@ -67,8 +67,8 @@ class BatchRunner {
   BatchRunner(const Model& model, bool base, ThreadPool* pool)
       : model_(model), base_(base), pool_(pool) {}
 
-  // InvalidArgument for a malformed item (no tokens, a token id outside the vocabulary, a cache
-  // of another model, positions past its context, rows out of range, a missing output).
+  // InvalidArgument for a malformed item (no tokens, a cache of another model, rows out of
+  // range, a missing output); checks nothing about positions (the caller's, as Session's).
   Status Check(const Item& item) const;
   // Runs `batch` (caches of one geometry) as one graph; each item's outputs filled.
   Status Run(std::span<Item* const> batch);
