@@ -1114,44 +1114,6 @@ TEST(ToolChannel, ScoresAreTheRequestsLogProbabilityAfterEachTool) {
   EXPECT_THAT((*channel)->Score("").status(), StatusIs(StatusCode::kInvalidArgument, _));
 }
 
-// The tools' runs go through one batched forward pass (as many at once as kChannelBatchTokens
-// holds: a long request takes several); each tool's score is bit for bit the one a channel
-// over that tool alone gives.
-TEST(ToolChannel, ToolsScoredTogetherGetTheirOwnScoresBits) {
-  const text::Tokenizer& tk = call::CallTokenizer(*TinyModel());
-  text::ToolCatalog cat = Catalog();
-  for (const text::Tool& tool : Catalog().tools) {  // more tools than one run of 48 rows takes
-    cat.tools.push_back(tool);
-    cat.tools.back().name += "_again";
-  }
-  ASSERT_GT(static_cast<int64_t>(cat.tools.size()),
-            call::kChannelBatchTokens / call::kChannelRequestTokens);
-  ThreadPool pool(2);
-  auto all = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()), tk, cat, &pool);
-  FG_ASSERT_OK(all.status());
-  std::string longer;  // kChannelRequestTokens rows a tool: not every tool fits one run
-  for (int i = 0; i < 40; ++i) longer += "light timer ";
-  // (The short request again after the long one: what a request writes past a tool's text
-  // leaves the text as it was, the tiny model's 8-token window's ring rows included.)
-  for (const std::string& req :
-       {std::string("turn the light on"), longer, std::string("turn the light on")}) {
-    FG_ASSERT_OK_AND_ASSIGN(const std::vector<double> together, (*all)->Score(req));
-    ASSERT_EQ(together.size(), cat.tools.size());
-    for (size_t t = 0; t < cat.tools.size(); ++t) {
-      text::ToolCatalog one;
-      one.tools = {cat.tools[t]};
-      auto alone = call::ToolChannel::Create(call::RuntimeModel(*TinyModel()), tk, one, nullptr);
-      FG_ASSERT_OK(alone.status());
-      FG_ASSERT_OK_AND_ASSIGN(const std::vector<double> own, (*alone)->Score(req));
-      ASSERT_EQ(own.size(), 1u);
-      EXPECT_EQ(together[t], own[0]) << req << " " << t;
-    }
-    // Scoring again gives the same: each tool's caches are back to its text alone.
-    FG_ASSERT_OK_AND_ASSIGN(const std::vector<double> again, (*all)->Score(req));
-    EXPECT_EQ(again, together);
-  }
-}
-
 // A tool's examples follow its text in its channel prompt, ' For example: "A"; "B".', as many
 // whole ones as kChannelExampleTokens holds; the scores are the request's log-probability after
 // that prompt. A tool without examples keeps its plain prompt.

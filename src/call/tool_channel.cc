@@ -411,29 +411,13 @@ StatusOr<std::unique_ptr<ToolChannel>> ToolChannel::Create(const runtime::Model&
   so.pool = pool;
   so.lora_from = so.context;  // the base model, but for Score's request rows (below)
   FG_ASSIGN_OR_RETURN(c->session_, runtime::Session::Create(model, so));
-  const runtime::KvCache& geometry = c->session_->kv_cache();
   for (std::vector<int32_t>& ids : prompts) {
     c->last_.push_back(ids.back());
     ids.pop_back();
     c->session_->Reset();
     FG_RETURN_IF_ERROR(c->session_->Append(ids, runtime::LogitsRequest::None()));
-    FG_ASSIGN_OR_RETURN(
-        runtime::KvCache cache,
-        runtime::KvCache::Create(model.config(), geometry.local_rows(), geometry.context()));
-    // The rows in use, in the session's layout (rings included: the same geometry). A request's
-    // rows, written after them, never need undoing: the next request's rows overwrite them, and
-    // a ring holds the window plus max_chunk - 1 rows, so writing fewer than max_chunk rows past
-    // the text never reaches a row of the text that a query from its end on still reads.
-    static_assert(kChannelRequestTokens <= runtime::SessionOptions{}.max_chunk);
-    for (int64_t l = 0; l < cache.layers(); ++l) {
-      const std::span<const float> k = c->session_->cached_k(l), v = c->session_->cached_v(l);
-      std::copy(k.begin(), k.end(), cache.k(l).begin());
-      std::copy(v.begin(), v.end(), cache.v(l).begin());
-    }
-    c->lengths_.push_back(c->session_->position());
-    c->caches_.push_back(std::move(cache));
+    c->tools_.push_back(c->session_->Save());  // no logits: a kNone Append leaves none
   }
-  c->runner_ = std::make_unique<runtime::BatchRunner>(model, !model.adapters_in_channel(), pool);
   return c;
 }
 
@@ -458,42 +442,30 @@ StatusOr<std::vector<double>> ToolChannel::SumRuns(std::span<const int32_t> req,
 StatusOr<std::vector<double>> ToolChannel::Score(std::string_view request) {
   FG_ASSIGN_OR_RETURN(const std::vector<int32_t> req, RequestTokens(request));
   const auto n = static_cast<int64_t>(req.size());
-  const auto tools = static_cast<int64_t>(caches_.size());
+  const auto tools = static_cast<int64_t>(tools_.size());
   // Each tool's run gives the final-norm hidden states of the rows that predict the request's
-  // tokens (its text's last token's and every request token's but the last); the runs go
-  // together through the runner (as many tools at once as kChannelBatchTokens holds), and the
-  // LM head then runs once over all tools' rows (ApplyHead), so the weights are packed once per
-  // request. An adapter trained for the prior (Model::adapters_in_channel) applies to these
-  // rows: from the tool's text's last token on, as `fgemma tune --objective` trained it.
-  seqs_.resize(static_cast<size_t>(tools));
-  outs_.resize(static_cast<size_t>(tools));
-  std::vector<runtime::BatchRunner::Item> items(static_cast<size_t>(tools));
-  std::vector<runtime::BatchRunner::Item*> batch;
-  for (int64_t t = 0; t < tools; ++t) {
-    const auto i = static_cast<size_t>(t);
-    seqs_[i].assign(1, last_[i]);
-    seqs_[i].insert(seqs_[i].end(), req.begin(), req.end() - 1);
-    runtime::BatchRunner::Item& it = items[i];
-    it.tokens = seqs_[i];
-    it.position = lengths_[i];
-    it.cache = &caches_[i];
-    it.hidden_rows = n;
-    it.hidden = &outs_[i];
-    batch.push_back(&it);
-  }
-  const int64_t group = std::max<int64_t>(1, kChannelBatchTokens / n);
-  Status run = OkStatus();
-  for (size_t t0 = 0; t0 < batch.size() && run.ok(); t0 += static_cast<size_t>(group)) {
-    const std::span<runtime::BatchRunner::Item* const> some =
-        std::span(batch).subspan(t0, std::min(static_cast<size_t>(group), batch.size() - t0));
-    run = runner_->Run(some);
-  }
-  FG_RETURN_IF_ERROR(run);
+  // tokens (its text's last token's and every request token's but the last); the LM head then
+  // runs once over all tools' rows (ApplyHead), so its weights are packed once per request.
   hidden_.resize(static_cast<size_t>(tools * n * hidden_size_));
+  // An adapter trained for the prior (Model::adapters_in_channel) applies to these rows: from
+  // the tool's text's last token on, as `fgemma tune --objective` trained it.
+  const bool adapted = session_->model().adapters_in_channel();
+  std::vector<int32_t> seq(static_cast<size_t>(n));
+  Status run = OkStatus();
   for (int64_t t = 0; t < tools; ++t) {
-    const std::vector<float>& h = outs_[static_cast<size_t>(t)];
+    const runtime::Session::Snapshot& tool = tools_[static_cast<size_t>(t)];
+    run = session_->Restore(tool);
+    if (!run.ok()) break;
+    if (adapted) session_->set_lora_from(tool.position);
+    seq[0] = last_[static_cast<size_t>(t)];
+    std::copy(req.begin(), req.end() - 1, seq.begin() + 1);
+    run = session_->Append(seq, runtime::LogitsRequest::Hidden(n));
+    if (!run.ok()) break;
+    const std::span<const float> h = session_->last_hidden();
     std::copy(h.begin(), h.end(), hidden_.begin() + t * n * hidden_size_);
   }
+  session_->set_lora_from(session_->context());  // ScoreCalls runs the base model
+  FG_RETURN_IF_ERROR(run);
   return SumRuns(req, tools);
 }
 
@@ -591,15 +563,11 @@ Status ToolChannel::ApplyHead(std::span<const int32_t> targets, std::span<double
 size_t ToolChannel::memory_bytes() const {
   size_t n = session_->cache_bytes() + session_->scratch_bytes() +
              (hidden_.capacity() + logits_.capacity()) * sizeof(float);
-  // The caches' rows in use (their mapping is touched only there): a tool's text and a request.
-  for (size_t t = 0; t < caches_.size(); ++t) {
-    const runtime::KvCache& cache = caches_[t];
-    const int64_t filled = std::min(lengths_[t] + kChannelRequestTokens, cache.context());
-    for (int64_t l = 0; l < cache.layers(); ++l) {
-      n += (cache.filled_k(l, filled).size() + cache.filled_v(l, filled).size()) * sizeof(float);
-    }
+  for (const auto& s : tools_) {
+    for (const auto& k : s.k) n += k.size() * sizeof(float);
+    for (const auto& v : s.v) n += v.size() * sizeof(float);
   }
-  return n + runner_->scratch_bytes();
+  return n;
 }
 
 namespace {

@@ -16,12 +16,10 @@
 // the name tokens (MakeToolPrior): a token that can still lead to several tools gets the
 // log-sum-exp of their priors.
 //
-// Each tool's text is prefilled once per caller into caches of its own (~36 KiB a token for the
-// 270M); a request then costs one batched run over every tool's copy of its tokens
-// (runtime::BatchRunner, final-norm hidden states only: each weight read and packed once for all
-// tools, the attention per tool on its caches), and one LM head over all tools' rows together
-// (the log-softmax needs whole rows; in vocabulary slices, so the head's weights are packed once
-// per request and no row of full logits is kept).
+// Each tool's text is prefilled once per caller (its K/V rows kept, ~36 KiB a token for the 270M);
+// a request then costs one run per tool over its tokens (final-norm hidden states only), and one
+// LM head over all tools' rows together (the log-softmax needs whole rows; in vocabulary slices,
+// so the head's weights are packed once per request and no row of full logits is kept).
 #ifndef FGEMMA_CALL_TOOL_CHANNEL_H_
 #define FGEMMA_CALL_TOOL_CHANNEL_H_
 
@@ -39,10 +37,8 @@
 #include "src/base/thread_pool.h"
 #include "src/call/logit_processors.h"
 #include "src/kernels/matmul.h"
-#include "src/runtime/kv_cache.h"
 #include "src/runtime/model.h"
 #include "src/runtime/session.h"
-#include "src/runtime/step_batcher.h"
 #include "src/text/tokenizer.h"
 #include "src/text/tool_catalog.h"
 
@@ -59,9 +55,6 @@ inline constexpr int64_t kChannelExampleTokens = 160;
 inline constexpr size_t kChannelEnumMembers = 10;
 // FunctionCallerOptions::tool_channel's default weight for a base Gemma 3 vocabulary.
 inline constexpr double kDefaultToolChannel = 4.0;
-
-// Request rows one batched run of the tools holds at most (more tools run in several).
-inline constexpr int64_t kChannelBatchTokens = 256;
 
 // Tokens of a call's text kept at most (ChannelCallText; its description is left out first).
 inline constexpr int64_t kChannelCallTokens = 96;
@@ -180,18 +173,11 @@ class ToolChannel {
   int64_t hidden_size_ = 0;
   kernels::WeightMatrix head_;          // the LM head (token_embd when tied)
   std::vector<float> hidden_, logits_;  // scratch of Score
-  std::unique_ptr<runtime::Session> session_;  // prefills the tools' texts; ScoreCalls' runs
-  // Per tool: caches holding its text's K/V up to its last token (a request's rows go after it),
-  // that position, and that last token (appended with the request, so that its row gives the
-  // first request token's log-probability).
-  std::vector<runtime::KvCache> caches_;
-  std::vector<int64_t> lengths_;
+  std::unique_ptr<runtime::Session> session_;
+  // Per tool: its text's K/V up to its last token, and that last token (appended with the
+  // request, so that its row gives the first request token's log-probability).
+  std::vector<runtime::Session::Snapshot> tools_;
   std::vector<int32_t> last_;
-  // Runs Score's request rows of every tool at once: with the model's adapters where they were
-  // trained for the prior (Model::adapters_in_channel), else without them.
-  std::unique_ptr<runtime::BatchRunner> runner_;
-  std::vector<std::vector<int32_t>> seqs_;  // scratch of Score: each tool's run
-  std::vector<std::vector<float>> outs_;    // and its rows' hidden states
   std::vector<int32_t> ask_;  // the ask's tokens
 };
 

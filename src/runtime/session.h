@@ -93,9 +93,6 @@ class Session {
   const HeadStats& head_stats() const { return head_stats_; }
   int64_t position() const { return position_; }
   int64_t context() const { return options_.context; }
-  // The caches (their geometry: caches made alike take this session's rows, e.g. for a
-  // BatchRunner).
-  const KvCache& kv_cache() const { return cache_; }
   const Model& model() const { return model_; }
   // SessionOptions::lora_from for the Appends from now on (the tool prior's runs start each
   // tool's adapted rows where its text ends).

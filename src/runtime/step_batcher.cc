@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "src/model/gemma3/forward.h"
@@ -19,7 +18,6 @@ std::vector<int64_t> ExecutorKey(std::span<StepBatcher::Item* const> batch) {
   for (const StepBatcher::Item* it : batch) {
     key.push_back(static_cast<int64_t>(it->tokens.size()));
     key.push_back(it->head_rows);
-    key.push_back(it->hidden_rows);
   }
   return key;
 }
@@ -57,20 +55,14 @@ StepBatcher::Stats StepBatcher::stats() const {
   return stats_;
 }
 
-Status BatchRunner::Check(const Item& item) const {
-  const auto n = static_cast<int64_t>(item.tokens.size());
-  if (n == 0 || item.cache == nullptr || item.cache->layers() != model_.config().n_layers ||
-      item.head_rows < 0 || item.head_rows > n || item.hidden_rows < 1 || item.hidden_rows > n ||
-      (item.head_rows > 0 && item.hidden_rows != 1) ||
-      (item.head_rows > 0 && item.logits == nullptr) ||
-      (item.head_rows == 0 && item.hidden == nullptr)) {
+Status StepBatcher::Run(Item* item) {
+  if (item->tokens.empty() || item->cache == nullptr ||
+      item->cache->layers() != model_.config().n_layers || item->head_rows < 0 ||
+      item->head_rows > static_cast<int64_t>(item->tokens.size()) ||
+      (item->head_rows > 0 && item->logits == nullptr) ||
+      (item->head_rows == 0 && item->hidden == nullptr)) {
     return InvalidArgumentError("batcher: malformed chunk");
   }
-  return OkStatus();
-}
-
-Status StepBatcher::Run(Item* item) {
-  FG_RETURN_IF_ERROR(runner_.Check(*item));
   item->done = false;
   item->arrived = Clock::now();
   std::unique_lock<std::mutex> l(mu_);
@@ -110,7 +102,7 @@ Status StepBatcher::Run(Item* item) {
     running_ = true;
     l.unlock();
     const Clock::time_point start = Clock::now();
-    const Status s = runner_.Run(batch);
+    const Status s = RunBatch(batch);
     const Clock::time_point end = Clock::now();
     l.lock();
     stats_.run_seconds += std::chrono::duration<double>(end - start).count();
@@ -122,7 +114,7 @@ Status StepBatcher::Run(Item* item) {
     stats_.sequences += static_cast<int64_t>(batch.size());
     stats_.max_sequences = std::max<int64_t>(stats_.max_sequences,
                                              static_cast<int64_t>(batch.size()));
-    stats_.graphs = runner_.graphs_built();
+    stats_.graphs = graphs_built_;
     running_ = false;
     free_since_ = end;
     cv_.notify_all();
@@ -130,7 +122,7 @@ Status StepBatcher::Run(Item* item) {
   return item->status;
 }
 
-StatusOr<exec::Executor*> BatchRunner::ExecutorFor(std::span<Item* const> batch) {
+StatusOr<exec::Executor*> StepBatcher::ExecutorFor(std::span<Item* const> batch) {
   std::vector<int64_t> key = ExecutorKey(batch);
   ++clock_;
   auto it = executors_.find(key);
@@ -151,20 +143,14 @@ StatusOr<exec::Executor*> BatchRunner::ExecutorFor(std::span<Item* const> batch)
   spec.global_cache_rows = batch[0]->cache->context();
   spec.local_cache_rows = batch[0]->cache->local_rows();
   for (const Item* b : batch) {
-    spec.sequences.push_back(
-        {static_cast<int64_t>(b->tokens.size()), b->head_rows, b->hidden_rows});
+    spec.sequences.push_back({static_cast<int64_t>(b->tokens.size()), b->head_rows});
   }
-  if (base_ && base_weights_.layers.empty()) {
-    base_weights_ = model_.weights();
-    base_weights_.loras.clear();
-  }
-  FG_ASSIGN_OR_RETURN(
-      graph::Graph g,
-      model::BuildBatchedForward(model_.config(), base_ ? base_weights_ : model_.weights(), spec));
+  FG_ASSIGN_OR_RETURN(graph::Graph g,
+                      model::BuildBatchedForward(model_.config(), model_.weights(), spec));
   exec::ExecOptions eo;
   eo.external_arena = true;
   FG_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> e,
-                      exec::Executor::Create(std::move(g), model_.resolver(), pool_, eo));
+                      exec::Executor::Create(std::move(g), model_.resolver(), options_.pool, eo));
   std::vector<exec::Executor*> all;
   for (auto& [k, other] : executors_) all.push_back(other.executor.get());
   FG_RETURN_IF_ERROR(arena_.Fit(*e, all));
@@ -174,21 +160,13 @@ StatusOr<exec::Executor*> BatchRunner::ExecutorFor(std::span<Item* const> batch)
   return raw;
 }
 
-Status BatchRunner::Run(std::span<Item* const> in) {
-  if (in.empty()) return OkStatus();
-  for (const Item* it : in) {
-    FG_RETURN_IF_ERROR(Check(*it));
-    if (it->cache->context() != in[0]->cache->context() ||
-        it->cache->local_rows() != in[0]->cache->local_rows()) {
-      return InvalidArgumentError("batcher: a batch's caches differ in size");
-    }
-  }
+Status StepBatcher::RunBatch(std::span<Item* const> in) {
   // Sequences in a canonical order (by shape), so that batches of the same shapes share a
   // graph; the order changes no row's numbers.
   std::vector<Item*> batch(in.begin(), in.end());
   std::stable_sort(batch.begin(), batch.end(), [](const Item* a, const Item* b) {
-    return std::make_tuple(a->tokens.size(), a->head_rows, a->hidden_rows) <
-           std::make_tuple(b->tokens.size(), b->head_rows, b->hidden_rows);
+    return std::make_pair(a->tokens.size(), a->head_rows) <
+           std::make_pair(b->tokens.size(), b->head_rows);
   });
   FG_ASSIGN_OR_RETURN(exec::Executor * e, ExecutorFor(batch));
   tokens_.clear();
@@ -211,7 +189,7 @@ Status BatchRunner::Run(std::span<Item* const> in) {
     for (int64_t p = it.position; p < it.position + n; ++p) {
       pos_.push_back(static_cast<int32_t>(p));
     }
-    for (int64_t r = n - std::max(it.head_rows, it.hidden_rows); r < n; ++r) {
+    for (int64_t r = n - std::max<int64_t>(1, it.head_rows); r < n; ++r) {
       if (it.head_rows > 0) full_rows_.push_back(static_cast<int32_t>(logit_rows_.size()));
       logit_rows_.push_back(static_cast<int32_t>(at + r));
     }
@@ -239,10 +217,10 @@ Status BatchRunner::Run(std::span<Item* const> in) {
   const int64_t vocab = model_.config().vocab;
   int64_t row = 0, full = 0;
   for (Item* it : batch) {
-    const int64_t rows = std::max(it->head_rows, it->hidden_rows);
+    const int64_t rows = std::max<int64_t>(1, it->head_rows);
     if (it->hidden != nullptr) {
-      const float* last = norm.data() + (row + rows - it->hidden_rows) * hidden;
-      it->hidden->assign(last, last + it->hidden_rows * hidden);
+      const float* last = norm.data() + (row + rows - 1) * hidden;
+      it->hidden->assign(last, last + hidden);
     }
     if (it->head_rows > 0) {
       const float* first = logits.data() + full * vocab;

@@ -38,63 +38,6 @@
 
 namespace fg::runtime {
 
-// Runs chunks of several sequences, each on its own caches, as one forward pass
-// (model::BuildBatchedForward) on the calling thread: the engine of StepBatcher, and of the tool
-// prior's runs (call::ToolChannel: one chunk per tool). Every kernel's arithmetic for a row is the
-// same whatever the other rows, so each chunk's outputs are bit for bit those of a Session
-// Append of it alone over the same weights.
-class BatchRunner {
- public:
-  // One sequence's chunk (the outputs are written by Run).
-  struct Item {
-    std::span<const int32_t> tokens;
-    int64_t position = 0;      // of the first token
-    KvCache* cache = nullptr;  // the sequence's caches (written at the positions)
-    int64_t head_rows = 0;     // logits of the last head_rows tokens (0: none)
-    // With head_rows 0: the final-norm hidden states of the last hidden_rows tokens (1 to the
-    // tokens); with head_rows > 0 it must be 1.
-    int64_t hidden_rows = 1;
-    std::vector<float>* logits = nullptr;  // out: [head_rows, vocab] when head_rows > 0
-    std::vector<float>* hidden = nullptr;  // out: [hidden_rows, hidden] (or nullptr, with logits)
-    // StepBatcher's.
-    std::chrono::steady_clock::time_point arrived;
-    bool done = false;
-    Status status;
-  };
-
-  // The model's weights with its adapters, or without them (`base`: the tool prior's runs of an
-  // adapter not trained for it); `pool` is not owned (nullptr: single-threaded).
-  BatchRunner(const Model& model, bool base, ThreadPool* pool)
-      : model_(model), base_(base), pool_(pool) {}
-
-  // InvalidArgument for a malformed item (no tokens, a cache of another model, rows out of
-  // range, a missing output); checks nothing about positions (the caller's, as Session's).
-  Status Check(const Item& item) const;
-  // Runs `batch` (caches of one geometry) as one graph; each item's outputs filled.
-  Status Run(std::span<Item* const> batch);
-  int64_t graphs_built() const { return graphs_built_; }
-  size_t scratch_bytes() const { return arena_.capacity(); }
-
- private:
-  StatusOr<exec::Executor*> ExecutorFor(std::span<Item* const> batch);
-
-  const Model& model_;
-  const bool base_;
-  model::Weights base_weights_;  // made with the first graph, when base_
-  ThreadPool* const pool_;
-  struct Cached {
-    std::unique_ptr<exec::Executor> executor;
-    uint64_t used = 0;  // clock_ at its last run
-  };
-  std::map<std::vector<int64_t>, Cached> executors_;  // by ExecutorKey
-  uint64_t clock_ = 0;
-  int64_t graphs_built_ = 0;
-  exec::SharedArena arena_;
-  std::vector<int32_t> tokens_, pos_, logit_rows_, full_rows_;
-  // The cache states' names, [sequence][layer]: (K name, V name), made once.
-  std::vector<std::vector<std::pair<std::string, std::string>>> state_names_;
-};
-
 class StepBatcher {
  public:
   struct Options {
@@ -106,7 +49,18 @@ class StepBatcher {
   };
 
   // One session's chunk (filled by Session; the batcher writes the outputs).
-  using Item = BatchRunner::Item;
+  struct Item {
+    std::span<const int32_t> tokens;
+    int64_t position = 0;                   // of the first token
+    KvCache* cache = nullptr;               // the session's caches (written at the positions)
+    int64_t head_rows = 0;                  // logits of the last head_rows tokens (0: none)
+    std::vector<float>* logits = nullptr;   // out: [head_rows, vocab] when head_rows > 0
+    std::vector<float>* hidden = nullptr;   // out: the last token's final-norm hidden state
+    // Batcher-owned.
+    std::chrono::steady_clock::time_point arrived;
+    bool done = false;
+    Status status;
+  };
 
   struct Stats {
     int64_t steps = 0;          // batched forward passes run
@@ -133,8 +87,10 @@ class StepBatcher {
   const Model& model() const { return model_; }
 
  private:
-  StepBatcher(const Model& model, Options options)
-      : model_(model), options_(options), runner_(model, /*base=*/false, options.pool) {}
+  StepBatcher(const Model& model, Options options) : model_(model), options_(options) {}
+  // Runs `batch` as one graph (called without the lock; one at a time).
+  Status RunBatch(std::span<Item* const> batch);
+  StatusOr<exec::Executor*> ExecutorFor(std::span<Item* const> batch);
 
   const Model& model_;
   const Options options_;
@@ -147,8 +103,18 @@ class StepBatcher {
   std::chrono::steady_clock::time_point free_since_;  // when the last batch ended
   Stats stats_;
 
-  // Only the running thread touches it (one batch at a time, called without the lock).
-  BatchRunner runner_;
+  // Only the running thread touches these.
+  struct Cached {
+    std::unique_ptr<exec::Executor> executor;
+    uint64_t used = 0;  // clock_ at its last run
+  };
+  std::map<std::vector<int64_t>, Cached> executors_;  // by ExecutorKey
+  uint64_t clock_ = 0;
+  int64_t graphs_built_ = 0;
+  exec::SharedArena arena_;
+  std::vector<int32_t> tokens_, pos_, logit_rows_, full_rows_;
+  // The cache states' names, [sequence][layer]: (K name, V name), made once.
+  std::vector<std::vector<std::pair<std::string, std::string>>> state_names_;
 };
 
 }  // namespace fg::runtime

@@ -16,7 +16,6 @@
 
 #include "src/base/status_matchers.h"
 #include "src/base/thread_pool.h"
-#include "src/runtime/kv_cache.h"
 #include "src/runtime/session.h"
 #include "src/runtime/test_models.h"
 
@@ -201,75 +200,6 @@ TEST(StepBatcher, AbsentParticipantCostsTheWaitOnly) {
   (*batcher)->Exit();
   FG_ASSERT_OK(st);
   EXPECT_EQ((*batcher)->stats().steps, 1);
-}
-
-// BatchRunner on its own (the tool prior's runs): chunks of sequences whose caches already hold
-// prompts of different lengths, each asking for the hidden states of several last rows, get
-// bit for bit what a session gets for that chunk alone (LogitsRequest::Hidden).
-TEST(BatchRunner, HiddenRowsAreALoneSessionsBits) {
-  for (const DType type : {DType::kF32, DType::kQ8_0}) {
-    auto m = MakeModel("tiny", type);
-    ASSERT_NE(m, nullptr);
-    const int64_t vocab = m->config().vocab;
-    ThreadPool pool(2);
-    constexpr int kSeqs = 3;
-    std::vector<KvCache> caches;
-    std::vector<std::vector<int32_t>> chunks;
-    std::vector<std::vector<float>> want(kSeqs), got(kSeqs);
-    std::vector<int64_t> positions;
-    for (int i = 0; i < kSeqs; ++i) {
-      auto s = NewSession(*m, &pool, nullptr);
-      ASSERT_NE(s, nullptr);
-      FG_ASSERT_OK(s->Append(Tokens(6 + 9 * i, vocab, 31u + i), LogitsRequest::None()));
-      FG_ASSERT_OK_AND_ASSIGN(KvCache c, KvCache::Create(m->config(), s->kv_cache().local_rows(),
-                                                         s->kv_cache().context()));
-      for (int64_t l = 0; l < c.layers(); ++l) {
-        std::copy(s->cached_k(l).begin(), s->cached_k(l).end(), c.k(l).begin());
-        std::copy(s->cached_v(l).begin(), s->cached_v(l).end(), c.v(l).begin());
-      }
-      positions.push_back(s->position());
-      caches.push_back(std::move(c));
-      chunks.push_back(Tokens(4 + i, vocab, 71u + i));
-      FG_ASSERT_OK(s->Append(chunks.back(), LogitsRequest::Hidden(2 + i)));
-      want[i].assign(s->last_hidden().begin(), s->last_hidden().end());
-      ASSERT_EQ(static_cast<int64_t>(want[i].size()), (2 + i) * m->config().hidden);
-    }
-    BatchRunner runner(*m, /*base=*/false, &pool);
-    std::vector<BatchRunner::Item> items(kSeqs);
-    std::vector<BatchRunner::Item*> batch;
-    for (int i = 0; i < kSeqs; ++i) {
-      items[i].tokens = chunks[i];
-      items[i].position = positions[i];
-      items[i].cache = &caches[i];
-      items[i].hidden_rows = 2 + i;
-      items[i].hidden = &got[i];
-      batch.push_back(&items[i]);
-    }
-    FG_ASSERT_OK(runner.Run(batch));
-    for (int i = 0; i < kSeqs; ++i) EXPECT_EQ(got[i], want[i]) << "sequence " << i;
-    EXPECT_EQ(runner.graphs_built(), 1);
-
-    // Malformed items, and caches of another size in one batch.
-    BatchRunner::Item bad = items[0];
-    bad.hidden_rows = 0;
-    EXPECT_THAT(runner.Run(std::vector<BatchRunner::Item*>{&bad}),
-                StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("malformed")));
-    bad.hidden_rows = static_cast<int64_t>(bad.tokens.size()) + 1;
-    EXPECT_THAT(runner.Run(std::vector<BatchRunner::Item*>{&bad}),
-                StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("malformed")));
-    bad.hidden_rows = 2;
-    bad.head_rows = 1;  // logits go with the last row's hidden state only
-    std::vector<float> logits;
-    bad.logits = &logits;
-    EXPECT_THAT(runner.Run(std::vector<BatchRunner::Item*>{&bad}),
-                StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("malformed")));
-    FG_ASSERT_OK_AND_ASSIGN(KvCache other, KvCache::Create(m->config(), 40, 40));
-    BatchRunner::Item elsewhere = items[1];
-    elsewhere.cache = &other;
-    elsewhere.position = 0;
-    EXPECT_THAT(runner.Run(std::vector<BatchRunner::Item*>{&items[0], &elsewhere}),
-                StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("differ in size")));
-  }
 }
 
 TEST(StepBatcher, RefusesAnotherModelsSession) {

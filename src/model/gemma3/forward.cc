@@ -201,14 +201,12 @@ StatusOr<graph::Graph> BuildBatchedForward(const Config& c, const Weights& w,
   if (seqs.empty()) return InvalidArgumentError("forward: a batch needs a sequence");
   int64_t S = 0, R = 0, F = 0;
   for (const BatchSequence& q : seqs) {
-    if (q.n_tokens <= 0 || q.head_rows < 0 || q.head_rows > q.n_tokens || q.hidden_rows < 1 ||
-        q.hidden_rows > q.n_tokens) {
-      return InvalidArgumentError(
-          "forward: a batch sequence needs n_tokens > 0, head_rows in "
-          "[0, n_tokens] and hidden_rows in [1, n_tokens]");
+    if (q.n_tokens <= 0 || q.head_rows < 0 || q.head_rows > q.n_tokens) {
+      return InvalidArgumentError("forward: a batch sequence needs n_tokens > 0 and head_rows "
+                                  "in [0, n_tokens]");
     }
     S += q.n_tokens;
-    R += std::max(q.head_rows, q.hidden_rows);
+    R += std::max<int64_t>(1, q.head_rows);
     F += q.head_rows;
   }
   Builder b;

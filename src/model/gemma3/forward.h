@@ -80,18 +80,15 @@ StatusOr<graph::Graph> BuildForward(const Config& config, const Weights& weights
 // arithmetic for a row does not depend on the other rows, a sequence's results are bit for bit
 // those BuildForward gives it alone.
 //   inputs:  tokens i32 [S], pos i32 [S] (S = the sum of n_tokens, the sequences in order),
-//            logit_rows i32 [R] (R = the sum of max(head_rows, hidden_rows): rows of the S
-//            whose final hidden state goes on), full_rows i32 [F] (when F = the sum of
-//            head_rows > 0: rows of the R that get logits)
+//            logit_rows i32 [R] (R = the sum of max(1, head_rows): rows of the S whose final
+//            hidden state goes on), full_rows i32 [F] (when F = the sum of head_rows > 0: rows
+//            of the R that get logits)
 //   states:  BatchKCacheName(l, i), BatchVCacheName(l, i) per layer l and sequence i, shaped as
 //            BuildForward's
 //   outputs: result_norm f32 [R, hidden]; result_output f32 [F, vocab] when F > 0
 struct BatchSequence {
   int64_t n_tokens = 1;
   int64_t head_rows = 0;  // logit rows of its last tokens (0: only the last one's hidden state)
-  // Final-norm hidden states of its last tokens in result_norm, at least (1 to n_tokens; the
-  // tool prior's runs take every request row's).
-  int64_t hidden_rows = 1;
 };
 struct BatchForwardSpec {
   std::vector<BatchSequence> sequences;
