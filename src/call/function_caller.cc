@@ -341,8 +341,9 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   }
   if (m.catalog.tools.empty()) return InvalidArgumentError("tool catalog: no tools");
   for (const auto& [name, request] : options.tool_examples) {
+    // (The binding is captured through a reference: clang before 16 cannot capture one.)
     auto tool = std::find_if(m.catalog.tools.begin(), m.catalog.tools.end(),
-                             [&](const text::Tool& t) { return t.name == name; });
+                             [&wanted = name](const text::Tool& t) { return t.name == wanted; });
     if (tool == m.catalog.tools.end()) {
       return InvalidArgumentError("tool examples: '" + name + "' is not a tool of the catalog");
     }

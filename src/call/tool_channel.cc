@@ -249,8 +249,9 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
                  prop->second.items->type == "STRING" && prop->second.items->enum_values.empty()) {
         // An array of free strings with an item holding another of the call's string values
         // (`rooms: ["at 11 pm"]` beside `time: "11 pm"`).
-        unsaid = std::any_of(value.begin(), value.end(), [&](const nlohmann::json& item) {
-          return item.is_string() && WithoutOtherStrings(item.get<std::string>(), key, arguments) !=
+        // (The binding is captured through a reference: clang before 16 cannot capture one.)
+        unsaid = std::any_of(value.begin(), value.end(), [&, &k = key](const nlohmann::json& item) {
+          return item.is_string() && WithoutOtherStrings(item.get<std::string>(), k, arguments) !=
                                          item.get_ref<const std::string&>();
         });
       }
