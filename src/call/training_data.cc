@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
@@ -37,8 +38,11 @@ bool ValueText(const nlohmann::json& v, std::string* text) {
     *text = v.get<std::string>();
   } else if (v.is_number_integer()) {
     *text = v.dump();
-  } else if (v.is_number_float() && v.get<double>() == static_cast<double>(v.get<int64_t>())) {
-    *text = std::to_string(v.get<int64_t>());
+  } else if (v.is_number_float()) {
+    // A whole number within int64's range (a wider one would not convert).
+    const double d = v.get<double>();
+    if (!(std::abs(d) < 9.0e18) || d != std::trunc(d)) return false;
+    *text = std::to_string(static_cast<int64_t>(d));
   } else {
     return false;
   }
@@ -189,7 +193,11 @@ StatusOr<std::vector<TrainingExample>> ParseTrainingData(
       e.catalog_key = key;
       int users = 0;
       for (const nlohmann::json& m : j["messages"]) {
-        const std::string role = m.value("role", "");
+        if (!m.is_object()) return fail("a message that is not an object");
+        if (!m.contains("role") || !m["role"].is_string()) {
+          return fail("a message without a \"role\" string");
+        }
+        const std::string role = m["role"].get<std::string>();
         const bool has_text = m.contains("content") && m["content"].is_string();
         if (role == "developer" || role == "system") {
           if (!has_text) return fail("a " + role + " message without text content");

@@ -114,6 +114,16 @@ TEST(TrainingData, BadLinesAreErrorsNamingTheLine) {
   unknown.replace(unknown.rfind("set_light"), 9, "set_lamp");
   EXPECT_THAT(err(unknown), StatusIs(StatusCode::kInvalidArgument, HasSubstr("not among its tools")));
   EXPECT_THAT(err("\n \n"), StatusIs(StatusCode::kInvalidArgument, HasSubstr("no example")));
+  // Messages of the wrong shape (found by fuzz/call_training_data_fuzz.cc: they threw a JSON
+  // type error, which `fgemma tune` reported as an internal error without the line).
+  EXPECT_THAT(err(TrlLine(R"({"state":"on"})") + "\n" + TrlLine(R"({"state":"on"})", R"(7,)")),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("d.jsonl line 2: a message that is not an object")));
+  EXPECT_THAT(err(TrlLine(R"({"state":"on"})", R"({"role":["user"],"content":"x"},)")),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("line 1: a message without a \"role\" string")));
+  EXPECT_THAT(err(TrlLine(R"({"state":"on"})", R"({"content":"x"},)")),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("without a \"role\" string")));
 }
 
 // The project's corpus (data/calls) parses with every call valid under the C++ validator.
@@ -183,6 +193,33 @@ TEST(TrainingData, AugmentSwapsValuesInRequestAndCallTogether) {
   ASSERT_EQ(again.size(), aug.size());
   for (size_t i = 0; i < aug.size(); ++i) EXPECT_EQ(again[i].request, aug[i].request);
   EXPECT_EQ(AugmentSwappingValues(*ex, 0, 5).size(), ex->size());
+}
+
+// Whole numbers written as fractions swap as integers; ones past int64's range are left alone
+// (converting them was undefined behaviour, which clang's UBSan reports).
+TEST(TrainingData, AugmentTakesWholeFractionsAndLeavesHugeOnesAlone) {
+  auto c = text::ParseToolCatalog(
+      R"({"tools":[{"type":"function","function":{"name":"wait","description":"Wait",)"
+      R"("parameters":{"type":"object","properties":{"seconds":{"type":"number"}},)"
+      R"("required":["seconds"]}}}]})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const auto catalog = std::make_shared<const text::ToolCatalog>(std::move(*c));
+  const std::string jsonl =
+      R"({"request":"wait 5 seconds","calls":[{"name":"wait","arguments":{"seconds":5.0}}]})"
+      "\n"
+      R"({"request":"pause for 9 seconds","calls":[{"name":"wait","arguments":{"seconds":9.0}}]})"
+      "\n"
+      R"({"request":"wait 1e300 seconds","calls":[{"name":"wait","arguments":{"seconds":1e300}}]})"
+      "\n"
+      R"({"request":"wait -9.5e18 seconds","calls":[{"name":"wait","arguments":{"seconds":-9.5e18}}]})"
+      "\n";
+  auto ex = ParseTrainingData(jsonl, "app.jsonl", catalog);
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  const std::vector<TrainingExample> aug = AugmentSwappingValues(*ex, 2, 3);
+  std::set<std::string> requests;
+  for (const TrainingExample& e : aug) requests.insert(e.request);
+  EXPECT_TRUE(requests.count("wait 9 seconds") && requests.count("pause for 5 seconds"));
+  EXPECT_EQ(aug.size(), ex->size() + 2) << "5 and 9 swap with each other, the huge ones with none";
 }
 
 TEST(TrainingData, AugmentLeavesValuesNotInTheRequestAlone) {
