@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build install venv model run test test-unit test-asan bench plot fuzz fuzz-text llama-cpp clean \
+.PHONY: all deps build install venv model run test test-unit test-asan bench plot fuzz fuzz-text fuzz-input llama-cpp clean \
 	cross cross-deps cross-aarch64 cross-armv7 cross-i686 cross-x86 test-i686
 
 all: build
@@ -142,6 +142,22 @@ fuzz-text:
 	  -print_final_stats=1 corpus/text_tool_catalog $(abspath fuzz/corpus/text_tool_catalog)
 	cd $(BUILD_FUZZ) && ./text_call_grammar_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=512 \
 	  -print_final_stats=1 corpus/text_call_grammar
+
+# Untrusted JSON the CLI and the server take: `fgemma serve`'s request bodies (chat and
+# completions, under small limits) and `fgemma tune`'s training data (JSONL, with and without a
+# catalog for short-form lines).
+fuzz-input:
+	cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DFG_FUZZ=ON -DFG_WERROR=OFF -DFG_BUILD_TESTS=OFF \
+	  -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD_FUZZ) --target serve_openai_fuzz call_training_data_fuzz -j $(JOBS)
+	mkdir -p $(BUILD_FUZZ)/corpus/serve_openai $(BUILD_FUZZ)/corpus/call_training_data
+	cd $(BUILD_FUZZ) && ./serve_openai_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -dict=$(abspath fuzz/json.dict) -print_final_stats=1 \
+	  corpus/serve_openai $(abspath fuzz/corpus/serve_openai)
+	cd $(BUILD_FUZZ) && ./call_training_data_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -dict=$(abspath fuzz/json.dict) -print_final_stats=1 \
+	  corpus/call_training_data $(abspath fuzz/corpus/call_training_data)
 
 # Cross builds of every module, the CLI and the tests, running the CROSS_LABELS tests: aarch64 and
 # armv7 (NEON) under qemu user-mode emulation (the toolchain's CMAKE_CROSSCOMPILING_EMULATOR, which
