@@ -12,17 +12,10 @@
 #include <memory>
 #include <string_view>
 
+#include "fuzz/fuzz_check.h"
 #include "src/call/training_data.h"
 #include "src/text/call_parser.h"
 #include "src/text/tool_catalog.h"
-
-#define FG_FUZZ_CHECK(cond)                                                         \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                 \
-    }                                                                               \
-  } while (0)
 
 namespace {
 

@@ -10,16 +10,9 @@
 #include <cstring>
 #include <span>
 
+#include "fuzz/fuzz_check.h"
 #include "src/gguf/reader.h"
 #include "src/gguf/writer.h"
-
-#define FG_FUZZ_CHECK(cond)                                                   \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                           \
-    }                                                                         \
-  } while (0)
 
 namespace {
 

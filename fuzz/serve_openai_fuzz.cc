@@ -11,16 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "fuzz/fuzz_check.h"
 #include "src/serve/openai.h"
 #include "src/text/tool_catalog.h"
-
-#define FG_FUZZ_CHECK(cond)                                                         \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                 \
-    }                                                                               \
-  } while (0)
 
 namespace {
 

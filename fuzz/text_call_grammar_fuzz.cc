@@ -18,18 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/fuzz_check.h"
 #include "src/text/call_grammar.h"
 #include "src/text/call_parser.h"
 #include "src/text/grammar_test_util.h"
 #include "src/text/tool_catalog.h"
-
-#define FG_FUZZ_CHECK(cond)                                                          \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                  \
-    }                                                                                \
-  } while (0)
 
 namespace {
 
