@@ -104,12 +104,15 @@ PLOT_RESULTS ?= bench/results/2026-12-02-Q4_K_M.json
 plot: venv
 	$(VENV)/bin/python bench/plot.py $(PLOT_RESULTS) -o docs/benchmarks.png
 
+# The fuzz build: clang, libFuzzer with ASan and UBSan on every library (CMake's FG_FUZZ).
+FUZZ_CONFIGURE = cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DFG_FUZZ=ON -DFG_WERROR=OFF -DFG_BUILD_TESTS=OFF \
+	  -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
+
 # libFuzzer on the GGUF reader (clang + ASan/UBSan, every library instrumented); new inputs go
 # to $(BUILD_FUZZ)/corpus, crashes to $(BUILD_FUZZ)/crash-*.
 fuzz:
-	cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_COMPILER=clang++ -DFG_FUZZ=ON -DFG_WERROR=OFF -DFG_BUILD_TESTS=OFF \
-	  -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
+	$(FUZZ_CONFIGURE)
 	cmake --build $(BUILD_FUZZ) --target gguf_reader_fuzz model_lora_fuzz -j $(JOBS)
 	mkdir -p $(BUILD_FUZZ)/corpus/gguf_reader $(BUILD_FUZZ)/corpus/model_lora
 	cd $(BUILD_FUZZ) && ./gguf_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
@@ -128,9 +131,7 @@ llama-cpp:
 # FunctionGemma text: the call parser (model output in, calls or a Status out), the tool
 # catalog parser/renderer (catalog JSON in) and the call grammar (walks driven by the input).
 fuzz-text:
-	cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_COMPILER=clang++ -DFG_FUZZ=ON -DFG_WERROR=OFF -DFG_BUILD_TESTS=OFF \
-	  -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
+	$(FUZZ_CONFIGURE)
 	cmake --build $(BUILD_FUZZ) --target text_call_parser_fuzz text_tool_catalog_fuzz \
 	  text_call_grammar_fuzz -j $(JOBS)
 	mkdir -p $(BUILD_FUZZ)/corpus/text_call_parser $(BUILD_FUZZ)/corpus/text_tool_catalog \
@@ -147,9 +148,7 @@ fuzz-text:
 # completions, under small limits) and `fgemma tune`'s training data (JSONL, with and without a
 # catalog for short-form lines).
 fuzz-input:
-	cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_COMPILER=clang++ -DFG_FUZZ=ON -DFG_WERROR=OFF -DFG_BUILD_TESTS=OFF \
-	  -DFG_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
+	$(FUZZ_CONFIGURE)
 	cmake --build $(BUILD_FUZZ) --target serve_openai_fuzz call_training_data_fuzz -j $(JOBS)
 	mkdir -p $(BUILD_FUZZ)/corpus/serve_openai $(BUILD_FUZZ)/corpus/call_training_data
 	cd $(BUILD_FUZZ) && ./serve_openai_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \

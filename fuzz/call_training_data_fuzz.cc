@@ -7,10 +7,9 @@
 //   make fuzz-input FUZZ_SECONDS=60
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "fuzz/fuzz_check.h"
 #include "src/call/training_data.h"

@@ -6,8 +6,6 @@
 //   make fuzz-input FUZZ_SECONDS=60
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
