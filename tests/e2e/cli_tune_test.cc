@@ -405,7 +405,8 @@ TEST_F(CliTuneTest, AugmentAddsValueSwappedExamples) {
 // call adapter when there is none (here $FGEMMA_MODEL, $FGEMMA_TUNE_LORA and $FGEMMA_CALL_LORA
 // name them); --init-lora
 // none, a chosen adapter shape or another model start fresh. Fewer than 300 examples get
-// 64-token batches and 480 examples' worth of epochs (at most 32), more get 1024 and 1.
+// 64-token batches and 480 examples' worth of epochs (at most 32), more get 1024 and 1; when
+// they refine an adapter, lr 3e-4 instead of 1e-3.
 TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   const std::string shipped = Tmp("shipped.gguf");
   ASSERT_EQ(Fgemma(Tune(shipped, "--max-steps 1 -q")).rc, 0);
@@ -423,11 +424,19 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   EXPECT_THAT(log, HasSubstr("starting from the shipped adapter " + shipped));
   EXPECT_THAT(log, HasSubstr("4 examples"));
   EXPECT_THAT(log, HasSubstr("32 epochs of 2 steps (batches of 64 tokens)"));
+  // Refining an adapter on an app's few requests: lr 3e-4 (the corpus's 1e-3 otherwise).
+  EXPECT_THAT(log, HasSubstr(", lr 0.0003,"));
   tune(b, "--init-lora " + shipped);
   EXPECT_TRUE(Read(a) == Read(b));
+  const std::string lr_named = Tmp("d_lr_named.gguf"), lr_corpus = Tmp("d_lr_corpus.gguf");
+  tune(lr_named, "--init-lora " + shipped + " --lr 3e-4");
+  EXPECT_TRUE(Read(a) == Read(lr_named));
+  EXPECT_THAT(tune(lr_corpus, "--lr 1e-3"), HasSubstr(", lr 0.001,"));
+  EXPECT_FALSE(Read(a) == Read(lr_corpus));
   const std::string none_log = tune(c, "--init-lora none");
   EXPECT_THAT(none_log, ::testing::Not(HasSubstr("starting from")));
   EXPECT_THAT(none_log, ::testing::Not(HasSubstr("note: no shipped adapter")));
+  EXPECT_THAT(none_log, HasSubstr(", lr 0.001,"));  // a fresh adapter learns at 1e-3
   EXPECT_FALSE(Read(a) == Read(c));
   EXPECT_THAT(tune(d, "--lora-rank 16"), ::testing::Not(HasSubstr("starting from")));
   EXPECT_TRUE(Read(c) == Read(d));
@@ -470,6 +479,7 @@ TEST_F(CliTuneTest, DefaultsForAnAppStartFromTheShippedAdapter) {
   EXPECT_THAT(prior_log, HasSubstr("starting from the shipped adapter " + marked));
   EXPECT_THAT(prior_log, HasSubstr("each ranked against up to 64 other tools"));
   EXPECT_THAT(prior_log, HasSubstr("30 epochs of"));
+  EXPECT_THAT(prior_log, HasSubstr(", lr 0.0001,"));
   prior_tune(p2, "--init-lora " + marked + " --lr 1e-4 --prior-negatives 64 --epochs 30");
   EXPECT_TRUE(Read(p1) == Read(p2));
   prior_tune(p3, "--lr 1e-3");
