@@ -362,7 +362,6 @@ int CmdTune(int argc, char** argv) {
     return usage("--stop-after needs --average 1 (fewer than 300 examples average " +
                  std::to_string(kFewAverage) + " adapters by default)");
   }
-  if (app_prior && !p.WasSet("--lr")) lr = kFewPriorLr;
   if (app_prior && !p.WasSet("--prior-negatives")) prior_negatives = 64;
   if (init_lora == "none") {
     init_lora.clear();
@@ -383,7 +382,15 @@ int CmdTune(int argc, char** argv) {
     }
   }
 
-  if (few && !app_prior && !init_lora.empty() && !p.WasSet("--lr")) lr = kFewRefineLr;
+  // The rate, once the start is known: an app's tool prior at its own; an app's calls slower
+  // when they refine an adapter than when they train a fresh one.
+  if (!p.WasSet("--lr")) {
+    if (app_prior) {
+      lr = kFewPriorLr;
+    } else if (few && !init_lora.empty()) {
+      lr = kFewRefineLr;
+    }
+  }
 
   size_t n_prior = 0;
   if (objective != "call") {
