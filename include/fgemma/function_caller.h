@@ -126,6 +126,18 @@ struct FunctionCallerOptions {
   // a run of each call's text (with and without each optional argument, with each other enum
   // member) over the request, their shared start run once. false: off.
   bool argument_check = true;
+  // With an app's adapter (`fgemma tune --tools`, which records the arguments its examples give
+  // each tool, call::kGivenArgumentsKey) and a tool prior's model of its own (CallModel::Load's
+  // prior_loras: the shipped call adapter, where the app's tune started): when the call leaves
+  // out an optional argument that none of the app's examples gives for its tool, the request is
+  // decoded again on the prior's model (the same catalog, prompt, tool prior, copy prior and
+  // argument check), and when that call names the same function, the arguments it gives there
+  // are added. The app's few examples teach to leave out what they never say ("subtitles in
+  // French" without the language when no example names one); on those choices the start knows
+  // better (docs/tuning.md, "Arguments the app never gives, from the start"). Costs that second
+  // decode (and a second session's caches) only on such calls; not with a streamed call
+  // (CallControl::on_piece). false: off.
+  bool fill_arguments = true;
   // Official dialect with a grammar: the copy prior (src/call/logit_processors.h). In a free
   // string, the tokens that continue a span of the request's text get this bias added to their
   // logits, so that values the request spells are copied rather than paraphrased; in a number
@@ -188,6 +200,10 @@ struct CallStats {
   // number the request, which says none, cannot have given (a digit in a free string, a
   // required number argument; call::InventsNumbers).
   int64_t excluded_tools = 0;
+  // FunctionCallerOptions::fill_arguments: arguments added from the prior's model's call, and
+  // the time of its decode (0 when none ran).
+  int64_t filled_arguments = 0;
+  double fill_ms = 0;
 };
 
 // Why decoding stopped.
@@ -287,8 +303,9 @@ class FunctionCaller {
   // The output constraint as run: options.constrain, except kAuto on a base Gemma 3 vocabulary,
   // which runs as kCall (FunctionCallerOptions::constrain).
   ConstrainMode constrain() const;
-  // Whether calls without CallControl::on_piece get the argument check
-  // (FunctionCallerOptions::argument_check with the tool channel on).
+  // Whether calls without CallControl::on_piece get the argument check or the argument fill
+  // (FunctionCallerOptions::argument_check or fill_arguments, with the tool channel on): their
+  // calls may differ from the decoded text.
   bool checks_arguments() const;
   // Bytes this caller's session holds reserved (KV caches, activation scratch): what keeping it
   // (and its prefilled catalog prefix) costs at most.

@@ -27,6 +27,7 @@
 #include "src/call/prompt.h"
 #include "src/call/runtime_model.h"
 #include "src/call/tool_channel.h"
+#include "src/call/training_data.h"
 #include "src/gguf_tools/synthetic.h"
 #include "src/model/gemma3/lora.h"
 #include "src/runtime/model.h"
@@ -2088,6 +2089,137 @@ TEST(FunctionCaller, PriorAdaptersRunTheToolPriorOnly) {
     FG_ASSERT_OK(ra.status());
     FG_ASSERT_OK(rb.status());
     EXPECT_EQ(ra->tokens, rb->tokens) << req;
+  }
+}
+
+// Optional arguments only, bounded values: where an app's adapter leaves one out, the prior's
+// model may give it.
+constexpr char kFillCatalog[] = R"([
+  {"name": "set_light", "description": "Turns a light on or off.",
+   "parameters": {"type": "object",
+     "properties": {"room": {"type": "string", "enum": ["kitchen", "bedroom", "hall"]},
+                    "state": {"type": "string", "enum": ["on", "off"]},
+                    "dim": {"type": "boolean"}},
+     "required": ["state"]}},
+  {"name": "set_mode", "description": "Sets the thermostat mode.",
+   "parameters": {"type": "object",
+     "properties": {"mode": {"type": "string", "enum": ["heat", "cool", "auto"]},
+                    "eco": {"type": "boolean"},
+                    "fan": {"type": "string", "enum": ["low", "high"]}},
+     "required": ["mode"]}},
+  {"name": "stop_music", "description": "Stops the music."}
+])";
+
+// An app's adapter for the tiny model (another synthetic adapter than the prior's, applied after
+// the prefix) recording `given` as the arguments its examples gave (call::kGivenArgumentsKey;
+// "": none recorded).
+StatusOr<std::string> WriteAppLora(const std::string& name, const std::string& given) {
+  FG_ASSIGN_OR_RETURN(auto base, runtime::Model::Load(TinyModelPath()));
+  model::SyntheticLoraSpec spec;
+  spec.amplitude = 0.5f;
+  spec.seed = 7;
+  FG_ASSIGN_OR_RETURN(gguf::Writer w, model::SyntheticLora(base->file(), spec));
+  w.SetString("fgemma.lora.prefix", "base");
+  if (!given.empty()) w.SetString(call::kGivenArgumentsKey, given);
+  const std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  FG_RETURN_IF_ERROR(w.WriteFile(path));
+  return path;
+}
+
+// FunctionCallerOptions::fill_arguments: an app's call that leaves out an optional argument its
+// examples never gave takes it from the call the prior's model decodes for the same request (the
+// call a caller of that adapter alone makes), when that call names the same function; the
+// arguments the examples gave, and calls of another function, are the app's own.
+TEST(FunctionCaller, ArgumentsTheAppNeverGaveAreFilledFromThePriorsModel) {
+  FG_ASSERT_OK_AND_ASSIGN(const std::string prior, WriteChannelLora("fill_prior", true));
+  FG_ASSERT_OK_AND_ASSIGN(
+      const std::string none_given,
+      WriteAppLora("fill_app_none", R"({"set_light":[],"set_mode":[],"stop_music":[]})"));
+  FG_ASSERT_OK_AND_ASSIGN(
+      const std::string all_given,
+      WriteAppLora("fill_app_all", R"({"set_light":["dim","room","state"],)"
+                                   R"("set_mode":["eco","fan","mode"],"stop_music":[]})"));
+  FG_ASSERT_OK_AND_ASSIGN(auto app,
+                          CallModel::Load(TinyModelPath(), {{none_given, 1.0f}}, {{prior, 1.0f}}));
+  FG_ASSERT_OK_AND_ASSIGN(auto app_all,
+                          CallModel::Load(TinyModelPath(), {{all_given, 1.0f}}, {{prior, 1.0f}}));
+  FG_ASSERT_OK_AND_ASSIGN(auto prior_alone, CallModel::Load(TinyModelPath(), {{prior, 1.0f}}));
+  auto cat = text::ParseToolCatalog(kFillCatalog);
+  FG_ASSERT_OK(cat.status());
+  FunctionCallerOptions o = Options("call");
+  o.tool_channel = 1;
+  FunctionCallerOptions off = o;
+  off.fill_arguments = false;
+  auto make = [&](std::shared_ptr<const CallModel> m, const FunctionCallerOptions& opt) {
+    auto c = FunctionCaller::Create(std::move(m), kFillCatalog, opt);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  };
+  // With a prefix cache dir, the filler reads the caller's file (both prefixes are the base
+  // model's): one file, the same answers.
+  FunctionCallerOptions cached = o;
+  cached.cache_dir = ::testing::TempDir() + "/fill_cache";
+  std::filesystem::remove_all(cached.cache_dir);
+  auto filled = make(app, o), own = make(app, off), all = make(app_all, o),
+       start = make(prior_alone, o), from_disk = make(app, cached);
+  ASSERT_TRUE(filled && own && all && start && from_disk);
+  EXPECT_GT(filled->memory_bytes(), own->memory_bytes());  // the filler's session
+  EXPECT_TRUE(filled->checks_arguments());
+  int fills = 0, same_function = 0;
+  for (const char* req : {"turn the light on", "make it warmer", "stop the music", "eco mode",
+                          "kitchen lights off", "cool the house", "play some jazz", "dim the hall",
+                          "heat on high fan", "lights off", "bedroom light", "auto mode please"}) {
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult a, own->Call(req));
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult b, start->Call(req));
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult f, filled->Call(req));
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult g, all->Call(req));
+    FG_ASSERT_OK(a.validity) << a.text;
+    FG_ASSERT_OK(b.validity) << b.text;
+    ASSERT_EQ(a.calls.size(), 1u);
+    ASSERT_EQ(b.calls.size(), 1u);
+    EXPECT_EQ(f.text, a.text) << req;  // the app's own decode
+    // Every argument given by the examples: the app's call as it is, no second decode.
+    EXPECT_EQ(g.calls[0].ToJson(), a.calls[0].ToJson()) << req;
+    EXPECT_EQ(g.stats.fill_ms, 0.0);
+    EXPECT_EQ(g.stats.filled_arguments, 0);
+    nlohmann::json want = a.calls[0].arguments;
+    int64_t added = 0;
+    if (b.calls[0].name == a.calls[0].name) {
+      ++same_function;
+      for (const auto& [key, value] : b.calls[0].arguments.items()) {
+        if (!want.contains(key)) {
+          want[key] = value;
+          ++added;
+        }
+      }
+    }
+    ASSERT_EQ(f.calls.size(), 1u);
+    EXPECT_EQ(f.calls[0].name, a.calls[0].name) << req;
+    EXPECT_EQ(f.calls[0].arguments, want) << req << ": app " << a.calls[0].ToJson().dump()
+                                          << ", start " << b.calls[0].ToJson().dump();
+    EXPECT_EQ(f.stats.filled_arguments, added) << req;
+    fills += added > 0;
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult d, from_disk->Call(req));
+    EXPECT_EQ(d.calls[0].ToJson(), f.calls[0].ToJson()) << req;
+    EXPECT_EQ(d.stats.filled_arguments, added) << req;
+  }
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(cached.cache_dir)) {
+    ++files;
+  }
+  EXPECT_EQ(files, 1u);
+  EXPECT_GT(fills, 0);              // the test saw a fill
+  EXPECT_GT(same_function, fills);  // and a call the start agreed with, with nothing to add
+}
+
+// The adapter's record of the given arguments is checked when the model loads.
+TEST(FunctionCaller, AMalformedGivenArgumentsRecordIsALoadError) {
+  FG_ASSERT_OK_AND_ASSIGN(const std::string prior, WriteChannelLora("fill_prior", true));
+  for (const char* bad : {"[1]", R"({"set_light": "room"})", R"({"set_light": [1]})", "{"}) {
+    FG_ASSERT_OK_AND_ASSIGN(const std::string path, WriteAppLora("fill_bad", bad));
+    EXPECT_THAT(CallModel::Load(TinyModelPath(), {{path, 1.0f}}, {{prior, 1.0f}}).status(),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr(call::kGivenArgumentsKey)))
+        << bad;
   }
 }
 

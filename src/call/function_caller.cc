@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <mutex>
+#include <set>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -21,6 +23,7 @@
 #include "src/call/prompt.h"
 #include "src/call/runtime_model.h"
 #include "src/call/tool_channel.h"
+#include "src/call/training_data.h"
 #include "src/kernels/cpu.h"
 #include "src/model/gemma3/forward.h"
 #include "src/runtime/model.h"
@@ -76,6 +79,9 @@ struct CallModel::Impl {
   // The vocabulary had <unused40..46> where FunctionGemma has its tokens: a base Gemma 3 model
   // that never learned them.
   bool base_model = false;
+  // The arguments an app's adapter learned from its examples, per tool (call::kGivenArgumentsKey,
+  // the union over the adapters that carry it); empty: no adapter carries it.
+  std::map<std::string, std::set<std::string>, std::less<>> given_arguments;
 };
 
 CallModel::CallModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -100,6 +106,26 @@ StatusOr<std::shared_ptr<const CallModel>> CallModel::Load(
           "prior adapter '" + prior_loras[0].path +
           "' was not trained for the tool prior (no fgemma.lora.channel = \"adapted\"; "
           "`fgemma tune --objective both|channel` trains one)");
+    }
+  }
+  for (const auto& adapter : impl->model->adapters()) {
+    const gguf::File& f = adapter->file();
+    if (f.Find(call::kGivenArgumentsKey) == nullptr) continue;
+    auto fail = [&](const std::string& why) {
+      return InvalidArgumentError("LoRA adapter '" + adapter->path() +
+                                  "': " + call::kGivenArgumentsKey + " " + why);
+    };
+    auto text = f.GetString(call::kGivenArgumentsKey);
+    if (!text.ok()) return fail("is not a string");
+    const nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object()) return fail("is not a JSON object");
+    for (const auto& [tool, keys] : doc.items()) {
+      if (!keys.is_array()) return fail("names '" + tool + "' without an array of keys");
+      std::set<std::string>& given = impl->given_arguments[tool];
+      for (const nlohmann::json& k : keys) {
+        if (!k.is_string()) return fail("names '" + tool + "' with a key that is not a string");
+        given.insert(k.get<std::string>());
+      }
     }
   }
   auto vocab = text::LoadVocab(impl->model->file());
@@ -197,13 +223,25 @@ struct FunctionCaller::Impl {
   const std::vector<bool>* digits = nullptr;
   std::vector<int32_t> stops;    // end the output: <eos>, <end_of_turn>, <start_function_response>
   int32_t end_call = -1;         // <end_function_call> (official) or <end> (compact)
-  // The noisy-channel tool prior (options.tool_channel); null when off.
-  std::unique_ptr<call::ToolChannel> channel;
+  // The noisy-channel tool prior (options.tool_channel); null when off. Shared with `filler`.
+  std::shared_ptr<call::ToolChannel> channel;
   double channel_weight = 0;
   bool tool_prior = false;              // the channel chooses between the grammar's tools (> 1)
   bool argument_check = false;          // the channel checks optional arguments
   double copy_bias = 0;                 // the copy prior's (options.copy_bias); 0: off
   int32_t start_call = -1;              // <start_function_call>
+  // FunctionCallerOptions::fill_arguments: a caller on the tool prior's model (the same catalog
+  // and options, this caller's channel); null when off. `given`: CallModel's given_arguments.
+  std::unique_ptr<Impl> filler;
+  const std::map<std::string, std::set<std::string>, std::less<>>* given = nullptr;
+
+  // Create's caller on `run_model` (null: the CallModel's own model), with `shared_channel` as
+  // its tool prior (null: its own, when on). No filler.
+  static StatusOr<std::unique_ptr<Impl>> Make(std::shared_ptr<const CallModel> model,
+                                              std::string_view catalog_json,
+                                              const FunctionCallerOptions& options,
+                                              const runtime::Model* run_model,
+                                              std::shared_ptr<call::ToolChannel> shared_channel);
 
   void Warn(const std::string& m) const {
     if (opt.on_warning) {
@@ -233,9 +271,14 @@ struct FunctionCaller::Impl {
               std::chrono::steady_clock::time_point t_decode,
               std::chrono::steady_clock::time_point t0) const;
   // One call on the prompt prefix + `rest`; `request`: the user's last words, for the tool prior
-  // ("": none).
+  // ("": none). `scored`: the tool prior's weighted scores already computed for it (the filler's
+  // run: empty, none), else null.
   StatusOr<CallResult> Run(std::vector<int32_t> rest, const CallControl& control,
-                           std::string_view request);
+                           std::string_view request, const std::vector<double>* scored = nullptr);
+  // FunctionCallerOptions::fill_arguments on r's one call, whose tool prior scores were `prior`.
+  Status Fill(std::span<const int32_t> rest, const CallControl& control, std::string_view request,
+              const std::vector<double>& prior, std::chrono::steady_clock::time_point t0,
+              CallResult* r);
   // Run's decode into `r` (its stats so far kept), with the tool prior `prior` (weighted, catalog
   // order; empty: none); the argument check after it when `check`.
   Status Decode(std::span<const int32_t> rest, const CallControl& control, std::string_view request,
@@ -252,11 +295,13 @@ int64_t FunctionCaller::prefix_tokens() const { return static_cast<int64_t>(impl
 int64_t FunctionCaller::context() const { return impl_->session->context(); }
 ConstrainMode FunctionCaller::constrain() const { return impl_->mode; }
 bool FunctionCaller::checks_arguments() const {
-  return impl_->channel != nullptr && impl_->argument_check;
+  return impl_->channel != nullptr && (impl_->argument_check || impl_->filler != nullptr);
 }
 size_t FunctionCaller::memory_bytes() const {
-  return impl_->session->cache_bytes() + impl_->session->scratch_bytes() +
-         (impl_->channel ? impl_->channel->memory_bytes() : 0);
+  const Impl& m = *impl_;
+  return m.session->cache_bytes() + m.session->scratch_bytes() +
+         (m.filler ? m.filler->session->cache_bytes() + m.filler->session->scratch_bytes() : 0) +
+         (m.channel ? m.channel->memory_bytes() : 0);
 }
 
 namespace {
@@ -314,11 +359,35 @@ Status CheckRequest(std::string_view request) { return call::CheckRequest(reques
 StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     std::shared_ptr<const CallModel> model, std::string_view catalog_json,
     const FunctionCallerOptions& options) {
+  FG_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
+                      Impl::Make(model, catalog_json, options, nullptr, nullptr));
+  Impl& m = *impl;
+  const CallModel::Impl& cm = model->impl();
+  if (options.fill_arguments && !cm.given_arguments.empty() && cm.prior_model != nullptr &&
+      m.channel != nullptr && m.grammar != nullptr && m.mode == text::ConstrainMode::kCall) {
+    FunctionCallerOptions fo = options;
+    // Both models' adapters after the prefix: their prefix K/V are the base model's, which the
+    // cache file under this caller's key (CallModel's identity: the base model's) holds.
+    if (!m.model->adapters_after_prefix() || !cm.prior_model->adapters_after_prefix()) {
+      fo.cache_dir.clear();
+    }
+    fo.fill_arguments = false;
+    FG_ASSIGN_OR_RETURN(m.filler,
+                        Impl::Make(model, catalog_json, fo, cm.prior_model.get(), m.channel));
+    m.given = &cm.given_arguments;
+  }
+  return std::unique_ptr<FunctionCaller>(new FunctionCaller(std::move(impl)));
+}
+
+StatusOr<std::unique_ptr<FunctionCaller::Impl>> FunctionCaller::Impl::Make(
+    std::shared_ptr<const CallModel> model, std::string_view catalog_json,
+    const FunctionCallerOptions& options, const runtime::Model* run_model,
+    std::shared_ptr<call::ToolChannel> shared_channel) {
   if (model == nullptr) return InvalidArgumentError("function caller: no model");
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.cm = model;
-  m.model = m.cm->impl().model.get();
+  m.model = run_model != nullptr ? run_model : m.cm->impl().model.get();
   m.tk = m.cm->impl().tokenizer.get();
   m.opt = options;
   FG_RETURN_IF_ERROR(ValidateOptions(options));
@@ -419,9 +488,11 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
   const text::ToolCatalog choices = GrammarCatalog(m.catalog, options);
   m.tool_prior = choices.tools.size() > 1;
   m.argument_check = options.argument_check;
-  if (m.channel_weight > 0 && m.dialect == text::Dialect::kOfficial &&
-      m.mode != text::ConstrainMode::kOff && m.start_call >= 0 &&
-      (m.tool_prior || m.argument_check)) {
+  if (shared_channel != nullptr) {
+    m.channel = std::move(shared_channel);
+  } else if (m.channel_weight > 0 && m.dialect == text::Dialect::kOfficial &&
+             m.mode != text::ConstrainMode::kOff && m.start_call >= 0 &&
+             (m.tool_prior || m.argument_check)) {
     FG_ASSIGN_OR_RETURN(
         m.channel,
         call::ToolChannel::Create(m.cm->impl().prior_model ? *m.cm->impl().prior_model : *m.model,
@@ -457,7 +528,7 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     m.cache_key = call::PrefixCacheKey(m.cm->impl().Identity(), m.geometry, kernels, m.prefix);
     m.cache_path = call::PrefixCachePath(options.cache_dir, m.cache_key);
   }
-  return std::unique_ptr<FunctionCaller>(new FunctionCaller(std::move(impl)));
+  return impl;
 }
 
 StatusOr<std::vector<int32_t>> FunctionCaller::PromptTokens(std::string_view request) const {
@@ -762,8 +833,8 @@ void FunctionCaller::Impl::Finish(CallResult* r, int64_t max_tokens, int64_t max
 // ruled out by the tool prior, while another tool is left, and the last such decode's call is
 // kept only when it invents none (CallStats::excluded_tools).
 StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
-                                               const CallControl& control,
-                                               std::string_view request) {
+                                               const CallControl& control, std::string_view request,
+                                               const std::vector<double>* scored) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t max_tokens = control.max_tokens.value_or(opt.max_tokens);
   if (max_tokens < 1) return InvalidArgumentError("max_tokens must be >= 1");
@@ -780,7 +851,9 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
   r.stats.prompt_tokens = prompt_len;
   std::vector<double> prior;
   const bool said = request.find_first_not_of(" \t\r\n") != std::string_view::npos;
-  if (channel != nullptr && tool_prior && said) {
+  if (scored != nullptr) {
+    prior = *scored;
+  } else if (channel != nullptr && tool_prior && said) {
     const auto t_channel = std::chrono::steady_clock::now();
     FG_ASSIGN_OR_RETURN(prior, channel->Score(request));
     for (double& p : prior) p *= channel_weight;
@@ -788,22 +861,68 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
   }
   const bool check = channel != nullptr && argument_check && said && !control.on_piece;
   FG_RETURN_IF_ERROR(Decode(rest, control, request, prior, max_tokens, check, t0, &r));
-  if (!check || prior.empty()) return r;
-  int64_t excluded = 0;
-  for (int tool = InventedCallTool(r, request);
-       tool >= 0 && excluded + 1 < static_cast<int64_t>(prior.size());) {
-    prior[static_cast<size_t>(tool)] = -std::numeric_limits<double>::infinity();
-    ++excluded;
-    CallResult again;
-    again.stats = r.stats;
-    FG_RETURN_IF_ERROR(Decode(rest, control, request, prior, max_tokens, check, t0, &again));
-    if (!again.validity.ok()) break;
-    tool = InventedCallTool(again, request);
-    if (tool < 0) r = std::move(again);
+  const bool fill = filler != nullptr && said && !control.on_piece;
+  if (check && !prior.empty()) {
+    const std::vector<double> scores = fill ? prior : std::vector<double>();
+    int64_t excluded = 0;
+    for (int tool = InventedCallTool(r, request);
+         tool >= 0 && excluded + 1 < static_cast<int64_t>(prior.size());) {
+      prior[static_cast<size_t>(tool)] = -std::numeric_limits<double>::infinity();
+      ++excluded;
+      CallResult again;
+      again.stats = r.stats;
+      FG_RETURN_IF_ERROR(Decode(rest, control, request, prior, max_tokens, check, t0, &again));
+      if (!again.validity.ok()) break;
+      tool = InventedCallTool(again, request);
+      if (tool < 0) r = std::move(again);
+    }
+    r.stats.excluded_tools = excluded;
+    if (excluded > 0) r.stats.total_ms = MsSince(t0);
+    if (fill) prior = scores;  // the filler decides from the scores as they were
   }
-  r.stats.excluded_tools = excluded;
-  if (excluded > 0) r.stats.total_ms = MsSince(t0);
+  if (fill) FG_RETURN_IF_ERROR(Fill(rest, control, request, prior, t0, &r));
   return r;
+}
+
+// The optional arguments of r's one call that none of the app's examples gives for its tool
+// and the call leaves out: the filler's call of the same request, when it names the same
+// function, gives them (what it gives of them is added; the merged call must validate).
+Status FunctionCaller::Impl::Fill(std::span<const int32_t> rest, const CallControl& control,
+                                  std::string_view request, const std::vector<double>& prior,
+                                  std::chrono::steady_clock::time_point t0, CallResult* r) {
+  if (!r->validity.ok() || r->calls.size() != 1) return OkStatus();
+  FunctionCall& c = r->calls[0];
+  const text::Tool* tool = catalog.Find(c.name);
+  const auto g = given->find(c.name);
+  if (tool == nullptr || g == given->end() || !c.arguments.is_object()) return OkStatus();
+  const std::vector<std::string>& required = tool->parameters.required;
+  std::vector<std::string> open;
+  for (const auto& [key, schema] : tool->parameters.properties) {
+    if (std::find(required.begin(), required.end(), key) == required.end() &&
+        !g->second.contains(key) && !c.arguments.contains(key)) {
+      open.push_back(key);
+    }
+  }
+  if (open.empty()) return OkStatus();
+  const auto t_fill = std::chrono::steady_clock::now();
+  FG_ASSIGN_OR_RETURN(CallResult other, filler->Run(std::vector<int32_t>(rest.begin(), rest.end()),
+                                                    control, request, &prior));
+  r->stats.fill_ms = MsSince(t_fill);
+  if (other.validity.ok() && other.calls.size() == 1 && other.calls[0].name == c.name) {
+    nlohmann::json merged = c.arguments;
+    int64_t added = 0;
+    for (const std::string& key : open) {
+      if (!other.calls[0].arguments.contains(key)) continue;
+      merged[key] = other.calls[0].arguments[key];
+      ++added;
+    }
+    if (added > 0 && text::ValidateCall(*tool, merged).ok()) {
+      c.arguments = std::move(merged);
+      r->stats.filled_arguments = added;
+    }
+  }
+  r->stats.total_ms = MsSince(t0);
+  return OkStatus();
 }
 
 Status FunctionCaller::Impl::Decode(std::span<const int32_t> rest, const CallControl& control,

@@ -266,6 +266,26 @@ std::string ChannelKey(const text::Tool& tool) {
 
 }  // namespace
 
+std::string GivenArguments(const std::vector<TrainingExample>& examples) {
+  if (examples.empty() || examples[0].catalog == nullptr) return "";
+  for (const TrainingExample& e : examples) {
+    if (e.catalog == nullptr || e.catalog_key != examples[0].catalog_key) return "";
+  }
+  std::map<std::string, std::set<std::string>> given;
+  for (const text::Tool& t : examples[0].catalog->tools) given[t.name];
+  if (given.empty()) return "";
+  for (const TrainingExample& e : examples) {
+    for (const auto& [name, arguments] : e.calls) {
+      auto it = given.find(name);
+      if (it == given.end() || !arguments.is_object()) continue;
+      for (const auto& [key, value] : arguments.items()) it->second.insert(key);
+    }
+  }
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, keys] : given) out[name] = keys;
+  return out.dump();
+}
+
 std::vector<TrainingExample> ChannelExamples(const std::vector<TrainingExample>& examples,
                                              int negatives, uint64_t seed) {
   std::vector<TrainingExample> out;

@@ -66,6 +66,17 @@ StatusOr<std::vector<TrainingExample>> ParseTrainingData(
 std::vector<TrainingExample> AugmentSwappingValues(const std::vector<TrainingExample>& examples,
                                                    int variants, uint64_t seed);
 
+// The adapter metadata key under which an app's tune records the arguments its examples give
+// (GivenArguments); FunctionCaller fills the others from the starting adapter
+// (FunctionCallerOptions::fill_arguments).
+inline constexpr const char* kGivenArgumentsKey = "fgemma.lora.given_arguments";
+
+// For examples that all declare one catalog (an app's labelled requests, `fgemma tune --tools`):
+// a JSON object naming every tool of it, each with the sorted argument keys its examples' calls
+// give (empty for a tool no example calls), as compact text. "" when the examples declare more
+// than one catalog (the corpus), none or no catalog has tools.
+std::string GivenArguments(const std::vector<TrainingExample>& examples);
+
 // The tool prior's examples (`fgemma tune --objective both|channel`): for each example with one
 // call, the request after the called tool's channel prompt (TrainingExample::channel; its
 // catalog_key is the tool's text and examples, so examples of one tool share their prefix). A

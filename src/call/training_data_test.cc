@@ -195,6 +195,34 @@ TEST(TrainingData, AugmentSwapsValuesInRequestAndCallTogether) {
   EXPECT_EQ(AugmentSwappingValues(*ex, 0, 5).size(), ex->size());
 }
 
+// An app's examples (one catalog) record the keys their calls give per tool, every tool of the
+// catalog named; examples of several catalogs (the corpus) record nothing.
+TEST(TrainingData, GivenArgumentsNameTheKeysAnAppsExamplesGive) {
+  auto cat = text::ParseToolCatalog(
+      R"({"tools":[{"type":"function","function":{"name":"pay","description":"Pay someone",)"
+      R"("parameters":{"type":"object","properties":{"payee":{"type":"string"},)"
+      R"("amount":{"type":"integer"},"note":{"type":"string"},"speed":{"type":"string"}},)"
+      R"("required":["payee"]}}},{"type":"function","function":{"name":"balance"}}]})");
+  ASSERT_TRUE(cat.ok()) << cat.status().ToString();
+  const auto catalog = std::make_shared<const text::ToolCatalog>(std::move(*cat));
+  const std::string jsonl =
+      R"({"request":"send 25 dollars to Anna","calls":[{"name":"pay","arguments":{"payee":"Anna","amount":25}}]})"
+      "\n"
+      R"({"request":"Pay Tom, fast","calls":[{"name":"pay","arguments":{"payee":"Tom","speed":"fast"}}]})"
+      "\n";
+  auto ex = ParseTrainingData(jsonl, "app.jsonl", catalog);
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  EXPECT_EQ(GivenArguments(*ex), R"({"balance":[],"pay":["amount","payee","speed"]})");
+  EXPECT_EQ(GivenArguments({}), "");
+  // A TRL line declares its own catalog: with the app's lines, two catalogs.
+  auto trl = ParseTrainingData(TrlLine(R"({"state":"on"})"), "trl.jsonl");
+  ASSERT_TRUE(trl.ok()) << trl.status().ToString();
+  EXPECT_EQ(GivenArguments(*trl), R"({"set_light":["state"]})");
+  std::vector<TrainingExample> mixed = *ex;
+  mixed.push_back((*trl)[0]);
+  EXPECT_EQ(GivenArguments(mixed), "");
+}
+
 // Whole numbers written as fractions swap as integers; ones past int64's range are left alone
 // (converting them was undefined behaviour, which clang's UBSan reports).
 TEST(TrainingData, AugmentTakesWholeFractionsAndLeavesHugeOnesAlone) {

@@ -57,6 +57,7 @@ struct ServiceOptions {
   int draft_tokens = 2;
   double tool_channel = -1;           // FunctionCallerOptions::tool_channel
   bool argument_check = true;         // FunctionCallerOptions::argument_check
+  bool fill_arguments = true;         // FunctionCallerOptions::fill_arguments
   double copy_bias = -1;              // FunctionCallerOptions::copy_bias
   double timeout_s = 120;             // a request's whole time (queue + work) at most
   Limits limits;

@@ -134,6 +134,9 @@ TEST_F(CliTuneTest, LossFallsAndTheAdapterChangesTheCall) {
   ASSERT_EQ(meta.rc, 0);
   EXPECT_THAT(meta.out, HasSubstr("fgemma.lora.prefix"));
   EXPECT_THAT(meta.out, HasSubstr("adapter.lora.alpha"));
+  // The arguments the examples give, per tool, for `fgemma call` to fill the others
+  // (FunctionCallerOptions::fill_arguments).
+  EXPECT_THAT(meta.out, HasSubstr(R"("{"set_light":["room","state"],"start_timer":["minutes"]}")"));
   const std::string call = "call -m " + *model_ + " --tools " + *tools_ + " -t 1 \"ten minute timer\"";
   Result base = Fgemma(call, false);
   Result tuned = Fgemma(call + " --lora " + out, false);
@@ -517,6 +520,7 @@ TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
   Result meta = Fgemma("inspect " + out, false);
   ASSERT_EQ(meta.rc, 0);
   EXPECT_THAT(meta.out, HasSubstr("fgemma.lora.channel"));
+  EXPECT_THAT(meta.out, ::testing::Not(HasSubstr("fgemma.lora.given_arguments")));  // no calls
   Result both = Fgemma(Tune(Tmp("both.gguf"), "--objective both --epochs 1 --init-lora none"));
   ASSERT_EQ(both.rc, 0) << both.out;
   EXPECT_THAT(both.out, HasSubstr("4 of the tool prior"));
@@ -533,6 +537,15 @@ TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
   // decodes; the base model's prior does not pick both tools.
   ExpectPriorPicksTheTrainedTools("--prior-lora " + out);
   ExpectPriorPicksTheTrainedTools("--lora " + on + " --prior-lora " + out);
+  // The app's adapter (its given arguments recorded) with a prior's model of its own: the
+  // argument fill runs where the call leaves out `room`, which the examples give, only when
+  // asked for; --no-arg-fill is accepted and reports none.
+  for (const std::string fill : {"", " --no-arg-fill"}) {
+    Result st = Fgemma("call -m " + *model_ + " --tools " + *tools_ + " -t 1 --stats --lora " + on +
+                       " --prior-lora " + out + fill + " \"lights off\"");
+    EXPECT_EQ(st.rc, 0) << st.out;
+    EXPECT_THAT(st.out, HasSubstr("argument fill 0.0 ms (0 added)")) << fill;
+  }
   EXPECT_LT(PriorPicks(""), 2);
   EXPECT_LT(PriorPicks("--lora " + on + " --prior-lora none"), 2);
   // An adapter not trained for the prior, a missing file: runtime errors; no file: usage.

@@ -46,7 +46,7 @@ void PrintStats(const CallResult& r, double cpu_ms) {
                "decode %.1f ms (%lld tokens: %lld forced, %lld sparse, %lld full, %lld from "
                "drafts (%lld of %lld drafted tokens taken); LM-head rows skipped %.1f%%; %lld "
                "strings guarded) | tool channel %.1f ms | argument check %.1f ms (%lld dropped, "
-               "%lld replaced, %lld tools ruled out) | "
+               "%lld replaced, %lld tools ruled out) | argument fill %.1f ms (%lld added) | "
                "total %.1f ms (cpu %.1f ms) | stop: %s | "
                "peak RSS %.1f MiB\n",
                s.prefix_ms, s.prefix_source.c_str(), ll(s.prefix_tokens), ll(s.reused_tokens),
@@ -54,8 +54,8 @@ void PrintStats(const CallResult& r, double cpu_ms) {
                ll(s.generated_tokens), ll(s.forced_steps), ll(s.sparse_steps), ll(s.full_steps),
                ll(s.drafted_steps), ll(s.accepted_tokens), ll(s.drafted_tokens), skipped,
                ll(s.guarded_strings), s.channel_ms, s.argument_check_ms, ll(s.dropped_arguments),
-               ll(s.replaced_values), ll(s.excluded_tools), s.total_ms, cpu_ms,
-               r.stop_text().c_str(), PeakRssKiB() / 1024.0);
+               ll(s.replaced_values), ll(s.excluded_tools), s.fill_ms, ll(s.filled_arguments),
+               s.total_ms, cpu_ms, r.stop_text().c_str(), PeakRssKiB() / 1024.0);
 }
 
 }  // namespace
@@ -180,6 +180,7 @@ int CmdCall(int argc, char** argv) {
   o.reuse_request_prefix = !no_reuse;
   o.tool_channel = common.ToolChannel();
   o.argument_check = common.ArgumentCheck();
+  o.fill_arguments = common.ArgumentFill();
   o.copy_bias = common.CopyBias();
   // What is left to check (the sampling parameters), with FunctionCaller::Create's messages.
   if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());

@@ -134,6 +134,7 @@ int CmdServeMain(int argc, char** argv) {
   so.draft_tokens = static_cast<int>(draft);
   so.tool_channel = common.ToolChannel();
   so.argument_check = common.ArgumentCheck();
+  so.fill_arguments = common.ArgumentFill();
   so.copy_bias = common.CopyBias();
   so.timeout_s = static_cast<double>(timeout);
   so.limits.max_body_bytes = static_cast<size_t>(max_body);

@@ -80,6 +80,13 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
         "number (\"Max 12 kilos\": pet Max, kg 12) or string (\"French Italian\" beside "
         "\"Italian\": French); --no-arg-check keeps the arguments as "
         "decoded");
+    p.AddBool("--no-arg-fill", &no_argument_fill_,
+              "With an app's adapter (`fgemma tune --tools`, which records the arguments its "
+              "examples give) and the shipped call adapter's tool prior: a call that leaves out "
+              "an optional argument none of the app's examples gives for its tool is decoded "
+              "again with the call adapter, and the arguments it gives there are added when it "
+              "names the same function (\"subtitles in French\": the language); --no-arg-fill "
+              "keeps the app adapter's call");
     p.AddDouble(
         "--copy-bias", &copy_bias_, "B",
         "Bias added to the tokens that copy the request's text into a string value, and "
