@@ -183,6 +183,10 @@ typedef struct fg_caller_options {
                                  * is much likelier with another member of replaced; 0: off */
   double copy_bias;             /* -1: the copy prior at bias 8 for a base Gemma 3 vocabulary,
                                  * off for FunctionGemma; 0: off; > 0: that bias */
+  int32_t fill_arguments;       /* 1: with an app's adapter (`fgemma tune --tools`) and a tool
+                                 * prior's model of its own (prior adapters), an optional argument
+                                 * the app's examples never gave, left out of the call, is taken
+                                 * from the prior's model's call of the same function; 0: off */
 } fg_caller_options;
 
 /* Sets struct_size and the defaults. Any thread. */

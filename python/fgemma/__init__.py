@@ -245,12 +245,14 @@ class FunctionCaller(_Owned):
 
     Options are fg_caller_options' fields: dialect, constrain, temperature, top_k, top_p, seed,
     max_calls, max_tokens, context, threads, cache_dir, tool_map (JSON text or dict),
-    draft_tokens, reuse_request_prefix, tool_channel, argument_check, copy_bias."""
+    draft_tokens, reuse_request_prefix, tool_channel, argument_check, copy_bias,
+    fill_arguments."""
 
     _free = "fg_caller_free"
     _FIELDS = {"dialect", "constrain", "temperature", "top_k", "top_p", "seed", "max_calls",
                "max_tokens", "context", "threads", "cache_dir", "tool_map", "draft_tokens",
-               "reuse_request_prefix", "tool_channel", "argument_check", "copy_bias"}
+               "reuse_request_prefix", "tool_channel", "argument_check", "copy_bias",
+               "fill_arguments"}
 
     def __init__(self, model: Model, tools: Union[str, bytes, dict, list], **options: Any):
         lib = _capi.lib()
@@ -274,7 +276,7 @@ class FunctionCaller(_Owned):
                 b = _path(v, k) if k == "cache_dir" else _bytes(v, k)
                 keep.append(b)
                 setattr(o, k, b)
-            elif k in ("reuse_request_prefix", "argument_check"):
+            elif k in ("reuse_request_prefix", "argument_check", "fill_arguments"):
                 setattr(o, k, int(bool(v)))
             else:
                 setattr(o, k, v)

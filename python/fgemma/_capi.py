@@ -53,6 +53,7 @@ class fg_caller_options(ctypes.Structure):
         ("tool_channel", ctypes.c_double),
         ("argument_check", ctypes.c_int32),
         ("copy_bias", ctypes.c_double),
+        ("fill_arguments", ctypes.c_int32),
     ]
 
 

@@ -96,7 +96,7 @@ def test_bad_options_raise(model, catalog):
     model.caller(catalog, tool_channel=0.5).close()  # the field reaches the library
     with pytest.raises(fgemma.InvalidArgumentError, match="copy_bias"):
         model.caller(catalog, copy_bias=-3.0)
-    model.caller(catalog, copy_bias=2.0, argument_check=False).close()
+    model.caller(catalog, copy_bias=2.0, argument_check=False, fill_arguments=False).close()
     with pytest.raises(TypeError):
         model.caller(catalog, colour="blue")
 

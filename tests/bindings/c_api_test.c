@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
     o.context = trained + 1;
     CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
     fg_caller_options_init(&o);
-    CHECK(o.argument_check == 1 && o.copy_bias == -1);
+    CHECK(o.argument_check == 1 && o.copy_bias == -1 && o.fill_arguments == 1);
     o.copy_bias = -3;
     CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
     fg_caller_options_init(&o);

@@ -31,6 +31,11 @@ public final class FunctionCaller implements AutoCloseable {
     public boolean argumentCheck = true;
     /** The copy prior's bias: -1 the library's default, 0 off. */
     public double copyBias = -1;
+    /**
+     * With an app's adapter and a tool prior's model of its own: take the optional arguments the
+     * app's examples never gave, left out of the call, from the prior's model's call.
+     */
+    public boolean fillArguments = true;
   }
 
   private long handle;
@@ -43,11 +48,10 @@ public final class FunctionCaller implements AutoCloseable {
     byte[] toolMap = o.toolMapJson == null ? null : Fgemma.cString(o.toolMapJson, "tool map");
     byte[] catalog = Fgemma.cString(catalogJson, "catalog");
     synchronized (model) {
-      handle =
-          Native.callerCreate(
-              model.handle(), catalog, dialect, constrain, o.temperature, o.topK, o.topP, o.seed,
-              o.maxCalls, o.maxTokens, o.context, o.threads, cacheDir, toolMap, o.draftTokens,
-              o.reuseRequestPrefix, o.toolChannel, o.argumentCheck, o.copyBias);
+      handle = Native.callerCreate(model.handle(), catalog, dialect, constrain, o.temperature,
+          o.topK, o.topP, o.seed, o.maxCalls, o.maxTokens, o.context, o.threads, cacheDir, toolMap,
+          o.draftTokens, o.reuseRequestPrefix, o.toolChannel, o.argumentCheck, o.copyBias,
+          o.fillArguments);
     }
   }
 
@@ -58,11 +62,10 @@ public final class FunctionCaller implements AutoCloseable {
 
   private FunctionCaller(Model model, byte[] catalog, Options o) {
     synchronized (model) {
-      handle =
-          Native.callerCreate(
-              model.handle(), Fgemma.cBytes(catalog, "catalog"), null, null, o.temperature,
-              o.topK, o.topP, o.seed, o.maxCalls, o.maxTokens, o.context, o.threads, null, null,
-              o.draftTokens, o.reuseRequestPrefix, o.toolChannel, o.argumentCheck, o.copyBias);
+      handle = Native.callerCreate(model.handle(), Fgemma.cBytes(catalog, "catalog"), null, null,
+          o.temperature, o.topK, o.topP, o.seed, o.maxCalls, o.maxTokens, o.context, o.threads,
+          null, null, o.draftTokens, o.reuseRequestPrefix, o.toolChannel, o.argumentCheck,
+          o.copyBias, o.fillArguments);
     }
   }
 

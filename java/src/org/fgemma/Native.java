@@ -24,11 +24,11 @@ final class Native {
 
   static native byte[] detokenize(long model, int[] ids, boolean special);
 
-  static native long callerCreate(
-      long model, byte[] catalog, byte[] dialect, byte[] constrain, double temperature,
-      long topK, double topP, long seed, int maxCalls, long maxTokens, long context, int threads,
-      byte[] cacheDir, byte[] toolMapJson, int draftTokens, boolean reuseRequestPrefix,
-      double toolChannel, boolean argumentCheck, double copyBias);
+  static native long callerCreate(long model, byte[] catalog, byte[] dialect, byte[] constrain,
+      double temperature, long topK, double topP, long seed, int maxCalls, long maxTokens,
+      long context, int threads, byte[] cacheDir, byte[] toolMapJson, int draftTokens,
+      boolean reuseRequestPrefix, double toolChannel, boolean argumentCheck, double copyBias,
+      boolean fillArguments);
 
   static native void callerFree(long caller);
 

@@ -168,6 +168,13 @@ public final class FgemmaTest {
       badCopy.copyBias = -3;
       expectError(
           FgemmaException.INVALID_ARGUMENT, "copy bias", () -> model.caller(catalog, badCopy));
+      FunctionCaller.Options noFill = new FunctionCaller.Options();
+      noFill.threads = 1;
+      noFill.fillArguments = false;
+      try (FunctionCaller c = model.caller(catalog, noFill)) {
+        // No app's adapter: the fill has nothing to do, the call is the same.
+        check(c.call("turn the light on in the kitchen").equals(first), "fillArguments false");
+      }
       expectError(
           FgemmaException.INVALID_ARGUMENT, "empty catalog", () -> model.caller("{\"tools\": []}"));
       expectError(
