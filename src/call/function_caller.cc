@@ -201,7 +201,7 @@ struct FunctionCaller::Impl {
   text::Dialect dialect = text::Dialect::kOfficial;
   text::ConstrainMode mode = text::ConstrainMode::kCall;
   std::unique_ptr<text::CallGrammar> grammar;
-  std::unique_ptr<ThreadPool> pool;
+  std::shared_ptr<ThreadPool> pool;  // shared with `filler`
   std::unique_ptr<runtime::Session> session;
   runtime::SamplingParams sampling;
 
@@ -235,13 +235,12 @@ struct FunctionCaller::Impl {
   std::unique_ptr<Impl> filler;
   const std::map<std::string, std::set<std::string>, std::less<>>* given = nullptr;
 
-  // Create's caller on `run_model` (null: the CallModel's own model), with `shared_channel` as
-  // its tool prior (null: its own, when on). No filler.
+  // Create's caller; with `parent`, its filler: on the tool prior's model, with the parent's
+  // tool prior and threads. No filler of its own.
   static StatusOr<std::unique_ptr<Impl>> Make(std::shared_ptr<const CallModel> model,
                                               std::string_view catalog_json,
                                               const FunctionCallerOptions& options,
-                                              const runtime::Model* run_model,
-                                              std::shared_ptr<call::ToolChannel> shared_channel);
+                                              const Impl* parent);
 
   void Warn(const std::string& m) const {
     if (opt.on_warning) {
@@ -360,7 +359,7 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     std::shared_ptr<const CallModel> model, std::string_view catalog_json,
     const FunctionCallerOptions& options) {
   FG_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
-                      Impl::Make(model, catalog_json, options, nullptr, nullptr));
+                      Impl::Make(model, catalog_json, options, nullptr));
   Impl& m = *impl;
   const CallModel::Impl& cm = model->impl();
   if (options.fill_arguments && !cm.given_arguments.empty() && cm.prior_model != nullptr &&
@@ -372,8 +371,7 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
       fo.cache_dir.clear();
     }
     fo.fill_arguments = false;
-    FG_ASSIGN_OR_RETURN(m.filler,
-                        Impl::Make(model, catalog_json, fo, cm.prior_model.get(), m.channel));
+    FG_ASSIGN_OR_RETURN(m.filler, Impl::Make(model, catalog_json, fo, &m));
     m.given = &cm.given_arguments;
   }
   return std::unique_ptr<FunctionCaller>(new FunctionCaller(std::move(impl)));
@@ -381,13 +379,12 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
 
 StatusOr<std::unique_ptr<FunctionCaller::Impl>> FunctionCaller::Impl::Make(
     std::shared_ptr<const CallModel> model, std::string_view catalog_json,
-    const FunctionCallerOptions& options, const runtime::Model* run_model,
-    std::shared_ptr<call::ToolChannel> shared_channel) {
+    const FunctionCallerOptions& options, const Impl* parent) {
   if (model == nullptr) return InvalidArgumentError("function caller: no model");
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.cm = model;
-  m.model = run_model != nullptr ? run_model : m.cm->impl().model.get();
+  m.model = parent != nullptr ? m.cm->impl().prior_model.get() : m.cm->impl().model.get();
   m.tk = m.cm->impl().tokenizer.get();
   m.opt = options;
   FG_RETURN_IF_ERROR(ValidateOptions(options));
@@ -473,8 +470,10 @@ StatusOr<std::unique_ptr<FunctionCaller::Impl>> FunctionCaller::Impl::Make(
   const int64_t trained = m.model->config().context_length;
   if (context == 0) context = trained > 0 ? std::min<int64_t>(2048, trained) : 2048;
   if (context < 0) return InvalidArgumentError("context must be > 0");
-  m.pool = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads
-                                                            : ThreadPool::DefaultThreads());
+  m.pool = parent != nullptr
+               ? parent->pool
+               : std::make_shared<ThreadPool>(options.threads > 0 ? options.threads
+                                                                  : ThreadPool::DefaultThreads());
   text::PromptOptions po;
   if (!options.developer_message.empty()) po.developer_message = options.developer_message;
   m.prefix = call::PrefixTokens(*m.tk, m.dialect, m.catalog, po);
@@ -488,8 +487,8 @@ StatusOr<std::unique_ptr<FunctionCaller::Impl>> FunctionCaller::Impl::Make(
   const text::ToolCatalog choices = GrammarCatalog(m.catalog, options);
   m.tool_prior = choices.tools.size() > 1;
   m.argument_check = options.argument_check;
-  if (shared_channel != nullptr) {
-    m.channel = std::move(shared_channel);
+  if (parent != nullptr) {
+    m.channel = parent->channel;
   } else if (m.channel_weight > 0 && m.dialect == text::Dialect::kOfficial &&
              m.mode != text::ConstrainMode::kOff && m.start_call >= 0 &&
              (m.tool_prior || m.argument_check)) {
