@@ -267,17 +267,21 @@ std::string ChannelKey(const text::Tool& tool) {
 }  // namespace
 
 std::string GivenArguments(const std::vector<TrainingExample>& examples) {
-  if (examples.empty() || examples[0].catalog == nullptr) return "";
+  const TrainingExample* first = nullptr;
   for (const TrainingExample& e : examples) {
-    if (e.catalog == nullptr || e.catalog_key != examples[0].catalog_key) return "";
+    if (e.channel) continue;
+    if (first == nullptr) first = &e;
+    if (e.catalog == nullptr || e.catalog_key != first->catalog_key) return "";
   }
+  if (first == nullptr) return "";
   std::map<std::string, std::set<std::string>> given;
-  for (const text::Tool& t : examples[0].catalog->tools) given[t.name];
+  for (const text::Tool& t : first->catalog->tools) given[t.name];
   if (given.empty()) return "";
   for (const TrainingExample& e : examples) {
+    if (e.channel) continue;
     for (const auto& [name, arguments] : e.calls) {
       auto it = given.find(name);
-      if (it == given.end() || !arguments.is_object()) continue;
+      if (it == given.end()) continue;
       for (const auto& [key, value] : arguments.items()) it->second.insert(key);
     }
   }

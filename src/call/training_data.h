@@ -71,10 +71,12 @@ std::vector<TrainingExample> AugmentSwappingValues(const std::vector<TrainingExa
 // (FunctionCallerOptions::fill_arguments).
 inline constexpr const char* kGivenArgumentsKey = "fgemma.lora.given_arguments";
 
-// For examples that all declare one catalog (an app's labelled requests, `fgemma tune --tools`):
-// a JSON object naming every tool of it, each with the sorted argument keys its examples' calls
-// give (empty for a tool no example calls), as compact text. "" when the examples declare more
-// than one catalog (the corpus), none or no catalog has tools.
+// For call examples that all declare one catalog (an app's labelled requests, `fgemma tune
+// --tools`; the tool prior's examples, TrainingExample::channel, are not looked at): a JSON
+// object naming every tool of it, each with the sorted argument keys its examples' calls give
+// (empty for a tool no example calls), as compact text. "" when the call examples declare more
+// than one catalog (the corpus), there are none, or the catalog has no tools. Trainer::
+// AdapterWriter records it in the adapter under kGivenArgumentsKey.
 std::string GivenArguments(const std::vector<TrainingExample>& examples);
 
 // The tool prior's examples (`fgemma tune --objective both|channel`): for each example with one

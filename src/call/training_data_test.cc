@@ -214,6 +214,14 @@ TEST(TrainingData, GivenArgumentsNameTheKeysAnAppsExamplesGive) {
   ASSERT_TRUE(ex.ok()) << ex.status().ToString();
   EXPECT_EQ(GivenArguments(*ex), R"({"balance":[],"pay":["amount","payee","speed"]})");
   EXPECT_EQ(GivenArguments({}), "");
+  // The tool prior's examples (keyed by their tool's text) are not looked at: beside the calls
+  // the same record, alone none.
+  const std::vector<TrainingExample> prior = ChannelExamples(*ex);
+  ASSERT_FALSE(prior.empty());
+  std::vector<TrainingExample> both = *ex;
+  both.insert(both.end(), prior.begin(), prior.end());
+  EXPECT_EQ(GivenArguments(both), GivenArguments(*ex));
+  EXPECT_EQ(GivenArguments(prior), "");
   // A TRL line declares its own catalog: with the app's lines, two catalogs.
   auto trl = ParseTrainingData(TrlLine(R"({"state":"on"})"), "trl.jsonl");
   ASSERT_TRUE(trl.ok()) << trl.status().ToString();

@@ -53,6 +53,7 @@ struct Trainer::Impl {
   std::vector<call::TrainingTokens> data;
   std::vector<std::string> keys;  // catalog_key of each example
   std::vector<bool> is_channel;   // per example: a tool prior example (call::ChannelExamples)
+  std::string given_arguments;    // call::GivenArguments of the examples ("": none to record)
   // Per example: the data indices of its contrast (channel_negatives), rendered after the
   // examples; with them its loss is -log softmax of the channel scores (RunGroup).
   std::vector<std::vector<int>> negatives;
@@ -608,6 +609,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const runtime::Model& model,
     return OkStatus();
   };
   for (const call::TrainingExample& e : examples) FG_RETURN_IF_ERROR(add(e));
+  impl->given_arguments = call::GivenArguments(examples);
   // A tool prior example's contrast: the same request after other tools' texts, kept after the
   // examples (never batched on their own: RunGroup runs them with their example).
   impl->negatives.resize(examples.size());
@@ -972,6 +974,9 @@ StatusOr<gguf::Writer> Trainer::AdapterWriter(
   if (std::find(s.is_channel.begin(), s.is_channel.end(), true) != s.is_channel.end()) {
     w->SetString("fgemma.lora.channel", "adapted");
   }
+  // The arguments an app's examples give, for `fgemma call` to fill the others from the
+  // starting adapter (FunctionCallerOptions::fill_arguments).
+  if (!s.given_arguments.empty()) w->SetString(call::kGivenArgumentsKey, s.given_arguments);
   w->SetString("training.method", "fgemma tune");
   w->SetUint64("training.steps", static_cast<uint64_t>(s.step));
   w->SetUint64("training.examples", static_cast<uint64_t>(s.data.size()));

@@ -392,10 +392,6 @@ int CmdTune(int argc, char** argv) {
     }
   }
 
-  // The arguments an app's examples give, per tool, for `fgemma call` to fill the others from
-  // the starting adapter (FunctionCallerOptions::fill_arguments); not for a tool prior alone.
-  const std::string given_arguments =
-      objective == "channel" ? std::string() : call::GivenArguments(train_set);
   size_t n_prior = 0;
   if (objective != "call") {
     std::vector<call::TrainingExample> prior = call::ChannelExamples(
@@ -509,11 +505,7 @@ int CmdTune(int argc, char** argv) {
       if (g_stop.load()) {
         if (average == 1) {
           // The adapter as it is, too (what --stop-after writes), then exit 1.
-          auto w = (*trainer)->AdapterWriter();
-          if (w.ok() && !given_arguments.empty()) {
-            w->SetString(call::kGivenArgumentsKey, given_arguments);
-          }
-          if (w.ok() && w->WriteFile(out_path).ok()) {
+          if (auto w = (*trainer)->AdapterWriter(); w.ok() && w->WriteFile(out_path).ok()) {
             std::fprintf(stderr, "\nfgemma tune: interrupted; wrote %s as it is", out_path.c_str());
           }
           std::fprintf(stderr,
@@ -553,7 +545,6 @@ int CmdTune(int argc, char** argv) {
     }
     auto w = (*trainer)->AdapterWriter(members);
     if (!w.ok()) return ReportError("tune", w.status());
-    if (!given_arguments.empty()) w->SetString(call::kGivenArgumentsKey, given_arguments);
     if (Status ws = w->WriteFile(out_path); !ws.ok()) return ReportError("tune", ws);
     if (!quiet) {
       std::fprintf(
