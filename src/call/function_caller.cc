@@ -231,9 +231,8 @@ struct FunctionCaller::Impl {
   double copy_bias = 0;                 // the copy prior's (options.copy_bias); 0: off
   int32_t start_call = -1;              // <start_function_call>
   // FunctionCallerOptions::fill_arguments: a caller on the tool prior's model (the same catalog
-  // and options, this caller's channel); null when off. `given`: CallModel's given_arguments.
+  // and options, this caller's channel and threads); null when off.
   std::unique_ptr<Impl> filler;
-  const std::map<std::string, std::set<std::string>, std::less<>>* given = nullptr;
 
   // Create's caller; with `parent`, its filler: on the tool prior's model, with the parent's
   // tool prior and threads. No filler of its own.
@@ -372,7 +371,6 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
     }
     fo.fill_arguments = false;
     FG_ASSIGN_OR_RETURN(m.filler, Impl::Make(model, catalog_json, fo, &m));
-    m.given = &cm.given_arguments;
   }
   return std::unique_ptr<FunctionCaller>(new FunctionCaller(std::move(impl)));
 }
@@ -862,22 +860,21 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
   FG_RETURN_IF_ERROR(Decode(rest, control, request, prior, max_tokens, check, t0, &r));
   const bool fill = filler != nullptr && said && !control.on_piece;
   if (check && !prior.empty()) {
-    const std::vector<double> scores = fill ? prior : std::vector<double>();
+    std::vector<double> ruled_out = prior;  // the filler decides from `prior` as it was
     int64_t excluded = 0;
     for (int tool = InventedCallTool(r, request);
-         tool >= 0 && excluded + 1 < static_cast<int64_t>(prior.size());) {
-      prior[static_cast<size_t>(tool)] = -std::numeric_limits<double>::infinity();
+         tool >= 0 && excluded + 1 < static_cast<int64_t>(ruled_out.size());) {
+      ruled_out[static_cast<size_t>(tool)] = -std::numeric_limits<double>::infinity();
       ++excluded;
       CallResult again;
       again.stats = r.stats;
-      FG_RETURN_IF_ERROR(Decode(rest, control, request, prior, max_tokens, check, t0, &again));
+      FG_RETURN_IF_ERROR(Decode(rest, control, request, ruled_out, max_tokens, check, t0, &again));
       if (!again.validity.ok()) break;
       tool = InventedCallTool(again, request);
       if (tool < 0) r = std::move(again);
     }
     r.stats.excluded_tools = excluded;
     if (excluded > 0) r.stats.total_ms = MsSince(t0);
-    if (fill) prior = scores;  // the filler decides from the scores as they were
   }
   if (fill) FG_RETURN_IF_ERROR(Fill(rest, control, request, prior, t0, &r));
   return r;
@@ -892,8 +889,9 @@ Status FunctionCaller::Impl::Fill(std::span<const int32_t> rest, const CallContr
   if (!r->validity.ok() || r->calls.size() != 1) return OkStatus();
   FunctionCall& c = r->calls[0];
   const text::Tool* tool = catalog.Find(c.name);
-  const auto g = given->find(c.name);
-  if (tool == nullptr || g == given->end() || !c.arguments.is_object()) return OkStatus();
+  const auto& given = cm->impl().given_arguments;
+  const auto g = given.find(c.name);
+  if (tool == nullptr || g == given.end()) return OkStatus();
   const std::vector<std::string>& required = tool->parameters.required;
   std::vector<std::string> open;
   for (const auto& [key, schema] : tool->parameters.properties) {
