@@ -80,8 +80,11 @@ class CliTuneTest : public ::testing::Test {
     delete tools_;
     delete data_;
   }
-  std::string Tune(const std::string& out, const std::string& extra) const {
-    return "tune -m " + *model_ + " --tools " + *tools_ + " --data " + *data_ + " -o " + out +
+  // `data`: another data file than the suite's.
+  std::string Tune(const std::string& out, const std::string& extra,
+                   const std::string& data = "") const {
+    return "tune -m " + *model_ + " --tools " + *tools_ + " --data " +
+           (data.empty() ? *data_ : data) + " -o " + out +
            " --lora-rank 4 --batch-tokens 1 --lr 0.01 --average 1 -t 1 " + extra;
   }
   // 10 epochs of 4 one-example steps: the last epoch's mean loss is under half the first's.
@@ -537,15 +540,39 @@ TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
   // decodes; the base model's prior does not pick both tools.
   ExpectPriorPicksTheTrainedTools("--prior-lora " + out);
   ExpectPriorPicksTheTrainedTools("--lora " + on + " --prior-lora " + out);
-  // The app's adapter (its given arguments recorded) with a prior's model of its own: the
-  // argument fill runs where the call leaves out `room`, which the examples give, only when
-  // asked for; --no-arg-fill is accepted and reports none.
-  for (const std::string fill : {"", " --no-arg-fill"}) {
-    Result st = Fgemma("call -m " + *model_ + " --tools " + *tools_ + " -t 1 --stats --lora " + on +
-                       " --prior-lora " + out + fill + " \"lights off\"");
-    EXPECT_EQ(st.rc, 0) << st.out;
-    EXPECT_THAT(st.out, HasSubstr("argument fill 0.0 ms (0 added)")) << fill;
-  }
+  // The argument fill: an app's adapter whose examples never give `room` (its record says so),
+  // with a prior's model of its own and the tool channel on (the fill needs it; the tiny model
+  // has it off by default). Where its call leaves `room` out, the request is decoded again on
+  // the prior's model (the fill's time shows in --stats); --no-arg-fill keeps the call.
+  const std::string no_room = Tmp("no_room.jsonl");
+  Write(no_room,
+        "{\"request\":\"turn the light on\",\"calls\":[{\"name\":\"set_light\",\"arguments\":"
+        "{\"state\":\"on\"}}]}\n"
+        "{\"request\":\"timer for 5 minutes\",\"calls\":[{\"name\":\"start_timer\","
+        "\"arguments\":{\"minutes\":5}}]}\n");
+  const std::string app = Tmp("no_room.gguf");
+  Result tuned = Fgemma(Tune(app, "--epochs 1 --init-lora none", no_room));
+  ASSERT_EQ(tuned.rc, 0) << tuned.out;
+  EXPECT_THAT(Fgemma("inspect " + app, false).out,
+              HasSubstr(R"("{"set_light":["state"],"start_timer":["minutes"]}")"));
+  const std::string call_app = "call -m " + *model_ + " --tools " + *tools_ +
+                               " -t 1 --stats --tool-channel 50 --lora " + app + " --prior-lora " +
+                               out + " \"lights off in the hall\"";
+  Result kept = Fgemma(call_app + " --no-arg-fill");
+  ASSERT_EQ(kept.rc, 0) << kept.out;
+  EXPECT_THAT(kept.out, HasSubstr("argument fill 0.0 ms (0 added)"));
+  ASSERT_THAT(kept.out, HasSubstr("\"name\":\"set_light\"")) << kept.out;
+  ASSERT_THAT(kept.out, ::testing::Not(HasSubstr("room"))) << kept.out;  // what the fill is for
+  Result filled = Fgemma(call_app);
+  ASSERT_EQ(filled.rc, 0) << filled.out;
+  EXPECT_THAT(filled.out, HasSubstr("argument fill "));
+  EXPECT_THAT(filled.out, ::testing::Not(HasSubstr("argument fill 0.0 ms"))) << filled.out;
+  // `on` learnt from examples that give `room`: nothing to fill, no second decode.
+  Result given = Fgemma("call -m " + *model_ + " --tools " + *tools_ +
+                        " -t 1 --stats --tool-channel 50 --lora " + on + " --prior-lora " + out +
+                        " \"lights off\"");
+  EXPECT_EQ(given.rc, 0) << given.out;
+  EXPECT_THAT(given.out, HasSubstr("argument fill 0.0 ms (0 added)"));
   EXPECT_LT(PriorPicks(""), 2);
   EXPECT_LT(PriorPicks("--lora " + on + " --prior-lora none"), 2);
   // An adapter not trained for the prior, a missing file: runtime errors; no file: usage.
