@@ -187,6 +187,9 @@ typedef struct fg_caller_options {
                                  * prior's model of its own (prior adapters), an optional argument
                                  * the app's examples never gave, left out of the call, is taken
                                  * from the prior's model's call of the same function; 0: off */
+  double blend;                 /* 0.4: with such an adapter and prior's model, both decode the
+                                 * call together, each token by (1 - blend) log p(app) + blend
+                                 * log p(prior's model); 0: off; below 1 */
 } fg_caller_options;
 
 /* Sets struct_size and the defaults. Any thread. */

@@ -138,6 +138,18 @@ struct FunctionCallerOptions {
   // decode (and a second session's caches) only on such calls; not with a streamed call
   // (CallControl::on_piece). false: off.
   bool fill_arguments = true;
+  // With an app's adapter and a tool prior's model of its own (as fill_arguments): both models
+  // decode the call together, and on each step where the app's adapter is unsure (its first
+  // choice among the tokens the grammar allows less than blend_sure likely) the choice is by
+  // the weighted product of their probabilities, (1 - blend) log p_app + blend log p_prior,
+  // before the tool and copy priors (call::BlendLogProbs). The app's examples make its adapter
+  // sure of what they show (a convention: "the phone bill" pays biller "phone"), and the model
+  // the tune started from still knows what they never show (docs/tuning.md, "Deciding with the
+  // start"). Costs the prior's model's run of the request and of each chosen token. In [0, 1);
+  // 0: off.
+  double blend = 0.4;
+  // The blend's threshold (above); > 1: every step, <= 0: none.
+  double blend_sure = 0.97;
   // Official dialect with a grammar: the copy prior (src/call/logit_processors.h). In a free
   // string, the tokens that continue a span of the request's text get this bias added to their
   // logits, so that values the request spells are copied rather than paraphrased; in a number
@@ -204,6 +216,10 @@ struct CallStats {
   // the time of its decode (0 when none ran).
   int64_t filled_arguments = 0;
   double fill_ms = 0;
+  // FunctionCallerOptions::blend: the steps it decided (the app's adapter unsure), and the prior's
+  // model's part of the decode (its run of the request and of the tokens chosen; 0 when off).
+  int64_t blended_steps = 0;
+  double blend_ms = 0;
 };
 
 // Why decoding stopped.

@@ -246,13 +246,13 @@ class FunctionCaller(_Owned):
     Options are fg_caller_options' fields: dialect, constrain, temperature, top_k, top_p, seed,
     max_calls, max_tokens, context, threads, cache_dir, tool_map (JSON text or dict),
     draft_tokens, reuse_request_prefix, tool_channel, argument_check, copy_bias,
-    fill_arguments."""
+    fill_arguments, blend."""
 
     _free = "fg_caller_free"
     _FIELDS = {"dialect", "constrain", "temperature", "top_k", "top_p", "seed", "max_calls",
                "max_tokens", "context", "threads", "cache_dir", "tool_map", "draft_tokens",
                "reuse_request_prefix", "tool_channel", "argument_check", "copy_bias",
-               "fill_arguments"}
+               "fill_arguments", "blend"}
 
     def __init__(self, model: Model, tools: Union[str, bytes, dict, list], **options: Any):
         lib = _capi.lib()

@@ -54,6 +54,7 @@ class fg_caller_options(ctypes.Structure):
         ("argument_check", ctypes.c_int32),
         ("copy_bias", ctypes.c_double),
         ("fill_arguments", ctypes.c_int32),
+        ("blend", ctypes.c_double),
     ]
 
 

@@ -97,6 +97,9 @@ def test_bad_options_raise(model, catalog):
     with pytest.raises(fgemma.InvalidArgumentError, match="copy_bias"):
         model.caller(catalog, copy_bias=-3.0)
     model.caller(catalog, copy_bias=2.0, argument_check=False, fill_arguments=False).close()
+    with pytest.raises(fgemma.InvalidArgumentError, match="blend"):
+        model.caller(catalog, blend=1.0)
+    model.caller(catalog, blend=0.0).close()
     with pytest.raises(TypeError):
         model.caller(catalog, colour="blue")
 

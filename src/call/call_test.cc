@@ -694,6 +694,16 @@ TEST(FunctionCaller, BadRequestsAndOptions) {
     EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
                 StatusIs(StatusCode::kInvalidArgument, HasSubstr("copy_bias")));
   }
+  o = Options("call");
+  for (double bad : {-0.1, 1.0, 2.0, std::nan(""), static_cast<double>(INFINITY)}) {
+    o.blend = bad;
+    EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("blend")));
+  }
+  o = Options("call");
+  o.blend_sure = std::nan("");
+  EXPECT_THAT(FunctionCaller::Create(TinyModel(), kCatalog, o).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("blend_sure")));
 }
 
 TEST(FunctionCaller, DiskCacheIsReusedAndCorruptionNeverChangesTheAnswer) {
@@ -2126,6 +2136,12 @@ StatusOr<std::string> WriteAppLora(const std::string& name, const std::string& g
   return path;
 }
 
+// Requests of kFillCatalog's tools, for the fill's and the blend's tests.
+constexpr const char* kFillRequests[] = {
+    "turn the light on",  "make it warmer", "stop the music", "eco mode",
+    "kitchen lights off", "cool the house", "play some jazz", "dim the hall",
+    "heat on high fan",   "lights off",     "bedroom light",  "auto mode please"};
+
 // FunctionCallerOptions::fill_arguments: an app's call that leaves out an optional argument its
 // examples never gave takes it from the call the prior's model decodes for the same request (the
 // call a caller of that adapter alone makes), when that call names the same function; the
@@ -2148,6 +2164,7 @@ TEST(FunctionCaller, ArgumentsTheAppNeverGaveAreFilledFromThePriorsModel) {
   FG_ASSERT_OK(cat.status());
   FunctionCallerOptions o = Options("call");
   o.tool_channel = 1;
+  o.blend = 0;  // the app's own decode (the blend has a test of its own)
   FunctionCallerOptions off = o;
   off.fill_arguments = false;
   auto make = [&](std::shared_ptr<const CallModel> m, const FunctionCallerOptions& opt) {
@@ -2155,7 +2172,7 @@ TEST(FunctionCaller, ArgumentsTheAppNeverGaveAreFilledFromThePriorsModel) {
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(*c) : nullptr;
   };
-  // With a prefix cache dir, the filler reads the caller's file (both prefixes are the base
+  // With a prefix cache dir, the partner reads the caller's file (both prefixes are the base
   // model's): one file, the same answers.
   FunctionCallerOptions cached = o;
   cached.cache_dir = ::testing::TempDir() + "/fill_cache";
@@ -2163,12 +2180,10 @@ TEST(FunctionCaller, ArgumentsTheAppNeverGaveAreFilledFromThePriorsModel) {
   auto filled = make(app, o), own = make(app, off), all = make(app_all, o),
        start = make(prior_alone, o), from_disk = make(app, cached);
   ASSERT_TRUE(filled && own && all && start && from_disk);
-  EXPECT_GT(filled->memory_bytes(), own->memory_bytes());  // the filler's session
+  EXPECT_GT(filled->memory_bytes(), own->memory_bytes());  // the partner's session
   EXPECT_TRUE(filled->checks_arguments());
   int fills = 0, same_function = 0;
-  for (const char* req : {"turn the light on", "make it warmer", "stop the music", "eco mode",
-                          "kitchen lights off", "cool the house", "play some jazz", "dim the hall",
-                          "heat on high fan", "lights off", "bedroom light", "auto mode please"}) {
+  for (const char* req : kFillRequests) {
     FG_ASSERT_OK_AND_ASSIGN(const CallResult a, own->Call(req));
     FG_ASSERT_OK_AND_ASSIGN(const CallResult b, start->Call(req));
     FG_ASSERT_OK_AND_ASSIGN(const CallResult f, filled->Call(req));
@@ -2210,6 +2225,76 @@ TEST(FunctionCaller, ArgumentsTheAppNeverGaveAreFilledFromThePriorsModel) {
   EXPECT_EQ(files, 1u);
   EXPECT_GT(fills, 0);              // the test saw a fill
   EXPECT_GT(same_function, fills);  // and a call the start agreed with, with nothing to add
+}
+
+// FunctionCallerOptions::blend: the app's adapter and the prior's model choose each token
+// together. A weight near 0 decodes what the app alone decodes, one near 1 what the prior's model
+// alone decodes (under the same tool prior), and between them the calls of both can come out;
+// blend_sure 0 (the app sure of every step) leaves every step to the app; without a prior's
+// model of its own, or at 0, no partner is made.
+TEST(FunctionCaller, TheBlendDecodesWithBothModels) {
+  FG_ASSERT_OK_AND_ASSIGN(const std::string prior, WriteChannelLora("blend_prior", true));
+  FG_ASSERT_OK_AND_ASSIGN(
+      const std::string given,
+      WriteAppLora("blend_app", R"({"set_light":[],"set_mode":[],"stop_music":[]})"));
+  FG_ASSERT_OK_AND_ASSIGN(auto app,
+                          CallModel::Load(TinyModelPath(), {{given, 1.0f}}, {{prior, 1.0f}}));
+  FG_ASSERT_OK_AND_ASSIGN(auto prior_alone, CallModel::Load(TinyModelPath(), {{prior, 1.0f}}));
+  FunctionCallerOptions o = Options("call");
+  o.tool_channel = 1;
+  o.fill_arguments = false;
+  auto make = [&](std::shared_ptr<const CallModel> m, double blend, double sure = 2) {
+    FunctionCallerOptions opt = o;
+    opt.blend = blend;
+    opt.blend_sure = sure;
+    auto c = FunctionCaller::Create(std::move(m), kFillCatalog, opt);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  };
+  auto own = make(app, 0), near_own = make(app, 1e-6), near_prior = make(app, 1 - 1e-6),
+       half = make(app, 0.5), start = make(prior_alone, 0), start_blend = make(prior_alone, 0.5),
+       app_sure = make(app, 1 - 1e-6, 0);
+  ASSERT_TRUE(own && near_own && near_prior && half && start && start_blend && app_sure);
+  EXPECT_GT(half->memory_bytes(), own->memory_bytes());           // the partner's session
+  EXPECT_EQ(start_blend->memory_bytes(), start->memory_bytes());  // no record: no partner
+  // The blend does not hold a streamed answer back (fgemma serve): only the fill and the check do.
+  FunctionCallerOptions unchecked = o;
+  unchecked.argument_check = false;
+  unchecked.blend = 0.5;
+  FG_ASSERT_OK_AND_ASSIGN(auto streams, FunctionCaller::Create(app, kFillCatalog, unchecked));
+  EXPECT_FALSE(streams->checks_arguments());
+  int differ = 0, half_differs_from_own = 0;
+  for (const char* req : kFillRequests) {
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult a, own->Call(req));
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult b, start->Call(req));
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult n, near_own->Call(req));
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult p, near_prior->Call(req));
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult h, half->Call(req));
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult sb, start_blend->Call(req));
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult as, app_sure->Call(req));
+    EXPECT_EQ(as.text, a.text) << req;
+    EXPECT_EQ(as.stats.blended_steps, 0);
+    EXPECT_EQ(h.stats.blended_steps,
+              h.stats.sparse_steps + h.stats.full_steps + h.stats.drafted_steps)
+        << req;  // blend_sure 2: all
+    EXPECT_GT(h.stats.blended_steps, 0);
+    EXPECT_EQ(n.text, a.text) << req;
+    EXPECT_EQ(p.text, b.text) << req;
+    EXPECT_EQ(sb.text, b.text) << req;
+    FG_EXPECT_OK(h.validity) << h.text;
+    EXPECT_EQ(a.stats.blend_ms, 0.0);
+    EXPECT_GT(h.stats.blend_ms, 0.0);
+    differ += a.text != b.text;
+    half_differs_from_own += h.text != a.text;
+    // Streamed, the same pieces as the answer.
+    std::string streamed;
+    CallControl control;
+    control.on_piece = [&](std::string_view piece) { streamed += piece; };
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult hs, half->Call(req, control));
+    EXPECT_EQ(streamed, hs.text) << req;
+  }
+  EXPECT_GT(differ, 0);                 // the two models disagree somewhere
+  EXPECT_GT(half_differs_from_own, 0);  // and the blend is not the app alone
 }
 
 // The adapter's record of the given arguments is checked when the model loads.

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #if defined(__GLIBC__)
@@ -201,7 +202,7 @@ struct FunctionCaller::Impl {
   text::Dialect dialect = text::Dialect::kOfficial;
   text::ConstrainMode mode = text::ConstrainMode::kCall;
   std::unique_ptr<text::CallGrammar> grammar;
-  std::shared_ptr<ThreadPool> pool;  // shared with `filler`
+  std::shared_ptr<ThreadPool> pool;  // shared with `partner`
   std::unique_ptr<runtime::Session> session;
   runtime::SamplingParams sampling;
 
@@ -223,19 +224,20 @@ struct FunctionCaller::Impl {
   const std::vector<bool>* digits = nullptr;
   std::vector<int32_t> stops;    // end the output: <eos>, <end_of_turn>, <start_function_response>
   int32_t end_call = -1;         // <end_function_call> (official) or <end> (compact)
-  // The noisy-channel tool prior (options.tool_channel); null when off. Shared with `filler`.
+  // The noisy-channel tool prior (options.tool_channel); null when off. Shared with `partner`.
   std::shared_ptr<call::ToolChannel> channel;
   double channel_weight = 0;
   bool tool_prior = false;              // the channel chooses between the grammar's tools (> 1)
   bool argument_check = false;          // the channel checks optional arguments
   double copy_bias = 0;                 // the copy prior's (options.copy_bias); 0: off
   int32_t start_call = -1;              // <start_function_call>
-  // FunctionCallerOptions::fill_arguments: a caller on the tool prior's model (the same catalog
-  // and options, this caller's channel and threads); null when off.
-  std::unique_ptr<Impl> filler;
+  // FunctionCallerOptions::fill_arguments and blend: a caller on the tool prior's model (the
+  // same catalog and options, this caller's channel and threads); null when both are off.
+  std::unique_ptr<Impl> partner;
+  double blend = 0;  // FunctionCallerOptions::blend with `partner`; 0: off
 
-  // Create's caller; with `parent`, its filler: on the tool prior's model, with the parent's
-  // tool prior and threads. No filler of its own.
+  // Create's caller; with `parent`, its partner: on the tool prior's model, with the parent's
+  // tool prior and threads. No partner of its own.
   static StatusOr<std::unique_ptr<Impl>> Make(std::shared_ptr<const CallModel> model,
                                               std::string_view catalog_json,
                                               const FunctionCallerOptions& options,
@@ -269,7 +271,7 @@ struct FunctionCaller::Impl {
               std::chrono::steady_clock::time_point t_decode,
               std::chrono::steady_clock::time_point t0) const;
   // One call on the prompt prefix + `rest`; `request`: the user's last words, for the tool prior
-  // ("": none). `scored`: the tool prior's weighted scores already computed for it (the filler's
+  // ("": none). `scored`: the tool prior's weighted scores already computed for it (the partner's
   // run: empty, none), else null.
   StatusOr<CallResult> Run(std::vector<int32_t> rest, const CallControl& control,
                            std::string_view request, const std::vector<double>* scored = nullptr);
@@ -293,12 +295,13 @@ int64_t FunctionCaller::prefix_tokens() const { return static_cast<int64_t>(impl
 int64_t FunctionCaller::context() const { return impl_->session->context(); }
 ConstrainMode FunctionCaller::constrain() const { return impl_->mode; }
 bool FunctionCaller::checks_arguments() const {
-  return impl_->channel != nullptr && (impl_->argument_check || impl_->filler != nullptr);
+  return impl_->channel != nullptr &&
+         (impl_->argument_check || (impl_->partner != nullptr && impl_->opt.fill_arguments));
 }
 size_t FunctionCaller::memory_bytes() const {
   const Impl& m = *impl_;
   return m.session->cache_bytes() + m.session->scratch_bytes() +
-         (m.filler ? m.filler->session->cache_bytes() + m.filler->session->scratch_bytes() : 0) +
+         (m.partner ? m.partner->session->cache_bytes() + m.partner->session->scratch_bytes() : 0) +
          (m.channel ? m.channel->memory_bytes() : 0);
 }
 
@@ -330,6 +333,10 @@ Status ValidateOptions(const FunctionCallerOptions& options) {
       (options.tool_channel < 0 && options.tool_channel != -1)) {
     return InvalidArgumentError("tool_channel must be -1 (default), 0 (off) or a weight > 0");
   }
+  if (!(options.blend >= 0 && options.blend < 1)) {
+    return InvalidArgumentError("blend must be in [0, 1) (0: off)");
+  }
+  if (std::isnan(options.blend_sure)) return InvalidArgumentError("blend_sure must be a number");
   return runtime::ValidateSampling(SamplingOf(options));
 }
 
@@ -361,8 +368,9 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
                       Impl::Make(model, catalog_json, options, nullptr));
   Impl& m = *impl;
   const CallModel::Impl& cm = model->impl();
-  if (options.fill_arguments && !cm.given_arguments.empty() && cm.prior_model != nullptr &&
-      m.channel != nullptr && m.grammar != nullptr && m.mode == text::ConstrainMode::kCall) {
+  const bool fill = options.fill_arguments && m.channel != nullptr;
+  if ((fill || options.blend > 0) && !cm.given_arguments.empty() && cm.prior_model != nullptr &&
+      m.grammar != nullptr && m.mode == text::ConstrainMode::kCall) {
     FunctionCallerOptions fo = options;
     // Both models' adapters after the prefix: their prefix K/V are the base model's, which the
     // cache file under this caller's key (CallModel's identity: the base model's) holds.
@@ -370,7 +378,10 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
       fo.cache_dir.clear();
     }
     fo.fill_arguments = false;
-    FG_ASSIGN_OR_RETURN(m.filler, Impl::Make(model, catalog_json, fo, &m));
+    fo.blend = 0;
+    FG_ASSIGN_OR_RETURN(m.partner, Impl::Make(model, catalog_json, fo, &m));
+    m.opt.fill_arguments = fill;
+    m.blend = options.blend;
   }
   return std::unique_ptr<FunctionCaller>(new FunctionCaller(std::move(impl)));
 }
@@ -858,9 +869,9 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
   }
   const bool check = channel != nullptr && argument_check && said && !control.on_piece;
   FG_RETURN_IF_ERROR(Decode(rest, control, request, prior, max_tokens, check, t0, &r));
-  const bool fill = filler != nullptr && said && !control.on_piece;
+  const bool fill = partner != nullptr && opt.fill_arguments && said && !control.on_piece;
   if (check && !prior.empty()) {
-    std::vector<double> ruled_out = prior;  // the filler decides from `prior` as it was
+    std::vector<double> ruled_out = prior;  // the fill decides from `prior` as it was
     int64_t excluded = 0;
     for (int tool = InventedCallTool(r, request);
          tool >= 0 && excluded + 1 < static_cast<int64_t>(ruled_out.size());) {
@@ -881,7 +892,7 @@ StatusOr<CallResult> FunctionCaller::Impl::Run(std::vector<int32_t> rest,
 }
 
 // The optional arguments of r's one call that none of the app's examples gives for its tool
-// and the call leaves out: the filler's call of the same request, when it names the same
+// and the call leaves out: the partner's call of the same request, when it names the same
 // function, gives them (what it gives of them is added; the merged call must validate).
 Status FunctionCaller::Impl::Fill(std::span<const int32_t> rest, const CallControl& control,
                                   std::string_view request, const std::vector<double>& prior,
@@ -902,8 +913,8 @@ Status FunctionCaller::Impl::Fill(std::span<const int32_t> rest, const CallContr
   }
   if (open.empty()) return OkStatus();
   const auto t_fill = std::chrono::steady_clock::now();
-  FG_ASSIGN_OR_RETURN(CallResult other, filler->Run(std::vector<int32_t>(rest.begin(), rest.end()),
-                                                    control, request, &prior));
+  FG_ASSIGN_OR_RETURN(CallResult other, partner->Run(std::vector<int32_t>(rest.begin(), rest.end()),
+                                                     control, request, &prior));
   r->stats.fill_ms = MsSince(t_fill);
   if (other.validity.ok() && other.calls.size() == 1 && other.calls[0].name == c.name) {
     nlohmann::json merged = c.arguments;
@@ -940,6 +951,18 @@ Status FunctionCaller::Impl::Decode(std::span<const int32_t> rest, const CallCon
                         std::vector<int32_t>(rest.begin() + st.reused_tokens, rest.end()),
                         HeadOptions(), &st);
   call::LogitProcessorChain processors = Processors(prior.empty() ? nullptr : &prior, request);
+  // FunctionCallerOptions::blend: the partner's head steps along on the same tokens.
+  std::optional<call::DecodeHead> partner_head;
+  CallStats partner_stats;
+  if (blend > 0) {
+    const auto t_blend = std::chrono::steady_clock::now();
+    FG_RETURN_IF_ERROR(partner->PreparePrefix(rest, &partner_stats));
+    st.blend_ms += MsSince(t_blend);
+    partner_head.emplace(
+        partner->session.get(), &partner->held,
+        std::vector<int32_t>(rest.begin() + partner_stats.reused_tokens, rest.end()),
+        partner->HeadOptions(), &partner_stats);
+  }
   int calls_done = 0;
   r.stop_reason = StopReason::kMaxTokens;
   while (static_cast<int64_t>(r.tokens.size()) < max_new) {
@@ -956,6 +979,22 @@ Status FunctionCaller::Impl::Decode(std::span<const int32_t> rest, const CallCon
       std::span<const int32_t> allowed = grammar->Allowed(state, left);
       if (allowed.empty()) return InternalError("call grammar: no token allowed");
       FG_ASSIGN_OR_RETURN(const call::DecodeHead::Kind kind, head.Step(allowed, state, left));
+      if (partner_head) {
+        // The same grammar and head options: forced on the same steps.
+        const auto t_blend = std::chrono::steady_clock::now();
+        FG_ASSIGN_OR_RETURN(const call::DecodeHead::Kind other,
+                            partner_head->Step(allowed, state, left));
+        st.blend_ms += MsSince(t_blend);
+        if ((other == call::DecodeHead::Kind::kForced) !=
+            (kind == call::DecodeHead::Kind::kForced)) {
+          return InternalError("blend: the partner's step differs");
+        }
+        if (kind != call::DecodeHead::Kind::kForced &&
+            call::BlendLogProbs(head.candidates(), partner_head->candidates(), blend,
+                                opt.blend_sure)) {
+          ++st.blended_steps;
+        }
+      }
       if (kind == call::DecodeHead::Kind::kForced) {
         tok = allowed[0];
         processors.Forced(tok);
@@ -976,6 +1015,7 @@ Status FunctionCaller::Impl::Decode(std::span<const int32_t> rest, const CallCon
     r.tokens.push_back(tok);
     if (control.on_piece) control.on_piece(tk->TokenToPiece(tok, /*special=*/true));
     FG_RETURN_IF_ERROR(head.Written(tok));
+    if (partner_head) FG_RETURN_IF_ERROR(partner_head->Written(tok));
     if (!grammar && tok == end_call && ++calls_done >= opt.max_calls) {
       r.stop_reason = StopReason::kMaxCalls;
       break;

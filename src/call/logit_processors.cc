@@ -5,10 +5,13 @@
 #include <cctype>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include "src/base/check.h"
 
 namespace fg::call {
 namespace {
@@ -1004,6 +1007,32 @@ std::unique_ptr<LogitProcessor> MakeStringGuard(int budget, const std::vector<bo
 
 std::unique_ptr<LogitProcessor> MakeDigitGuard(const std::vector<bool>* digits) {
   return std::make_unique<DigitGuard>(digits);
+}
+
+namespace {
+
+// log sum_j exp(v[j]), in double (candidate logits may run to the hundreds).
+double LogSumExp(std::span<const float> v) {
+  double hi = -std::numeric_limits<double>::infinity();
+  for (float x : v) hi = std::max(hi, static_cast<double>(x));
+  if (!std::isfinite(hi)) return hi;
+  double sum = 0;
+  for (float x : v) sum += std::exp(static_cast<double>(x) - hi);
+  return hi + std::log(sum);
+}
+
+}  // namespace
+
+bool BlendLogProbs(std::span<float> own, std::span<const float> other, double weight, double sure) {
+  FG_CHECK(own.size() == other.size());
+  if (own.empty()) return false;
+  const double own_z = LogSumExp(own);
+  if (std::exp(*std::max_element(own.begin(), own.end()) - own_z) >= sure) return false;
+  const double other_z = LogSumExp(other);
+  for (size_t j = 0; j < own.size(); ++j) {
+    own[j] = static_cast<float>((1 - weight) * (own[j] - own_z) + weight * (other[j] - other_z));
+  }
+  return true;
 }
 
 std::unique_ptr<LogitProcessor> MakeCopyPrior(std::string request, double bias,

@@ -137,6 +137,51 @@ TEST_F(LogitProcessorsTest, StringGuardKeepsTheFirstTokenAndClosesTheString) {
   EXPECT_EQ(stats.guarded_strings, 1);
 }
 
+// Each side is log-softmax normalized over the candidates, then weighted: the result is the log
+// of the normalized weighted product p_own^(1-w) p_other^w (up to a constant), whatever either
+// side's offset; where the own side is sure (its first choice at least `sure` likely) it is left
+// as it is.
+TEST(BlendLogProbs, IsTheWeightedProductOfTheTwoDistributions) {
+  const std::vector<float> own0 = {2.0f, 0.5f, -1.0f, 0.0f};
+  const std::vector<float> other = {1000.0f, 1003.0f, 990.0f, 1001.0f};  // large: log-sum-exp
+  auto log_softmax = [](std::vector<double> v) {
+    double hi = *std::max_element(v.begin(), v.end()), z = 0;
+    for (double x : v) z += std::exp(x - hi);
+    for (double& x : v) x -= hi + std::log(z);
+    return v;
+  };
+  const std::vector<double> lo = log_softmax({own0.begin(), own0.end()});
+  const std::vector<double> lt = log_softmax({other.begin(), other.end()});
+  for (double w : {0.0, 0.25, 0.6, 0.999}) {
+    std::vector<float> own = own0;
+    EXPECT_TRUE(BlendLogProbs(own, other, w, 2.0));
+    for (size_t j = 0; j < own.size(); ++j) {
+      EXPECT_NEAR(own[j], (1 - w) * lo[j] + w * lt[j], 1e-5) << w << " " << j;
+    }
+  }
+  // The choice moves from the own favourite (0) to the other's (1) as the weight grows.
+  std::vector<float> a = own0, b = own0;
+  BlendLogProbs(a, other, 0.1, 2.0);
+  BlendLogProbs(b, other, 0.9, 2.0);
+  EXPECT_EQ(std::max_element(a.begin(), a.end()) - a.begin(), 0);
+  EXPECT_EQ(std::max_element(b.begin(), b.end()) - b.begin(), 1);
+  // Shifting either side changes nothing.
+  std::vector<float> shifted = own0, base = own0;
+  for (float& x : shifted) x += 50.0f;
+  BlendLogProbs(shifted, other, 0.4, 2.0);
+  BlendLogProbs(base, other, 0.4, 2.0);
+  for (size_t j = 0; j < base.size(); ++j) EXPECT_NEAR(shifted[j], base[j], 1e-4);
+  // own0's first choice is 0.710 likely: blended under a threshold above that ...
+  std::vector<float> unsure = own0, sure = own0;
+  EXPECT_TRUE(BlendLogProbs(unsure, other, 0.4, 0.72));
+  EXPECT_NE(unsure, own0);
+  // ... and left as it is under one below it.
+  EXPECT_FALSE(BlendLogProbs(sure, other, 0.4, 0.70));
+  EXPECT_EQ(sure, own0);
+  std::vector<float> empty;
+  EXPECT_FALSE(BlendLogProbs(empty, {}, 0.4, 2.0));
+}
+
 TEST_F(LogitProcessorsTest, DigitGuardEndsLongNumbers) {
   LogitProcessorChain guard;
   guard.Add(MakeDigitGuard(&digits_));

@@ -359,6 +359,7 @@ void fg_caller_options_init(fg_caller_options* o) {
   o->argument_check = d.argument_check ? 1 : 0;
   o->copy_bias = d.copy_bias;
   o->fill_arguments = d.fill_arguments ? 1 : 0;
+  o->blend = d.blend;
 }
 
 fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
@@ -399,6 +400,7 @@ fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
     co.argument_check = o.argument_check != 0;
     co.copy_bias = o.copy_bias;
     co.fill_arguments = o.fill_arguments != 0;
+    co.blend = o.blend;
     if (o.context < 0) return fg::InvalidArgumentError("context must be >= 0");
     const int64_t trained = model->state->call_model->trained_context();
     if (o.context > 0 && trained > 0 && o.context > trained) {

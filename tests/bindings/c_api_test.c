@@ -330,7 +330,11 @@ int main(int argc, char** argv) {
     CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
     fg_caller_options_init(&o);
     CHECK(o.argument_check == 1 && o.copy_bias == -1 && o.fill_arguments == 1);
+    CHECK(o.blend > 0 && o.blend < 1);
     o.copy_bias = -3;
+    CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
+    fg_caller_options_init(&o);
+    o.blend = 1.0;
     CHECK_ERR(fg_caller_create(model, catalog, &o, &caller), FG_INVALID_ARGUMENT);
     fg_caller_options_init(&o);
     o.struct_size = 8; /* an uninitialized or foreign struct */

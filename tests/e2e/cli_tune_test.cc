@@ -555,12 +555,19 @@ TEST_F(CliTuneTest, ObjectiveTeachesTheToolPrior) {
   ASSERT_EQ(tuned.rc, 0) << tuned.out;
   EXPECT_THAT(Fgemma("inspect " + app, false).out,
               HasSubstr(R"("{"set_light":["state"],"start_timer":["minutes"]}")"));
-  const std::string call_app = "call -m " + *model_ + " --tools " + *tools_ +
-                               " -t 1 --stats --tool-channel 50 --lora " + app + " --prior-lora " +
-                               out + " \"lights off in the hall\"";
+  const std::string call_blended = "call -m " + *model_ + " --tools " + *tools_ +
+                                   " -t 1 --stats --tool-channel 50 --lora " + app +
+                                   " --prior-lora " + out + " \"lights off in the hall\"";
+  const std::string call_app = call_blended + " --blend 0";  // the app's adapter decodes alone
   Result kept = Fgemma(call_app + " --no-arg-fill");
   ASSERT_EQ(kept.rc, 0) << kept.out;
   EXPECT_THAT(kept.out, HasSubstr("argument fill 0.0 ms (0 added)"));
+  EXPECT_THAT(kept.out, HasSubstr("| blend 0.0 ms (0 steps) |"));
+  // By default the prior's model decodes along (--blend 0.4); its time shows in --stats.
+  Result blended = Fgemma(call_blended + " --no-arg-fill");
+  ASSERT_EQ(blended.rc, 0) << blended.out;
+  EXPECT_THAT(blended.out, HasSubstr("| blend "));
+  EXPECT_THAT(blended.out, ::testing::Not(HasSubstr("| blend 0.0 ms"))) << blended.out;
   ASSERT_THAT(kept.out, HasSubstr("\"name\":\"set_light\"")) << kept.out;
   ASSERT_THAT(kept.out, ::testing::Not(HasSubstr("room"))) << kept.out;  // what the fill is for
   Result filled = Fgemma(call_app);

@@ -46,7 +46,8 @@ void PrintStats(const CallResult& r, double cpu_ms) {
                "decode %.1f ms (%lld tokens: %lld forced, %lld sparse, %lld full, %lld from "
                "drafts (%lld of %lld drafted tokens taken); LM-head rows skipped %.1f%%; %lld "
                "strings guarded) | tool channel %.1f ms | argument check %.1f ms (%lld dropped, "
-               "%lld replaced, %lld tools ruled out) | argument fill %.1f ms (%lld added) | "
+               "%lld replaced, %lld tools ruled out) | argument fill %.1f ms (%lld added) | blend "
+               "%.1f ms (%lld steps) | "
                "total %.1f ms (cpu %.1f ms) | stop: %s | "
                "peak RSS %.1f MiB\n",
                s.prefix_ms, s.prefix_source.c_str(), ll(s.prefix_tokens), ll(s.reused_tokens),
@@ -55,7 +56,8 @@ void PrintStats(const CallResult& r, double cpu_ms) {
                ll(s.drafted_steps), ll(s.accepted_tokens), ll(s.drafted_tokens), skipped,
                ll(s.guarded_strings), s.channel_ms, s.argument_check_ms, ll(s.dropped_arguments),
                ll(s.replaced_values), ll(s.excluded_tools), s.fill_ms, ll(s.filled_arguments),
-               s.total_ms, cpu_ms, r.stop_text().c_str(), PeakRssKiB() / 1024.0);
+               s.blend_ms, ll(s.blended_steps), s.total_ms, cpu_ms, r.stop_text().c_str(),
+               PeakRssKiB() / 1024.0);
 }
 
 }  // namespace
@@ -181,6 +183,7 @@ int CmdCall(int argc, char** argv) {
   o.tool_channel = common.ToolChannel();
   o.argument_check = common.ArgumentCheck();
   o.fill_arguments = common.ArgumentFill();
+  o.blend = common.Blend(o.blend);
   o.copy_bias = common.CopyBias();
   // What is left to check (the sampling parameters), with FunctionCaller::Create's messages.
   if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());

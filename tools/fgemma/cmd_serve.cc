@@ -135,6 +135,7 @@ int CmdServeMain(int argc, char** argv) {
   so.tool_channel = common.ToolChannel();
   so.argument_check = common.ArgumentCheck();
   so.fill_arguments = common.ArgumentFill();
+  so.blend = common.Blend(so.blend);
   so.copy_bias = common.CopyBias();
   so.timeout_s = static_cast<double>(timeout);
   so.limits.max_body_bytes = static_cast<size_t>(max_body);

@@ -87,6 +87,13 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
               "again with the call adapter, and the arguments it gives there are added when it "
               "names the same function (\"subtitles in French\": the language); --no-arg-fill "
               "keeps the app adapter's call");
+    p.AddDouble("--blend", &blend_, "W",
+                "With an app's adapter (`fgemma tune --tools`) and the shipped call adapter's "
+                "tool prior: both adapters decode the call together, and each token the app's "
+                "adapter is unsure of (its first choice under 97 % likely) is chosen by "
+                "(1 - W) x log p(app) + W x log p(call adapter): the app's few examples teach "
+                "what they show, the adapter it was tuned from keeps what they never say "
+                "(default 0.4; 0: the app's adapter alone; below 1)");
     p.AddDouble(
         "--copy-bias", &copy_bias_, "B",
         "Bias added to the tokens that copy the request's text into a string value, and "
@@ -139,6 +146,10 @@ Status CommonFlags::Check() const {
   if ((which_ & kToolChannel) && parser_->WasSet("--tool-channel") &&
       !(std::isfinite(tool_channel_) && tool_channel_ >= 0)) {
     return InvalidArgumentError("--tool-channel must be a weight >= 0 (0: off)");
+  }
+  if ((which_ & kToolChannel) && parser_->WasSet("--blend") &&
+      !(std::isfinite(blend_) && blend_ >= 0 && blend_ < 1)) {
+    return InvalidArgumentError("--blend must be a weight in [0, 1) (0: off)");
   }
   if ((which_ & kToolChannel) && parser_->WasSet("--copy-bias") &&
       !(std::isfinite(copy_bias_) && copy_bias_ >= 0)) {

@@ -36,6 +36,11 @@ public final class FunctionCaller implements AutoCloseable {
      * app's examples never gave, left out of the call, from the prior's model's call.
      */
     public boolean fillArguments = true;
+    /**
+     * With such an adapter and prior's model: the prior's model's weight when both choose each
+     * token of the call together, in [0, 1); -1 the library's default, 0 off.
+     */
+    public double blend = -1;
   }
 
   private long handle;
@@ -51,7 +56,7 @@ public final class FunctionCaller implements AutoCloseable {
       handle = Native.callerCreate(model.handle(), catalog, dialect, constrain, o.temperature,
           o.topK, o.topP, o.seed, o.maxCalls, o.maxTokens, o.context, o.threads, cacheDir, toolMap,
           o.draftTokens, o.reuseRequestPrefix, o.toolChannel, o.argumentCheck, o.copyBias,
-          o.fillArguments);
+          o.fillArguments, o.blend);
     }
   }
 
@@ -65,7 +70,7 @@ public final class FunctionCaller implements AutoCloseable {
       handle = Native.callerCreate(model.handle(), Fgemma.cBytes(catalog, "catalog"), null, null,
           o.temperature, o.topK, o.topP, o.seed, o.maxCalls, o.maxTokens, o.context, o.threads,
           null, null, o.draftTokens, o.reuseRequestPrefix, o.toolChannel, o.argumentCheck,
-          o.copyBias, o.fillArguments);
+          o.copyBias, o.fillArguments, o.blend);
     }
   }
 

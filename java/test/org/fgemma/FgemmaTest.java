@@ -168,6 +168,9 @@ public final class FgemmaTest {
       badCopy.copyBias = -3;
       expectError(
           FgemmaException.INVALID_ARGUMENT, "copy bias", () -> model.caller(catalog, badCopy));
+      FunctionCaller.Options badBlend = new FunctionCaller.Options();
+      badBlend.blend = 1.5;
+      expectError(FgemmaException.INVALID_ARGUMENT, "blend", () -> model.caller(catalog, badBlend));
       FunctionCaller.Options noFill = new FunctionCaller.Options();
       noFill.threads = 1;
       noFill.fillArguments = false;
