@@ -2243,6 +2243,7 @@ TEST(FunctionCaller, TheBlendDecodesWithBothModels) {
   FunctionCallerOptions o = Options("call");
   o.tool_channel = 1;
   o.fill_arguments = false;
+  o.copy_bias = 0;  // the models decide, not the request's text
   auto make = [&](std::shared_ptr<const CallModel> m, double blend, double sure = 2) {
     FunctionCallerOptions opt = o;
     opt.blend = blend;
@@ -2295,6 +2296,39 @@ TEST(FunctionCaller, TheBlendDecodesWithBothModels) {
   }
   EXPECT_GT(differ, 0);                 // the two models disagree somewhere
   EXPECT_GT(half_differs_from_own, 0);  // and the blend is not the app alone
+
+  // Both adapters apply after the prefix: the partner took the catalog prefix's K/V from the
+  // caller's session (no prefill of its own). Its caches then hold what a session of the prior's
+  // model holds after the same tokens (prefix, request, call), all of them prefilled.
+  auto fresh = make(app, 0.5);
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(call::PartnerSession(*own), nullptr);
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult r, fresh->Call("turn the light on"));
+  const runtime::Session* partner = call::PartnerSession(*fresh);
+  ASSERT_NE(partner, nullptr);
+  const int64_t n = fresh->prefix_tokens();
+  EXPECT_EQ(partner->pinned(), n);
+  FG_ASSERT_OK_AND_ASSIGN(std::vector<int32_t> tokens, fresh->PromptTokens("turn the light on"));
+  tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
+  ASSERT_GT(partner->position(), n);
+  ASSERT_LE(partner->position(), static_cast<int64_t>(tokens.size()));
+  runtime::SessionOptions so;
+  so.lora_from = n;
+  FG_ASSERT_OK_AND_ASSIGN(auto prefilled, runtime::Session::Create(*call::PriorModel(*app), so));
+  const std::span<const int32_t> all(tokens);
+  FG_ASSERT_OK(prefilled->Append(all.first(n), runtime::LogitsRequest::None()));
+  FG_ASSERT_OK(prefilled->Append(all.subspan(n, partner->position() - n),
+                                 runtime::LogitsRequest::None()));
+  for (int64_t l = 0; l < call::PriorModel(*app)->config().n_layers; ++l) {
+    for (const bool is_k : {true, false}) {
+      const auto want = is_k ? prefilled->cached_k(l) : prefilled->cached_v(l);
+      const auto got = is_k ? partner->cached_k(l) : partner->cached_v(l);
+      ASSERT_EQ(got.size(), want.size()) << l;
+      float worst = 0;
+      for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+      EXPECT_LT(worst, 1e-4f) << "layer " << l << (is_k ? " K" : " V");
+    }
+  }
 }
 
 // The adapter's record of the given arguments is checked when the model loads.

@@ -235,6 +235,9 @@ struct FunctionCaller::Impl {
   // same catalog and options, this caller's channel and threads); null when both are off.
   std::unique_ptr<Impl> partner;
   double blend = 0;  // FunctionCallerOptions::blend with `partner`; 0: off
+  // Both models' adapters apply after the prefix: the prefix K/V are the base model's in both,
+  // and the partner takes them from this caller's session instead of prefilling its own.
+  bool share_prefix = false;
 
   // Create's caller; with `parent`, its partner: on the tool prior's model, with the parent's
   // tool prior and threads. No partner of its own.
@@ -373,10 +376,10 @@ StatusOr<std::unique_ptr<FunctionCaller>> FunctionCaller::Create(
       m.grammar != nullptr && m.mode == text::ConstrainMode::kCall) {
     FunctionCallerOptions fo = options;
     // Both models' adapters after the prefix: their prefix K/V are the base model's, which the
-    // cache file under this caller's key (CallModel's identity: the base model's) holds.
-    if (!m.model->adapters_after_prefix() || !cm.prior_model->adapters_after_prefix()) {
-      fo.cache_dir.clear();
-    }
+    // cache file under this caller's key (CallModel's identity: the base model's) holds, and
+    // this caller's session once it has them.
+    m.share_prefix = m.model->adapters_after_prefix() && cm.prior_model->adapters_after_prefix();
+    if (!m.share_prefix) fo.cache_dir.clear();
     fo.fill_arguments = false;
     fo.blend = 0;
     FG_ASSIGN_OR_RETURN(m.partner, Impl::Make(model, catalog_json, fo, &m));
@@ -580,6 +583,16 @@ Status FunctionCaller::Impl::EnsurePrefix(CallStats* stats) {
   }
   session->Pin();
   held = prefix;
+  if (share_prefix && partner->session->pinned() != n) {
+    std::vector<std::span<const float>> k, v;
+    for (int64_t l = 0; l < model->config().n_layers; ++l) {
+      k.push_back(session->cached_k(l));
+      v.push_back(session->cached_v(l));
+    }
+    FG_RETURN_IF_ERROR(partner->session->Restore(n, k, v));
+    partner->session->Pin();
+    partner->held = prefix;
+  }
   stats->prefix_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return OkStatus();
@@ -1105,6 +1118,9 @@ namespace fg::call {
 const runtime::Model& RuntimeModel(const CallModel& model) { return *model.impl().model; }
 const runtime::Model* PriorModel(const CallModel& model) { return model.impl().prior_model.get(); }
 const text::Tokenizer& CallTokenizer(const CallModel& model) { return *model.impl().tokenizer; }
+const runtime::Session* PartnerSession(FunctionCaller& caller) {
+  return caller.impl().partner ? caller.impl().partner->session.get() : nullptr;
+}
 Status UseBatcher(FunctionCaller& caller, runtime::StepBatcher* batcher) {
   return caller.impl().session->SetBatcher(batcher);
 }

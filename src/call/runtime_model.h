@@ -7,6 +7,7 @@
 #include "fgemma/function_caller.h"
 #include "src/base/thread_pool.h"
 #include "src/runtime/model.h"
+#include "src/runtime/session.h"
 #include "src/runtime/step_batcher.h"
 #include "src/text/tokenizer.h"
 
@@ -24,6 +25,9 @@ const text::Tokenizer& CallTokenizer(const CallModel& model);
 // and sessions'; nullptr: alone). The answers are the same. The batcher must run `caller`'s
 // model (RuntimeModel) and outlive its use.
 Status UseBatcher(FunctionCaller& caller, runtime::StepBatcher* batcher);
+// The session of `caller`'s partner (FunctionCallerOptions::fill_arguments and blend: the caller
+// on the tool prior's model), null without one; for tests.
+const runtime::Session* PartnerSession(FunctionCaller& caller);
 // Prepacks the model's matmul panels (runtime::Model::PrepackPanels): call before any caller of
 // `model` is created.
 Status PrepackPanels(const CallModel& model, ThreadPool* pool);
