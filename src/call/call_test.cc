@@ -2317,8 +2317,8 @@ TEST(FunctionCaller, TheBlendDecodesWithBothModels) {
   FG_ASSERT_OK_AND_ASSIGN(auto prefilled, runtime::Session::Create(*call::PriorModel(*app), so));
   const std::span<const int32_t> all(tokens);
   FG_ASSERT_OK(prefilled->Append(all.first(n), runtime::LogitsRequest::None()));
-  FG_ASSERT_OK(prefilled->Append(all.subspan(n, partner->position() - n),
-                                 runtime::LogitsRequest::None()));
+  FG_ASSERT_OK(
+      prefilled->Append(all.subspan(n, partner->position() - n), runtime::LogitsRequest::None()));
   for (int64_t l = 0; l < call::PriorModel(*app)->config().n_layers; ++l) {
     for (const bool is_k : {true, false}) {
       const auto want = is_k ? prefilled->cached_k(l) : prefilled->cached_v(l);
