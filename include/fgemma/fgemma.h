@@ -188,7 +188,8 @@ typedef struct fg_caller_options {
                                  * the app's examples never gave, left out of the call, is taken
                                  * from the prior's model's call of the same function; 0: off */
   double blend;                 /* 0.4: with such an adapter and prior's model, both decode the
-                                 * call together, each token by (1 - blend) log p(app) + blend
+                                 * call together, each token the app's adapter gives its first
+                                 * choice under 97 % chosen by (1 - blend) log p(app) + blend
                                  * log p(prior's model); 0: off; below 1 */
 } fg_caller_options;
 

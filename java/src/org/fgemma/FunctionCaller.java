@@ -37,8 +37,9 @@ public final class FunctionCaller implements AutoCloseable {
      */
     public boolean fillArguments = true;
     /**
-     * With such an adapter and prior's model: the prior's model's weight when both choose each
-     * token of the call together, in [0, 1); -1 the library's default, 0 off.
+     * With such an adapter and prior's model: the prior's model's weight when both choose the
+     * tokens of the call the app's adapter is unsure of, in [0, 1); -1 the library's default
+     * (0.4), 0 off.
      */
     public double blend = -1;
   }
