@@ -2275,6 +2275,8 @@ TEST(FunctionCaller, TheBlendDecodesWithBothModels) {
     FG_ASSERT_OK_AND_ASSIGN(const CallResult as, app_sure->Call(req));
     EXPECT_EQ(as.text, a.text) << req;
     EXPECT_EQ(as.stats.blended_steps, 0);
+    // Sure everywhere, the partner never steps: its session holds the prefix alone.
+    EXPECT_EQ(call::PartnerSession(*app_sure)->position(), app_sure->prefix_tokens()) << req;
     EXPECT_EQ(h.stats.blended_steps,
               h.stats.sparse_steps + h.stats.full_steps + h.stats.drafted_steps)
         << req;  // blend_sure 2: all
@@ -2299,11 +2301,15 @@ TEST(FunctionCaller, TheBlendDecodesWithBothModels) {
 
   // Both adapters apply after the prefix: the partner took the catalog prefix's K/V from the
   // caller's session (no prefill of its own). Its caches then hold what a session of the prior's
-  // model holds after the same tokens (prefix, request, call), all of them prefilled.
-  auto fresh = make(app, 0.5);
+  // model holds after the same tokens (prefix, request, call), all of them prefilled. Half sure:
+  // the partner skips some steps and appends the tokens written meanwhile with its next one.
+  auto fresh = make(app, 0.5, 0.5);
   ASSERT_NE(fresh, nullptr);
   EXPECT_EQ(call::PartnerSession(*own), nullptr);
   FG_ASSERT_OK_AND_ASSIGN(const CallResult r, fresh->Call("turn the light on"));
+  EXPECT_GT(r.stats.blended_steps, 0);
+  EXPECT_LT(r.stats.blended_steps + 1,
+            r.stats.sparse_steps + r.stats.full_steps + r.stats.drafted_steps);
   const runtime::Session* partner = call::PartnerSession(*fresh);
   ASSERT_NE(partner, nullptr);
   const int64_t n = fresh->prefix_tokens();

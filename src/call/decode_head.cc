@@ -90,6 +90,8 @@ Status DecodeHead::AppendFull(const text::CallGrammar::State& state, int64_t lef
   return OkStatus();
 }
 
+void DecodeHead::Skip() { forced_ = false; }
+
 StatusOr<std::span<const float>> DecodeHead::Full() {
   forced_ = false;
   FG_RETURN_IF_ERROR(Append(runtime::LogitsRequest::Full()));

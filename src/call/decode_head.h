@@ -63,6 +63,11 @@ class DecodeHead {
   // candidates()[j]: the logit of allowed[j] after a Step that was not kForced.
   std::span<float> candidates() { return cand_; }
 
+  // A step whose logits are not needed (FunctionCallerOptions::blend: the app's adapter is sure
+  // and decides alone), in place of Step: like a forced step, the token written after it goes
+  // into the session with the next step that computes logits.
+  void Skip();
+
   // A step without a grammar: the full logits of the next token.
   StatusOr<std::span<const float>> Full();
 

@@ -993,19 +993,23 @@ Status FunctionCaller::Impl::Decode(std::span<const int32_t> rest, const CallCon
       if (allowed.empty()) return InternalError("call grammar: no token allowed");
       FG_ASSIGN_OR_RETURN(const call::DecodeHead::Kind kind, head.Step(allowed, state, left));
       if (partner_head) {
-        // The same grammar and head options: forced on the same steps.
-        const auto t_blend = std::chrono::steady_clock::now();
-        FG_ASSIGN_OR_RETURN(const call::DecodeHead::Kind other,
-                            partner_head->Step(allowed, state, left));
-        st.blend_ms += MsSince(t_blend);
-        if ((other == call::DecodeHead::Kind::kForced) !=
-            (kind == call::DecodeHead::Kind::kForced)) {
-          return InternalError("blend: the partner's step differs");
-        }
+        // The partner's logits only where the app's adapter is unsure: on the other steps its
+        // head skips, and the tokens written meanwhile go into its session with the next step
+        // it takes (one Append), or never when none follows.
         if (kind != call::DecodeHead::Kind::kForced &&
-            call::BlendLogProbs(head.candidates(), partner_head->candidates(), blend,
-                                opt.blend_sure)) {
+            call::TopProbability(head.candidates()) < opt.blend_sure) {
+          // The same grammar and head options: a step the caller did not force is not forced.
+          const auto t_blend = std::chrono::steady_clock::now();
+          FG_ASSIGN_OR_RETURN(const call::DecodeHead::Kind other,
+                              partner_head->Step(allowed, state, left));
+          st.blend_ms += MsSince(t_blend);
+          if (other == call::DecodeHead::Kind::kForced) {
+            return InternalError("blend: the partner's step differs");
+          }
+          call::BlendLogProbs(head.candidates(), partner_head->candidates(), blend);
           ++st.blended_steps;
+        } else {
+          partner_head->Skip();
         }
       }
       if (kind == call::DecodeHead::Kind::kForced) {

@@ -1023,16 +1023,19 @@ double LogSumExp(std::span<const float> v) {
 
 }  // namespace
 
-bool BlendLogProbs(std::span<float> own, std::span<const float> other, double weight, double sure) {
+double TopProbability(std::span<const float> logits) {
+  if (logits.empty()) return 0;
+  return std::exp(*std::max_element(logits.begin(), logits.end()) - LogSumExp(logits));
+}
+
+void BlendLogProbs(std::span<float> own, std::span<const float> other, double weight) {
   FG_CHECK(own.size() == other.size());
-  if (own.empty()) return false;
+  if (own.empty()) return;
   const double own_z = LogSumExp(own);
-  if (std::exp(*std::max_element(own.begin(), own.end()) - own_z) >= sure) return false;
   const double other_z = LogSumExp(other);
   for (size_t j = 0; j < own.size(); ++j) {
     own[j] = static_cast<float>((1 - weight) * (own[j] - own_z) + weight * (other[j] - other_z));
   }
-  return true;
 }
 
 std::unique_ptr<LogitProcessor> MakeCopyPrior(std::string request, double bias,

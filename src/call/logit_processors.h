@@ -101,12 +101,13 @@ std::unique_ptr<LogitProcessor> MakeStringGuard(int budget, const std::vector<bo
                                                 int32_t escape);
 // The digit guard; `digits[t]`: token t's text is digits only.
 std::unique_ptr<LogitProcessor> MakeDigitGuard(const std::vector<bool>* digits);
+// The softmax probability of the most likely of `logits` (0 when empty).
+// FunctionCallerOptions::blend_sure compares it with the app's adapter's first choice.
+double TopProbability(std::span<const float> logits);
 // FunctionCallerOptions::blend: two models' logits of the same allowed tokens made one, each
 // log-softmax normalized over them: own[j] <- (1 - weight) log p_own(j) + weight log p_other(j),
-// a weighted product of the two distributions (0 <= weight < 1; the sizes must match). Where
-// the own model is sure, its first choice at least `sure` likely, `own` is left as it is and the
-// result is false (FunctionCallerOptions::blend_sure).
-bool BlendLogProbs(std::span<float> own, std::span<const float> other, double weight, double sure);
+// a weighted product of the two distributions (0 <= weight < 1; the sizes must match).
+void BlendLogProbs(std::span<float> own, std::span<const float> other, double weight);
 // The numbers `request` says, as the decimal text a number value spells, in order, once each:
 // digit runs ("50", "$1,200" -> "1200", "2.5"; a run with a leading zero is skipped) and runs of
 // English number words ("five", "twenty-one", "one hundred and twenty", "two thousand five

@@ -154,32 +154,38 @@ TEST(BlendLogProbs, IsTheWeightedProductOfTheTwoDistributions) {
   const std::vector<double> lt = log_softmax({other.begin(), other.end()});
   for (double w : {0.0, 0.25, 0.6, 0.999}) {
     std::vector<float> own = own0;
-    EXPECT_TRUE(BlendLogProbs(own, other, w, 2.0));
+    BlendLogProbs(own, other, w);
     for (size_t j = 0; j < own.size(); ++j) {
       EXPECT_NEAR(own[j], (1 - w) * lo[j] + w * lt[j], 1e-5) << w << " " << j;
     }
   }
   // The choice moves from the own favourite (0) to the other's (1) as the weight grows.
   std::vector<float> a = own0, b = own0;
-  BlendLogProbs(a, other, 0.1, 2.0);
-  BlendLogProbs(b, other, 0.9, 2.0);
+  BlendLogProbs(a, other, 0.1);
+  BlendLogProbs(b, other, 0.9);
   EXPECT_EQ(std::max_element(a.begin(), a.end()) - a.begin(), 0);
   EXPECT_EQ(std::max_element(b.begin(), b.end()) - b.begin(), 1);
   // Shifting either side changes nothing.
   std::vector<float> shifted = own0, base = own0;
   for (float& x : shifted) x += 50.0f;
-  BlendLogProbs(shifted, other, 0.4, 2.0);
-  BlendLogProbs(base, other, 0.4, 2.0);
+  BlendLogProbs(shifted, other, 0.4);
+  BlendLogProbs(base, other, 0.4);
   for (size_t j = 0; j < base.size(); ++j) EXPECT_NEAR(shifted[j], base[j], 1e-4);
-  // own0's first choice is 0.710 likely: blended under a threshold above that ...
-  std::vector<float> unsure = own0, sure = own0;
-  EXPECT_TRUE(BlendLogProbs(unsure, other, 0.4, 0.72));
-  EXPECT_NE(unsure, own0);
-  // ... and left as it is under one below it.
-  EXPECT_FALSE(BlendLogProbs(sure, other, 0.4, 0.70));
-  EXPECT_EQ(sure, own0);
   std::vector<float> empty;
-  EXPECT_FALSE(BlendLogProbs(empty, {}, 0.4, 2.0));
+  BlendLogProbs(empty, {}, 0.4);
+  EXPECT_TRUE(empty.empty());
+}
+
+// FunctionCallerOptions::blend_sure's measure: the softmax probability of the first choice.
+TEST(TopProbability, IsTheSoftmaxOfTheLargestLogit) {
+  const std::vector<float> own0 = {2.0f, 0.5f, -1.0f, 0.0f};
+  const double z = std::exp(2.0) + std::exp(0.5) + std::exp(-1.0) + std::exp(0.0);
+  EXPECT_NEAR(TopProbability(own0), std::exp(2.0) / z, 1e-9);            // 0.710
+  const std::vector<float> large = {1000.0f, 1003.0f, 990.0f, 1001.0f};  // no overflow
+  EXPECT_NEAR(TopProbability(large), 1 / (std::exp(-3.0) + 1 + std::exp(-13.0) + std::exp(-2.0)),
+              1e-9);
+  EXPECT_DOUBLE_EQ(TopProbability(std::vector<float>{5.0f}), 1.0);
+  EXPECT_DOUBLE_EQ(TopProbability(std::vector<float>{}), 0.0);
 }
 
 TEST_F(LogitProcessorsTest, DigitGuardEndsLongNumbers) {
