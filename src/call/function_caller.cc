@@ -996,8 +996,10 @@ Status FunctionCaller::Impl::Decode(std::span<const int32_t> rest, const CallCon
         // The partner's logits only where the app's adapter is unsure: on the other steps its
         // head skips, and the tokens written meanwhile go into its session with the next step
         // it takes (one Append), or never when none follows.
+        const double own_log_z =
+            kind == call::DecodeHead::Kind::kForced ? 0 : call::LogSumExp(head.candidates());
         if (kind != call::DecodeHead::Kind::kForced &&
-            call::TopProbability(head.candidates()) < opt.blend_sure) {
+            call::TopProbability(head.candidates(), own_log_z) < opt.blend_sure) {
           // The same grammar and head options: a step the caller did not force is not forced.
           const auto t_blend = std::chrono::steady_clock::now();
           FG_ASSIGN_OR_RETURN(const call::DecodeHead::Kind other,
@@ -1006,7 +1008,7 @@ Status FunctionCaller::Impl::Decode(std::span<const int32_t> rest, const CallCon
           if (other == call::DecodeHead::Kind::kForced) {
             return InternalError("blend: the partner's step differs");
           }
-          call::BlendLogProbs(head.candidates(), partner_head->candidates(), blend);
+          call::BlendLogProbs(head.candidates(), own_log_z, partner_head->candidates(), blend);
           ++st.blended_steps;
         } else {
           partner_head->Skip();

@@ -1009,32 +1009,28 @@ std::unique_ptr<LogitProcessor> MakeDigitGuard(const std::vector<bool>* digits) 
   return std::make_unique<DigitGuard>(digits);
 }
 
-namespace {
-
-// log sum_j exp(v[j]), in double (candidate logits may run to the hundreds).
-double LogSumExp(std::span<const float> v) {
+double LogSumExp(std::span<const float> logits) {
   double hi = -std::numeric_limits<double>::infinity();
-  for (float x : v) hi = std::max(hi, static_cast<double>(x));
+  for (float x : logits) hi = std::max(hi, static_cast<double>(x));
   if (!std::isfinite(hi)) return hi;
   double sum = 0;
-  for (float x : v) sum += std::exp(static_cast<double>(x) - hi);
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - hi);
   return hi + std::log(sum);
 }
 
-}  // namespace
-
-double TopProbability(std::span<const float> logits) {
+double TopProbability(std::span<const float> logits, double log_z) {
   if (logits.empty()) return 0;
-  return std::exp(*std::max_element(logits.begin(), logits.end()) - LogSumExp(logits));
+  return std::exp(*std::max_element(logits.begin(), logits.end()) - log_z);
 }
 
-void BlendLogProbs(std::span<float> own, std::span<const float> other, double weight) {
+void BlendLogProbs(std::span<float> own, double own_log_z, std::span<const float> other,
+                   double weight) {
   FG_CHECK(own.size() == other.size());
   if (own.empty()) return;
-  const double own_z = LogSumExp(own);
-  const double other_z = LogSumExp(other);
+  const double other_log_z = LogSumExp(other);
   for (size_t j = 0; j < own.size(); ++j) {
-    own[j] = static_cast<float>((1 - weight) * (own[j] - own_z) + weight * (other[j] - other_z));
+    own[j] =
+        static_cast<float>((1 - weight) * (own[j] - own_log_z) + weight * (other[j] - other_log_z));
   }
 }
 

@@ -101,13 +101,19 @@ std::unique_ptr<LogitProcessor> MakeStringGuard(int budget, const std::vector<bo
                                                 int32_t escape);
 // The digit guard; `digits[t]`: token t's text is digits only.
 std::unique_ptr<LogitProcessor> MakeDigitGuard(const std::vector<bool>* digits);
-// The softmax probability of the most likely of `logits` (0 when empty).
-// FunctionCallerOptions::blend_sure compares it with the app's adapter's first choice.
-double TopProbability(std::span<const float> logits);
+// log sum_j exp(logits[j]), in double (candidate logits may run to the hundreds); -inf when
+// empty. The softmax's normalizer, computed once a step and passed to the two below.
+double LogSumExp(std::span<const float> logits);
+// The softmax probability of the most likely of `logits` (0 when empty), given their
+// LogSumExp `log_z`. FunctionCallerOptions::blend_sure compares it with the app's adapter's
+// first choice.
+double TopProbability(std::span<const float> logits, double log_z);
 // FunctionCallerOptions::blend: two models' logits of the same allowed tokens made one, each
 // log-softmax normalized over them: own[j] <- (1 - weight) log p_own(j) + weight log p_other(j),
 // a weighted product of the two distributions (0 <= weight < 1; the sizes must match).
-void BlendLogProbs(std::span<float> own, std::span<const float> other, double weight);
+// `own_log_z` is LogSumExp(own), which the gate (TopProbability) has already computed.
+void BlendLogProbs(std::span<float> own, double own_log_z, std::span<const float> other,
+                   double weight);
 // The numbers `request` says, as the decimal text a number value spells, in order, once each:
 // digit runs ("50", "$1,200" -> "1200", "2.5"; a run with a leading zero is skipped) and runs of
 // English number words ("five", "twenty-one", "one hundred and twenty", "two thousand five

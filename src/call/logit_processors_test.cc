@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -139,8 +141,7 @@ TEST_F(LogitProcessorsTest, StringGuardKeepsTheFirstTokenAndClosesTheString) {
 
 // Each side is log-softmax normalized over the candidates, then weighted: the result is the log
 // of the normalized weighted product p_own^(1-w) p_other^w (up to a constant), whatever either
-// side's offset; where the own side is sure (its first choice at least `sure` likely) it is left
-// as it is.
+// side's offset.
 TEST(BlendLogProbs, IsTheWeightedProductOfTheTwoDistributions) {
   const std::vector<float> own0 = {2.0f, 0.5f, -1.0f, 0.0f};
   const std::vector<float> other = {1000.0f, 1003.0f, 990.0f, 1001.0f};  // large: log-sum-exp
@@ -154,38 +155,49 @@ TEST(BlendLogProbs, IsTheWeightedProductOfTheTwoDistributions) {
   const std::vector<double> lt = log_softmax({other.begin(), other.end()});
   for (double w : {0.0, 0.25, 0.6, 0.999}) {
     std::vector<float> own = own0;
-    BlendLogProbs(own, other, w);
+    BlendLogProbs(own, LogSumExp(own), other, w);
     for (size_t j = 0; j < own.size(); ++j) {
       EXPECT_NEAR(own[j], (1 - w) * lo[j] + w * lt[j], 1e-5) << w << " " << j;
     }
   }
   // The choice moves from the own favourite (0) to the other's (1) as the weight grows.
   std::vector<float> a = own0, b = own0;
-  BlendLogProbs(a, other, 0.1);
-  BlendLogProbs(b, other, 0.9);
+  BlendLogProbs(a, LogSumExp(a), other, 0.1);
+  BlendLogProbs(b, LogSumExp(b), other, 0.9);
   EXPECT_EQ(std::max_element(a.begin(), a.end()) - a.begin(), 0);
   EXPECT_EQ(std::max_element(b.begin(), b.end()) - b.begin(), 1);
   // Shifting either side changes nothing.
   std::vector<float> shifted = own0, base = own0;
   for (float& x : shifted) x += 50.0f;
-  BlendLogProbs(shifted, other, 0.4);
-  BlendLogProbs(base, other, 0.4);
+  BlendLogProbs(shifted, LogSumExp(shifted), other, 0.4);
+  BlendLogProbs(base, LogSumExp(base), other, 0.4);
   for (size_t j = 0; j < base.size(); ++j) EXPECT_NEAR(shifted[j], base[j], 1e-4);
   std::vector<float> empty;
-  BlendLogProbs(empty, {}, 0.4);
+  BlendLogProbs(empty, LogSumExp(empty), {}, 0.4);
   EXPECT_TRUE(empty.empty());
+}
+
+// The softmax's normalizer, in double: no overflow where the logits run to a thousand.
+TEST(LogSumExp, IsTheLogOfTheSumOfExponentials) {
+  const std::vector<float> v = {2.0f, 0.5f, -1.0f, 0.0f};
+  EXPECT_NEAR(LogSumExp(v), std::log(std::exp(2.0) + std::exp(0.5) + std::exp(-1.0) + 1), 1e-9);
+  const std::vector<float> large = {1000.0f, 1003.0f, 990.0f, 1001.0f};
+  EXPECT_NEAR(LogSumExp(large),
+              1003 + std::log(std::exp(-3.0) + 1 + std::exp(-13.0) + std::exp(-2.0)), 1e-9);
+  EXPECT_DOUBLE_EQ(LogSumExp(std::vector<float>{5.0f}), 5.0);
+  EXPECT_EQ(LogSumExp(std::vector<float>{}), -std::numeric_limits<double>::infinity());
 }
 
 // FunctionCallerOptions::blend_sure's measure: the softmax probability of the first choice.
 TEST(TopProbability, IsTheSoftmaxOfTheLargestLogit) {
+  auto top = [](std::span<const float> v) { return TopProbability(v, LogSumExp(v)); };
   const std::vector<float> own0 = {2.0f, 0.5f, -1.0f, 0.0f};
   const double z = std::exp(2.0) + std::exp(0.5) + std::exp(-1.0) + std::exp(0.0);
-  EXPECT_NEAR(TopProbability(own0), std::exp(2.0) / z, 1e-9);            // 0.710
+  EXPECT_NEAR(top(own0), std::exp(2.0) / z, 1e-9);                       // 0.710
   const std::vector<float> large = {1000.0f, 1003.0f, 990.0f, 1001.0f};  // no overflow
-  EXPECT_NEAR(TopProbability(large), 1 / (std::exp(-3.0) + 1 + std::exp(-13.0) + std::exp(-2.0)),
-              1e-9);
-  EXPECT_DOUBLE_EQ(TopProbability(std::vector<float>{5.0f}), 1.0);
-  EXPECT_DOUBLE_EQ(TopProbability(std::vector<float>{}), 0.0);
+  EXPECT_NEAR(top(large), 1 / (std::exp(-3.0) + 1 + std::exp(-13.0) + std::exp(-2.0)), 1e-9);
+  EXPECT_DOUBLE_EQ(top(std::vector<float>{5.0f}), 1.0);
+  EXPECT_DOUBLE_EQ(top(std::vector<float>{}), 0.0);
 }
 
 TEST_F(LogitProcessorsTest, DigitGuardEndsLongNumbers) {
