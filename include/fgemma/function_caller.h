@@ -132,10 +132,12 @@ struct FunctionCallerOptions {
   // out an optional argument that none of the app's examples gives for its tool, the request is
   // decoded again on the prior's model (the same catalog, prompt, tool prior, copy prior and
   // argument check), and when that call names the same function, the arguments it gives there
-  // are added. The app's few examples teach to leave out what they never say ("subtitles in
-  // French" without the language when no example names one); on those choices the start knows
-  // better (docs/tuning.md, "Arguments the app never gives, from the start"). Costs that second
-  // decode (and a second session's caches) only on such calls; not with a streamed call
+  // are added, save those the argument check would drop from the merged call without asking (an
+  // unsaid word, a repeat of a required value: `source_language: "Polish"` beside
+  // `target_language: "Polish"`). The app's few examples teach to leave out what they never say
+  // ("subtitles in French" without the language when no example names one); on those choices the
+  // start knows better (docs/tuning.md, "Arguments the app never gives, from the start"). Costs
+  // that second decode (and a second session's caches) only on such calls; not with a streamed call
   // (CallControl::on_piece). false: off.
   bool fill_arguments = true;
   // With an app's adapter and a tool prior's model of its own (as fill_arguments): both models

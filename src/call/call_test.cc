@@ -1590,6 +1590,52 @@ TEST(ArgumentCheck, DropsAnOptionalStringThatRepeatsAFixedValue) {
   EXPECT_EQ(r.dropped, 0);
 }
 
+// The fill's merge (call::FillArguments) takes the open keys the partner's call gives, but not
+// one the argument check would drop from the merged call without asking: the partner's
+// `source_language: "Polish"` beside the app's required `target_language: "Polish"` (a seed-3
+// per-app translation miss), or an unsaid word. Without said facts (--no-arg-check) it takes
+// every open key the partner gives; a key the app's call has is never replaced.
+TEST(ArgumentCheck, TheFillAddsNothingTheCheckWouldDrop) {
+  auto cat = text::ParseToolCatalog(R"([{"name":"translate_text","parameters":{"type":"object",
+    "properties":{"text":{"type":"string"},"target_language":{"type":"string"},
+    "source_language":{"type":"string"},"formality":{"type":"string","enum":["formal","casual"]},
+    "note":{"type":"string"}},"required":["text","target_language"]}}])");
+  FG_ASSERT_OK(cat.status());
+  const text::Tool& tool = cat->tools[0];
+  const std::string request = "How do you say I would like a coffee in Polish";
+  const call::SaidFacts said = call::SaidFactsOf(request, tool);
+  const nlohmann::json app = {{"text", "I would like a coffee"}, {"target_language", "Polish"}};
+  const nlohmann::json partner = {{"text", "a coffee"},
+                                  {"target_language", "English"},
+                                  {"source_language", "Polish"},
+                                  {"formality", "formal"},
+                                  {"note", "espresso"}};
+  const std::vector<std::string> open = {"formality", "note", "source_language", "text"};
+  nlohmann::json merged = app;
+  EXPECT_EQ(call::FillArguments(tool, open, partner, &said, &merged),
+            std::vector<std::string>({"formality"}));
+  EXPECT_EQ(merged, nlohmann::json({{"text", "I would like a coffee"},
+                                    {"target_language", "Polish"},
+                                    {"formality", "formal"}}));
+  merged = app;
+  EXPECT_EQ(call::FillArguments(tool, open, partner, nullptr, &merged),
+            std::vector<std::string>({"formality", "note", "source_language"}));
+  EXPECT_EQ(merged["source_language"], "Polish");
+  EXPECT_EQ(merged["text"], "I would like a coffee");
+  // A source language the request says and no other argument holds is added.
+  const nlohmann::json app_german = {{"text", "I would like a coffee"},
+                                     {"target_language", "German"}};
+  merged = app_german;
+  EXPECT_EQ(call::FillArguments(tool, open, partner, &said, &merged),
+            std::vector<std::string>({"formality", "source_language"}));
+  EXPECT_EQ(merged["source_language"], "Polish");
+  // Nothing open, or a partner's call that is not an object: nothing added.
+  merged = app;
+  EXPECT_TRUE(call::FillArguments(tool, {}, partner, &said, &merged).empty());
+  EXPECT_TRUE(call::FillArguments(tool, open, nlohmann::json::array(), &said, &merged).empty());
+  EXPECT_EQ(merged, app);
+}
+
 // A free string that ran on into another argument's said value ("Max 12" beside `kg` 12 for
 // "Max 12 kilos") loses it; a number the request does not say with the other key's unit, a
 // number no argument has, an enum and a string that is only the number stay.

@@ -931,15 +931,14 @@ Status FunctionCaller::Impl::Fill(std::span<const int32_t> rest, const CallContr
   r->stats.fill_ms = MsSince(t_fill);
   if (other.validity.ok() && other.calls.size() == 1 && other.calls[0].name == c.name) {
     nlohmann::json merged = c.arguments;
-    int64_t added = 0;
-    for (const std::string& key : open) {
-      if (!other.calls[0].arguments.contains(key)) continue;
-      merged[key] = other.calls[0].arguments[key];
-      ++added;
-    }
-    if (added > 0 && text::ValidateCall(*tool, merged).ok()) {
+    // Nothing the argument check would drop without asking.
+    std::optional<call::SaidFacts> said;
+    if (argument_check) said = call::SaidFactsOf(request, *tool);
+    const std::vector<std::string> added = call::FillArguments(
+        *tool, open, other.calls[0].arguments, said ? &*said : nullptr, &merged);
+    if (!added.empty() && text::ValidateCall(*tool, merged).ok()) {
       c.arguments = std::move(merged);
-      r->stats.filled_arguments = added;
+      r->stats.filled_arguments = static_cast<int64_t>(added.size());
     }
   }
   r->stats.total_ms = MsSince(t0);

@@ -191,15 +191,11 @@ bool InventsNumbers(const text::Tool& tool, const nlohmann::json& arguments,
   return has_number && !HasDigit(request) && SaidNumberValues(request).empty();
 }
 
-StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
-                                          const CallScorer& score, const SaidFacts* said) {
-  CheckedArguments out{arguments};
-  if (!arguments.is_object()) return out;
+std::vector<std::string> UnsaidArguments(const text::Tool& tool, const nlohmann::json& arguments,
+                                         const SaidFacts& said) {
+  std::vector<std::string> keys;
+  if (!arguments.is_object()) return keys;
   const text::Schema& params = tool.parameters;
-  auto kept = [&](const std::string& key, const nlohmann::json& value) {
-    return said != nullptr && std::find(said->arguments.begin(), said->arguments.end(),
-                                        SaidArgument{key, value}) != said->arguments.end();
-  };
   auto required = [&](const std::string& key) {
     return std::find(params.required.begin(), params.required.end(), key) != params.required.end();
   };
@@ -219,46 +215,85 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
   };
   // Optional numbers the request does not say, and optional free strings with a word that
   // starts no word of the request: dropped without asking.
+  const std::vector<std::string> request_words = LowerCaseWords(said.request);
+  for (const auto& [key, value] : arguments.items()) {
+    const auto prop = params.properties.find(key);
+    if (required(key) || prop == params.properties.end() || !prop->second.enum_values.empty()) {
+      continue;
+    }
+    bool unsaid = false;
+    if (value.is_number()) {
+      const double v = std::abs(value.get<double>());  // RequestNumbers reads no sign
+      auto says = [&](const std::vector<double>& numbers) {
+        return std::any_of(numbers.begin(), numbers.end(),
+                           [&](double n) { return std::abs(n - v) <= 1e-9 * std::max(1.0, v); });
+      };
+      // Said only inside another argument's string ("7" of `time` "7:20 am") is not said.
+      unsaid = !says(said.numbers) ||
+               !says(SaidNumberValues(WithoutOtherStrings(said.request, key, arguments)));
+    } else if (value.is_string()) {
+      const std::vector<std::string> words = LowerCaseWords(value.get<std::string>());
+      unsaid = std::any_of(words.begin(), words.end(), [&](const std::string& w) {
+        return std::none_of(request_words.begin(), request_words.end(),
+                            [&](const std::string& r) { return r.starts_with(w); });
+      });
+      // The value of a required or enum argument repeated (`category: "this_month"` beside
+      // `period: "this_month"`), case aside.
+      unsaid = unsaid || repeats_fixed_value(key, value.get_ref<const std::string&>());
+    } else if (value.is_array() && prop->second.items != nullptr &&
+               prop->second.items->type == "STRING" && prop->second.items->enum_values.empty()) {
+      // An array of free strings with an item holding another of the call's string values
+      // (`rooms: ["at 11 pm"]` beside `time: "11 pm"`).
+      // (The binding is captured through a reference: clang before 16 cannot capture one.)
+      unsaid = std::any_of(value.begin(), value.end(), [&, &k = key](const nlohmann::json& item) {
+        return item.is_string() && WithoutOtherStrings(item.get<std::string>(), k, arguments) !=
+                                       item.get_ref<const std::string&>();
+      });
+    }
+    if (unsaid) keys.push_back(key);
+  }
+  return keys;
+}
+
+std::vector<std::string> FillArguments(const text::Tool& tool, std::span<const std::string> open,
+                                       const nlohmann::json& other, const SaidFacts* said,
+                                       nlohmann::json* arguments) {
+  std::vector<std::string> added;
+  if (!other.is_object() || !arguments->is_object()) return added;
+  nlohmann::json merged = *arguments;
+  for (const std::string& key : open) {
+    if (!other.contains(key) || merged.contains(key)) continue;
+    merged[key] = other[key];
+    added.push_back(key);
+  }
+  if (said != nullptr && !added.empty()) {
+    for (const std::string& key : UnsaidArguments(tool, merged, *said)) {
+      const auto it = std::find(added.begin(), added.end(), key);
+      if (it == added.end()) continue;
+      merged.erase(key);
+      added.erase(it);
+    }
+  }
+  *arguments = std::move(merged);
+  return added;
+}
+
+StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
+                                          const CallScorer& score, const SaidFacts* said) {
+  CheckedArguments out{arguments};
+  if (!arguments.is_object()) return out;
+  const text::Schema& params = tool.parameters;
+  auto kept = [&](const std::string& key, const nlohmann::json& value) {
+    return said != nullptr && std::find(said->arguments.begin(), said->arguments.end(),
+                                        SaidArgument{key, value}) != said->arguments.end();
+  };
+  auto required = [&](const std::string& key) {
+    return std::find(params.required.begin(), params.required.end(), key) != params.required.end();
+  };
   if (said != nullptr) {
-    const std::vector<std::string> request_words = LowerCaseWords(said->request);
-    for (const auto& [key, value] : arguments.items()) {
-      const auto prop = params.properties.find(key);
-      if (required(key) || prop == params.properties.end() || !prop->second.enum_values.empty()) {
-        continue;
-      }
-      bool unsaid = false;
-      if (value.is_number()) {
-        const double v = std::abs(value.get<double>());  // RequestNumbers reads no sign
-        auto says = [&](const std::vector<double>& numbers) {
-          return std::any_of(numbers.begin(), numbers.end(),
-                             [&](double n) { return std::abs(n - v) <= 1e-9 * std::max(1.0, v); });
-        };
-        // Said only inside another argument's string ("7" of `time` "7:20 am") is not said.
-        unsaid = !says(said->numbers) ||
-                 !says(SaidNumberValues(WithoutOtherStrings(said->request, key, arguments)));
-      } else if (value.is_string()) {
-        const std::vector<std::string> words = LowerCaseWords(value.get<std::string>());
-        unsaid = std::any_of(words.begin(), words.end(), [&](const std::string& w) {
-          return std::none_of(request_words.begin(), request_words.end(),
-                              [&](const std::string& r) { return r.starts_with(w); });
-        });
-        // The value of a required or enum argument repeated (`category: "this_month"` beside
-        // `period: "this_month"`), case aside.
-        unsaid = unsaid || repeats_fixed_value(key, value.get_ref<const std::string&>());
-      } else if (value.is_array() && prop->second.items != nullptr &&
-                 prop->second.items->type == "STRING" && prop->second.items->enum_values.empty()) {
-        // An array of free strings with an item holding another of the call's string values
-        // (`rooms: ["at 11 pm"]` beside `time: "11 pm"`).
-        // (The binding is captured through a reference: clang before 16 cannot capture one.)
-        unsaid = std::any_of(value.begin(), value.end(), [&, &k = key](const nlohmann::json& item) {
-          return item.is_string() && WithoutOtherStrings(item.get<std::string>(), k, arguments) !=
-                                         item.get_ref<const std::string&>();
-        });
-      }
-      if (unsaid) {
-        out.arguments.erase(key);
-        ++out.dropped;
-      }
+    for (const std::string& key : UnsaidArguments(tool, arguments, *said)) {
+      out.arguments.erase(key);
+      ++out.dropped;
     }
   }
   // Free strings that ran on into another argument's number or string: cut back.

@@ -123,6 +123,20 @@ using CallScorer =
     std::function<StatusOr<std::vector<double>>(std::span<const nlohmann::json> arguments)>;
 StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann::json& arguments,
                                           const CallScorer& score, const SaidFacts* said = nullptr);
+// The optional arguments CheckArguments (with `said`) drops without asking, by the rules above:
+// an unsaid number, a number said only inside another string, a free string with an unsaid word
+// or repeating a required or enum argument's value, an array of free strings with an item
+// holding another string value.
+std::vector<std::string> UnsaidArguments(const text::Tool& tool, const nlohmann::json& arguments,
+                                         const SaidFacts& said);
+// FunctionCallerOptions::fill_arguments' merge: adds to `arguments` each key of `open` that
+// `other` (the partner's call of the same function) gives, except one that UnsaidArguments finds
+// in the merged call (with `said`; null: none is left out), so the fill adds nothing the
+// argument check would drop: the partner's `source_language: "Polish"` beside the app's
+// `target_language: "Polish"`. Returns the keys added, in `open`'s order.
+std::vector<std::string> FillArguments(const text::Tool& tool, std::span<const std::string> open,
+                                       const nlohmann::json& other, const SaidFacts* said,
+                                       nlohmann::json* arguments);
 // True when a call of `tool` with `arguments` holds a number that a request saying none
 // (no SaidNumberValues and no digit in `request`) cannot have given: a free string (not
 // an enum member; also an array's or an object's) with a digit, or a required number argument.
