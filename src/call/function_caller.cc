@@ -995,10 +995,9 @@ Status FunctionCaller::Impl::Decode(std::span<const int32_t> rest, const CallCon
         // The partner's logits only where the app's adapter is unsure: on the other steps its
         // head skips, and the tokens written meanwhile go into its session with the next step
         // it takes (one Append), or never when none follows.
-        const double own_log_z =
-            kind == call::DecodeHead::Kind::kForced ? 0 : call::LogSumExp(head.candidates());
-        if (kind != call::DecodeHead::Kind::kForced &&
-            call::TopProbability(head.candidates(), own_log_z) < opt.blend_sure) {
+        const bool free = kind != call::DecodeHead::Kind::kForced;
+        const double own_log_z = free ? call::LogSumExp(head.candidates()) : 0;
+        if (free && call::TopProbability(head.candidates(), own_log_z) < opt.blend_sure) {
           // The same grammar and head options: a step the caller did not force is not forced.
           const auto t_blend = std::chrono::steady_clock::now();
           FG_ASSIGN_OR_RETURN(const call::DecodeHead::Kind other,

@@ -172,9 +172,9 @@ TEST(BlendLogProbs, IsTheWeightedProductOfTheTwoDistributions) {
   BlendLogProbs(shifted, LogSumExp(shifted), other, 0.4);
   BlendLogProbs(base, LogSumExp(base), other, 0.4);
   for (size_t j = 0; j < base.size(); ++j) EXPECT_NEAR(shifted[j], base[j], 1e-4);
+  // An empty vocabulary reads nothing (ASan would catch a read past the end).
   std::vector<float> empty;
   BlendLogProbs(empty, LogSumExp(empty), {}, 0.4);
-  EXPECT_TRUE(empty.empty());
 }
 
 // The softmax's normalizer, in double: no overflow where the logits run to a thousand.

@@ -172,6 +172,10 @@ bool FreeStringHasDigit(const text::Schema& schema, const nlohmann::json& value)
   return false;
 }
 
+bool IsRequired(const text::Schema& params, std::string_view key) {
+  return std::find(params.required.begin(), params.required.end(), key) != params.required.end();
+}
+
 }  // namespace
 
 bool InventsNumbers(const text::Tool& tool, const nlohmann::json& arguments,
@@ -183,9 +187,7 @@ bool InventsNumbers(const text::Tool& tool, const nlohmann::json& arguments,
         const auto prop = params.properties.find(item.key());
         if (prop == params.properties.end()) return false;
         return FreeStringHasDigit(prop->second, item.value()) ||
-               (item.value().is_number() &&
-                std::find(params.required.begin(), params.required.end(), item.key()) !=
-                    params.required.end());
+               (item.value().is_number() && IsRequired(params, item.key()));
       });
   // The request's numbers are read only for a call that has one.
   return has_number && !HasDigit(request) && SaidNumberValues(request).empty();
@@ -196,9 +198,6 @@ std::vector<std::string> UnsaidArguments(const text::Tool& tool, const nlohmann:
   std::vector<std::string> keys;
   if (!arguments.is_object()) return keys;
   const text::Schema& params = tool.parameters;
-  auto required = [&](const std::string& key) {
-    return std::find(params.required.begin(), params.required.end(), key) != params.required.end();
-  };
   // Another argument whose string value equals `value`, case aside, and is required or an enum
   // member.
   auto repeats_fixed_value = [&](const std::string& key, const std::string& value) {
@@ -209,7 +208,7 @@ std::vector<std::string> UnsaidArguments(const text::Tool& tool, const nlohmann:
         return false;
       }
       const auto prop = params.properties.find(o.key());
-      return required(o.key()) ||
+      return IsRequired(params, o.key()) ||
              (prop != params.properties.end() && !prop->second.enum_values.empty());
     });
   };
@@ -218,7 +217,8 @@ std::vector<std::string> UnsaidArguments(const text::Tool& tool, const nlohmann:
   const std::vector<std::string> request_words = LowerCaseWords(said.request);
   for (const auto& [key, value] : arguments.items()) {
     const auto prop = params.properties.find(key);
-    if (required(key) || prop == params.properties.end() || !prop->second.enum_values.empty()) {
+    if (IsRequired(params, key) || prop == params.properties.end() ||
+        !prop->second.enum_values.empty()) {
       continue;
     }
     bool unsaid = false;
@@ -287,9 +287,6 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
     return said != nullptr && std::find(said->arguments.begin(), said->arguments.end(),
                                         SaidArgument{key, value}) != said->arguments.end();
   };
-  auto required = [&](const std::string& key) {
-    return std::find(params.required.begin(), params.required.end(), key) != params.required.end();
-  };
   if (said != nullptr) {
     for (const std::string& key : UnsaidArguments(tool, arguments, *said)) {
       out.arguments.erase(key);
@@ -320,7 +317,7 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
   std::vector<std::string> optional;
   for (const auto& [key, value] : checked.items()) {
     if (kept(key, value)) continue;
-    if (!required(key)) {
+    if (!IsRequired(params, key)) {
       optional.push_back(key);
       nlohmann::json without = checked;
       without.erase(key);
