@@ -134,7 +134,9 @@ struct FunctionCallerOptions {
   // argument check), and when that call names the same function, the arguments it gives there
   // are added, save those the argument check would drop from the merged call without asking (an
   // unsaid word, a repeat of a required value: `source_language: "Polish"` beside
-  // `target_language: "Polish"`). The app's few examples teach to leave out what they never say
+  // `target_language: "Polish"`) and an enum member the request does not say (`formality:
+  // "formal"` for a request that names no formality). The app's few examples teach to leave out
+  // what they never say
   // ("subtitles in French" without the language when no example names one); on those choices the
   // start knows better (docs/tuning.md, "Arguments the app never gives, from the start"). Costs
   // that second decode (and a second session's caches) only on such calls; not with a streamed call

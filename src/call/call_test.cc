@@ -1593,9 +1593,11 @@ TEST(ArgumentCheck, DropsAnOptionalStringThatRepeatsAFixedValue) {
 // The fill's merge (call::FillArguments) takes the open keys the partner's call gives, but not
 // one the argument check would drop from the merged call without asking: the partner's
 // `source_language: "Polish"` beside the app's required `target_language: "Polish"` (a seed-3
-// per-app translation miss), or an unsaid word. Without said facts (--no-arg-check) it takes
-// every open key the partner gives; a key the app's call has is never replaced.
-TEST(ArgumentCheck, TheFillAddsNothingTheCheckWouldDrop) {
+// per-app translation miss), an unsaid word, or an enum member the request does not say (the
+// partner's `formality: "formal"` for a request that names no formality: two seed-3 misses).
+// Without said facts (--no-arg-check) it takes every open key the partner gives; a key the app's
+// call has is never replaced.
+TEST(ArgumentCheck, TheFillAddsNothingTheCheckWouldDropNorAnUnsaidMember) {
   auto cat = text::ParseToolCatalog(R"([{"name":"translate_text","parameters":{"type":"object",
     "properties":{"text":{"type":"string"},"target_language":{"type":"string"},
     "source_language":{"type":"string"},"formality":{"type":"string","enum":["formal","casual"]},
@@ -1611,12 +1613,11 @@ TEST(ArgumentCheck, TheFillAddsNothingTheCheckWouldDrop) {
                                   {"formality", "formal"},
                                   {"note", "espresso"}};
   const std::vector<std::string> open = {"formality", "note", "source_language", "text"};
+  // The repeat, the unsaid note and the unsaid formality are left out.
   nlohmann::json merged = app;
-  EXPECT_EQ(call::FillArguments(tool, open, partner, &said, &merged),
-            std::vector<std::string>({"formality"}));
-  EXPECT_EQ(merged, nlohmann::json({{"text", "I would like a coffee"},
-                                    {"target_language", "Polish"},
-                                    {"formality", "formal"}}));
+  EXPECT_TRUE(call::FillArguments(tool, open, partner, &said, &merged).empty());
+  EXPECT_EQ(merged, app);
+  // Without said facts every open key the partner gives is added.
   merged = app;
   EXPECT_EQ(call::FillArguments(tool, open, partner, nullptr, &merged),
             std::vector<std::string>({"formality", "note", "source_language"}));
@@ -1627,8 +1628,20 @@ TEST(ArgumentCheck, TheFillAddsNothingTheCheckWouldDrop) {
                                      {"target_language", "German"}};
   merged = app_german;
   EXPECT_EQ(call::FillArguments(tool, open, partner, &said, &merged),
-            std::vector<std::string>({"formality", "source_language"}));
+            std::vector<std::string>({"source_language"}));
   EXPECT_EQ(merged["source_language"], "Polish");
+  // An enum member is added when the request says it, and only that member.
+  const std::string formal = "How do you say I would like a coffee in Polish, formal please";
+  const call::SaidFacts said_formal = call::SaidFactsOf(formal, tool);
+  merged = app;
+  EXPECT_EQ(call::FillArguments(tool, open, partner, &said_formal, &merged),
+            std::vector<std::string>({"formality"}));
+  EXPECT_EQ(merged["formality"], "formal");
+  const std::string casual = "How do you say I would like a coffee in Polish, casual please";
+  const call::SaidFacts said_casual = call::SaidFactsOf(casual, tool);
+  merged = app;
+  EXPECT_TRUE(call::FillArguments(tool, open, partner, &said_casual, &merged).empty());
+  EXPECT_EQ(merged, app);
   // Nothing open, or a partner's call that is not an object: nothing added.
   merged = app;
   EXPECT_TRUE(call::FillArguments(tool, {}, partner, &said, &merged).empty());
@@ -2190,8 +2203,9 @@ constexpr const char* kFillRequests[] = {
 
 // FunctionCallerOptions::fill_arguments: an app's call that leaves out an optional argument its
 // examples never gave takes it from the call the prior's model decodes for the same request (the
-// call a caller of that adapter alone makes), when that call names the same function; the
-// arguments the examples gave, and calls of another function, are the app's own.
+// call a caller of that adapter alone makes), when that call names the same function, save an
+// enum member the request does not say; the arguments the examples gave, and calls of another
+// function, are the app's own.
 TEST(FunctionCaller, ArgumentsTheAppNeverGaveAreFilledFromThePriorsModel) {
   FG_ASSERT_OK_AND_ASSIGN(const std::string prior, WriteChannelLora("fill_prior", true));
   FG_ASSERT_OK_AND_ASSIGN(
@@ -2228,7 +2242,7 @@ TEST(FunctionCaller, ArgumentsTheAppNeverGaveAreFilledFromThePriorsModel) {
   ASSERT_TRUE(filled && own && all && start && from_disk);
   EXPECT_GT(filled->memory_bytes(), own->memory_bytes());  // the partner's session
   EXPECT_TRUE(filled->checks_arguments());
-  int fills = 0, same_function = 0;
+  int fills = 0, same_function = 0, unsaid_members = 0;
   for (const char* req : kFillRequests) {
     FG_ASSERT_OK_AND_ASSIGN(const CallResult a, own->Call(req));
     FG_ASSERT_OK_AND_ASSIGN(const CallResult b, start->Call(req));
@@ -2247,11 +2261,21 @@ TEST(FunctionCaller, ArgumentsTheAppNeverGaveAreFilledFromThePriorsModel) {
     int64_t added = 0;
     if (b.calls[0].name == a.calls[0].name) {
       ++same_function;
+      const text::Tool* tool = cat->Find(a.calls[0].name);
+      ASSERT_NE(tool, nullptr);
       for (const auto& [key, value] : b.calls[0].arguments.items()) {
-        if (!want.contains(key)) {
-          want[key] = value;
-          ++added;
+        if (want.contains(key)) continue;
+        // An enum member only where the request says it ("dim the hall": not `room: "bedroom"`).
+        const text::Schema& schema = tool->parameters.properties.at(key);
+        if (!schema.enum_values.empty()) {
+          const int member = call::SaidEnumMember(req, schema);
+          if (member < 0 || schema.enum_values[static_cast<size_t>(member)] != value) {
+            ++unsaid_members;
+            continue;
+          }
         }
+        want[key] = value;
+        ++added;
       }
     }
     ASSERT_EQ(f.calls.size(), 1u);
@@ -2271,6 +2295,7 @@ TEST(FunctionCaller, ArgumentsTheAppNeverGaveAreFilledFromThePriorsModel) {
   EXPECT_EQ(files, 1u);
   EXPECT_GT(fills, 0);              // the test saw a fill
   EXPECT_GT(same_function, fills);  // and a call the start agreed with, with nothing to add
+  EXPECT_GT(unsaid_members, 0);     // and an unsaid enum member left out
 }
 
 // FunctionCallerOptions::blend: the app's adapter and the prior's model choose each token

@@ -267,11 +267,22 @@ std::vector<std::string> FillArguments(const text::Tool& tool, std::span<const s
     added.push_back(key);
   }
   if (said != nullptr && !added.empty()) {
-    for (const std::string& key : UnsaidArguments(tool, merged, *said)) {
+    auto leave_out = [&](const std::string& key) {
       const auto it = std::find(added.begin(), added.end(), key);
-      if (it == added.end()) continue;
+      if (it == added.end()) return;
       merged.erase(key);
       added.erase(it);
+    };
+    for (const std::string& key : UnsaidArguments(tool, merged, *said)) leave_out(key);
+    // An enum member the request does not say: the partner's guess, not the request's.
+    for (const std::string& key : std::vector<std::string>(added)) {
+      const auto prop = tool.parameters.properties.find(key);
+      if (prop == tool.parameters.properties.end() || prop->second.enum_values.empty()) continue;
+      const text::Schema& schema = prop->second;
+      const int member = SaidEnumMember(said->request, schema);
+      if (member < 0 || schema.enum_values[static_cast<size_t>(member)] != merged[key]) {
+        leave_out(key);
+      }
     }
   }
   *arguments = std::move(merged);

@@ -130,10 +130,12 @@ StatusOr<CheckedArguments> CheckArguments(const text::Tool& tool, const nlohmann
 std::vector<std::string> UnsaidArguments(const text::Tool& tool, const nlohmann::json& arguments,
                                          const SaidFacts& said);
 // FunctionCallerOptions::fill_arguments' merge: adds to `arguments` each key of `open` that
-// `other` (the partner's call of the same function) gives, except one that UnsaidArguments finds
-// in the merged call (with `said`; null: none is left out), so the fill adds nothing the
-// argument check would drop: the partner's `source_language: "Polish"` beside the app's
-// `target_language: "Polish"`. Returns the keys added, in `open`'s order.
+// `other` (the partner's call of the same function) gives, except, with `said` (null: none is
+// left out), one that UnsaidArguments finds in the merged call, so the fill adds nothing the
+// argument check would drop (the partner's `source_language: "Polish"` beside the app's
+// `target_language: "Polish"`), and an enum member other than the one the request says
+// (SaidEnumMember: `formality: "formal"` for a request that names no formality). Returns the keys
+// added, in `open`'s order.
 std::vector<std::string> FillArguments(const text::Tool& tool, std::span<const std::string> open,
                                        const nlohmann::json& other, const SaidFacts* said,
                                        nlohmann::json* arguments);

@@ -85,8 +85,8 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
               "examples give) and the shipped call adapter's tool prior: a call that leaves out "
               "an optional argument none of the app's examples gives for its tool is decoded "
               "again with the call adapter, and the arguments it gives there are added when it "
-              "names the same function (\"subtitles in French\": the language); --no-arg-fill "
-              "keeps the app adapter's call");
+              "names the same function (\"subtitles in French\": the language; an enum member "
+              "only when the request says it); --no-arg-fill keeps the app adapter's call");
     p.AddDouble("--blend", &blend_, "W",
                 "With an app's adapter (`fgemma tune --tools`) and the shipped call adapter's "
                 "tool prior: both adapters decode the call together, and each token the app's "
