@@ -115,6 +115,14 @@ struct FunctionCallerOptions {
   // tool prior read like them (docs/tuning.md has the measurements). Each name must be a tool
   // of the catalog; each request a non-empty string.
   std::vector<std::pair<std::string, std::string>> tool_examples;
+  // A request word the model's vocabulary does not know ("Feeed", "sutitles") is read as the one
+  // word of the app's own text (the catalog's names, descriptions and enum members, the tools'
+  // examples, tool_examples) one edit away ("Feed", "subtitles"), before anything reads the
+  // request (src/call/typos.h; CallResult::mended_request, CallStats::mended_words). Known words
+  // and names stay as written; a conversation's turns (CallConversation) are read as written.
+  // -1: on for a base Gemma 3 vocabulary (a base model taught by an adapter; docs/tuning.md has
+  // the measurements), off for FunctionGemma; 0: off; 1: on.
+  int fix_typos = -1;
   // With the tool channel on (above), the same base model checks each optional argument of a
   // call: an argument is dropped when the request is more likely without it, log p_base(request
   // | the call without it) > log p_base(request | the call) (src/call/tool_channel.h; the
@@ -224,6 +232,8 @@ struct CallStats {
   // model's part of the decode (its run of the request and of the tokens chosen; 0 when off).
   int64_t blended_steps = 0;
   double blend_ms = 0;
+  // FunctionCallerOptions::fix_typos: request words read as another (0 when none).
+  int64_t mended_words = 0;
 };
 
 // Why decoding stopped.
@@ -248,6 +258,9 @@ struct CallResult {
   // output was not a valid call: possible without a grammar, or when max_tokens cut it short).
   Status validity;
   CallStats stats;
+  // FunctionCallerOptions::fix_typos: the request as read, when a word of it was mended (else
+  // empty).
+  std::string mended_request;
 
   // The JSON `fgemma call` prints (see README): with max_calls 1 and one valid call, the call
   // object; with max_calls > 1 and valid calls, an array of call objects; otherwise

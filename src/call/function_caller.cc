@@ -25,6 +25,7 @@
 #include "src/call/runtime_model.h"
 #include "src/call/tool_channel.h"
 #include "src/call/training_data.h"
+#include "src/call/typos.h"
 #include "src/kernels/cpu.h"
 #include "src/model/gemma3/forward.h"
 #include "src/runtime/model.h"
@@ -234,6 +235,9 @@ struct FunctionCaller::Impl {
   // FunctionCallerOptions::fill_arguments and blend: a caller on the tool prior's model (the
   // same catalog and options, this caller's channel and threads); null when both are off.
   std::unique_ptr<Impl> partner;
+  // Mends the request's misspelt words (options.fix_typos); null when off, and in a partner,
+  // which reads the request its parent mended.
+  std::unique_ptr<call::TypoMender> mender;
   double blend = 0;  // FunctionCallerOptions::blend with `partner`; 0: off
   // Both models' adapters apply after the prefix: the prefix K/V are the base model's in both,
   // and the partner takes them from this caller's session instead of prefilling its own.
@@ -335,6 +339,9 @@ Status ValidateOptions(const FunctionCallerOptions& options) {
   if (!std::isfinite(options.tool_channel) ||
       (options.tool_channel < 0 && options.tool_channel != -1)) {
     return InvalidArgumentError("tool_channel must be -1 (default), 0 (off) or a weight > 0");
+  }
+  if (options.fix_typos < -1 || options.fix_typos > 1) {
+    return InvalidArgumentError("fix_typos must be -1 (default), 0 (off) or 1 (on)");
   }
   if (!(options.blend >= 0 && options.blend < 1)) {
     return InvalidArgumentError("blend must be in [0, 1) (0: off)");
@@ -477,6 +484,10 @@ StatusOr<std::unique_ptr<FunctionCaller::Impl>> FunctionCaller::Impl::Make(
   m.channel_weight = options.tool_channel < 0
                          ? (m.cm->impl().base_model ? call::kDefaultToolChannel : 0)
                          : options.tool_channel;
+  if (parent == nullptr &&
+      (options.fix_typos < 0 ? m.cm->impl().base_model : options.fix_typos == 1)) {
+    m.mender = std::make_unique<call::TypoMender>(*m.tk, call::CatalogTexts(m.catalog));
+  }
 
   int64_t context = options.context;
   const int64_t trained = m.model->config().context_length;
@@ -643,9 +654,20 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
 }
 
 StatusOr<CallResult> FunctionCaller::Call(std::string_view request, const CallControl& control) {
+  std::string mended;
+  int words = 0;
+  if (impl_->mender != nullptr) {
+    mended = impl_->mender->Mend(request, &words);
+    if (words > 0) request = mended;
+  }
   FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest,
                       call::RequestTokens(*impl_->tk, request, impl_->suffix));
-  return impl_->Run(std::move(rest), control, request);
+  FG_ASSIGN_OR_RETURN(CallResult r, impl_->Run(std::move(rest), control, request));
+  if (words > 0) {
+    r.stats.mended_words = words;
+    r.mended_request = std::move(mended);
+  }
+  return r;
 }
 
 namespace {

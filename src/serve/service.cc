@@ -452,6 +452,7 @@ HttpResponse Service::Chat(const HttpRequest& request) {
     o.tool_channel = options_.tool_channel;
     o.argument_check = options_.argument_check;
     o.fill_arguments = options_.fill_arguments;
+    o.fix_typos = options_.fix_typos;
     o.blend = options_.blend;
     o.copy_bias = options_.copy_bias;
     o.on_warning = [](const std::string& m) {

@@ -58,6 +58,7 @@ struct ServiceOptions {
   double tool_channel = -1;           // FunctionCallerOptions::tool_channel
   bool argument_check = true;         // FunctionCallerOptions::argument_check
   bool fill_arguments = true;         // FunctionCallerOptions::fill_arguments
+  int fix_typos = -1;                 // FunctionCallerOptions::fix_typos
   double blend = FunctionCallerOptions{}.blend;  // FunctionCallerOptions::blend
   double copy_bias = -1;              // FunctionCallerOptions::copy_bias
   double timeout_s = 120;             // a request's whole time (queue + work) at most

@@ -38,6 +38,7 @@ double CpuMs() {
 
 void PrintStats(const CallResult& r, double cpu_ms) {
   const CallStats& s = r.stats;
+  if (!r.mended_request.empty()) std::fprintf(stderr, "read as: %s\n", r.mended_request.c_str());
   const double skipped =
       s.head_rows_total > 0 ? 100.0 * s.head_rows_skipped / s.head_rows_total : 0.0;
   auto ll = [](int64_t v) { return static_cast<long long>(v); };
@@ -47,7 +48,7 @@ void PrintStats(const CallResult& r, double cpu_ms) {
                "drafts (%lld of %lld drafted tokens taken); LM-head rows skipped %.1f%%; %lld "
                "strings guarded) | tool channel %.1f ms | argument check %.1f ms (%lld dropped, "
                "%lld replaced, %lld tools ruled out) | argument fill %.1f ms (%lld added) | blend "
-               "%.1f ms (%lld steps) | "
+               "%.1f ms (%lld steps) | typos %lld mended | "
                "total %.1f ms (cpu %.1f ms) | stop: %s | "
                "peak RSS %.1f MiB\n",
                s.prefix_ms, s.prefix_source.c_str(), ll(s.prefix_tokens), ll(s.reused_tokens),
@@ -56,8 +57,8 @@ void PrintStats(const CallResult& r, double cpu_ms) {
                ll(s.drafted_steps), ll(s.accepted_tokens), ll(s.drafted_tokens), skipped,
                ll(s.guarded_strings), s.channel_ms, s.argument_check_ms, ll(s.dropped_arguments),
                ll(s.replaced_values), ll(s.excluded_tools), s.fill_ms, ll(s.filled_arguments),
-               s.blend_ms, ll(s.blended_steps), s.total_ms, cpu_ms, r.stop_text().c_str(),
-               PeakRssKiB() / 1024.0);
+               s.blend_ms, ll(s.blended_steps), ll(s.mended_words), s.total_ms, cpu_ms,
+               r.stop_text().c_str(), PeakRssKiB() / 1024.0);
 }
 
 }  // namespace
@@ -183,6 +184,7 @@ int CmdCall(int argc, char** argv) {
   o.tool_channel = common.ToolChannel();
   o.argument_check = common.ArgumentCheck();
   o.fill_arguments = common.ArgumentFill();
+  o.fix_typos = common.FixTypos();
   o.blend = common.Blend(o.blend);
   o.copy_bias = common.CopyBias();
   // What is left to check (the sampling parameters), with FunctionCaller::Create's messages.

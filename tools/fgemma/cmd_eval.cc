@@ -99,6 +99,7 @@ int CmdEval(int argc, char** argv) {
   o.tool_channel = common.ToolChannel();
   o.argument_check = common.ArgumentCheck();
   o.fill_arguments = common.ArgumentFill();
+  o.fix_typos = common.FixTypos();
   o.blend = common.Blend(o.blend);
   o.copy_bias = common.CopyBias();
   if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());

@@ -135,6 +135,7 @@ int CmdServeMain(int argc, char** argv) {
   so.tool_channel = common.ToolChannel();
   so.argument_check = common.ArgumentCheck();
   so.fill_arguments = common.ArgumentFill();
+  so.fix_typos = common.FixTypos();
   so.blend = common.Blend(so.blend);
   so.copy_bias = common.CopyBias();
   so.timeout_s = static_cast<double>(timeout);

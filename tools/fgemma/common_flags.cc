@@ -87,6 +87,12 @@ void CommonFlags::Register(FlagParser& p, unsigned which, const std::string& mod
               "again with the call adapter, and the arguments it gives there are added when it "
               "names the same function (\"subtitles in French\": the language; an enum member "
               "only when the request says it); --no-arg-fill keeps the app adapter's call");
+    p.AddBool("--no-typo-fix", &no_typo_fix_,
+              "On a base Gemma 3 model taught by an adapter, a request word the vocabulary does "
+              "not know is read as the one word of the catalog (names, descriptions, enum "
+              "members, examples) one edit away (\"Feeed Coco\": Feed; \"sutitles\": subtitles; "
+              "known words and names stay as written; --stats shows the request as read); "
+              "--no-typo-fix reads the request as written");
     p.AddDouble("--blend", &blend_, "W",
                 "With an app's adapter (`fgemma tune --tools`) and the shipped call adapter's "
                 "tool prior: both adapters decode the call together, and each token the app's "

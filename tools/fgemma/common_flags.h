@@ -40,9 +40,9 @@ class CommonFlags {
     // (DefaultCallAdapterPath) is applied to the default model, also when -m names it or a copy
     // of it (call, eval, serve).
     kCallLora = 32,
-    // --tool-channel W, --no-arg-check, --no-arg-fill, --blend W, --copy-bias B:
-    // FunctionCallerOptions::tool_channel, argument_check, fill_arguments, blend and copy_bias
-    // (call, eval, serve).
+    // --tool-channel W, --no-arg-check, --no-arg-fill, --blend W, --copy-bias B, --no-typo-fix:
+    // FunctionCallerOptions::tool_channel, argument_check, fill_arguments, blend, copy_bias and
+    // fix_typos (call, eval, serve).
     kToolChannel = 64,
     // --prepack: Prepack() packs the weights' matmul panels once (call, eval).
     kPrepack = 128,
@@ -85,6 +85,8 @@ class CommonFlags {
   bool ArgumentCheck() const { return !no_argument_check_; }
   // FunctionCallerOptions::fill_arguments: false with --no-arg-fill.
   bool ArgumentFill() const { return !no_argument_fill_; }
+  // FunctionCallerOptions::fix_typos: 0 with --no-typo-fix, else -1 (the caller's default).
+  int FixTypos() const { return no_typo_fix_ ? 0 : -1; }
   // FunctionCallerOptions::blend: --blend as given, else `fallback` (the caller's default).
   double Blend(double fallback) const { return blend_ >= 0 ? blend_ : fallback; }
   // --copy-bias as given, -1 (the caller's default) when not.
@@ -106,6 +108,7 @@ class CommonFlags {
   double tool_channel_ = -1;
   bool no_argument_check_ = false;
   bool no_argument_fill_ = false;
+  bool no_typo_fix_ = false;
   double blend_ = -1;
   double copy_bias_ = -1;
   bool prepack_ = false;

@@ -1,0 +1,169 @@
+#include "src/call/typos.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fgemma/function_caller.h"
+#include "src/base/status_matchers.h"
+#include "src/call/runtime_model.h"
+#include "src/gguf_tools/synthetic.h"
+#include "src/text/tokenizer.h"
+#include "src/text/tool_catalog.h"
+
+namespace fg::call {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(OneEditApart, OneChangeDropAddOrSwap) {
+  EXPECT_TRUE(OneEditApart("fnid", "find"));    // a swap
+  EXPECT_TRUE(OneEditApart("feeed", "feed"));   // a letter more
+  EXPECT_TRUE(OneEditApart("paue", "pause"));   // a letter less
+  EXPECT_TRUE(OneEditApart("spil", "soil"));    // a letter changed
+  EXPECT_TRUE(OneEditApart("abcd", "abdc"));    // a swap at the end
+  EXPECT_TRUE(OneEditApart("bacd", "abcd"));    // a swap at the start
+  EXPECT_TRUE(OneEditApart("xfeed", "feed"));   // a letter more at the start
+  EXPECT_TRUE(OneEditApart("feedx", "feed"));   // a letter more at the end
+  EXPECT_FALSE(OneEditApart("feed", "feed"));   // equal
+  EXPECT_FALSE(OneEditApart("fnidd", "find"));  // two edits
+  EXPECT_FALSE(OneEditApart("abdc", "bacd"));   // two swaps
+  EXPECT_FALSE(OneEditApart("acbd", "abdc"));   // two changes, not neighbours swapped
+  EXPECT_FALSE(OneEditApart("feeeed", "feed"));
+  EXPECT_FALSE(OneEditApart("fond", "find!"));
+  EXPECT_FALSE(OneEditApart("", "ab"));
+  EXPECT_TRUE(OneEditApart("", "a"));
+}
+
+// A vocabulary of whole-word tokens ("▁word"), with <unk> for every other byte.
+std::unique_ptr<text::Tokenizer> WordTokenizer(const std::vector<std::string>& words) {
+  text::Vocab v;
+  v.tokens = {"<unk>", "<s>", "</s>"};
+  for (const std::string& w : words) v.tokens.push_back("\xE2\x96\x81" + w);
+  auto t = text::Tokenizer::Create(std::move(v));
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+constexpr char kCatalog[] = R"([
+  {"name": "feed_pet", "description": "Feeds a pet now.",
+   "parameters": {"type": "object", "properties": {
+     "pet": {"type": "string", "description": "The pet's name"},
+     "food": {"type": "string", "enum": ["dry", "canned"]},
+     "times": {"type": "array", "items": {"type": "string", "enum": ["morning", "evening"]}}},
+     "required": ["pet"]}},
+  {"name": "find_pet", "description": "Shows where the pet is.", "examples": ["where is Milo"],
+   "parameters": {"type": "object", "properties": {}}}])";
+
+TEST(CatalogTexts, NamesDescriptionsExamplesKeysAndMembers) {
+  FG_ASSERT_OK_AND_ASSIGN(const text::ToolCatalog cat, text::ParseToolCatalog(kCatalog));
+  EXPECT_THAT(CatalogTexts(cat),
+              ElementsAre("feed_pet", "Feeds a pet now.", "food", "dry", "canned", "pet",
+                          "The pet's name", "times", "morning", "evening", "find_pet",
+                          "Shows where the pet is.", "where is Milo"));
+}
+
+TEST(TypoMender, MendsUnknownWordsIntoTheAppsOwn) {
+  auto tk = WordTokenizer({"feed", "Feeds", "find", "pet", "the", "then", "Milo", "fond", "where",
+                           "dry", "canned", "morning", "evening", "Shows", "now", "name", "times",
+                           "food", "Daisy", "Coco"});
+  ASSERT_NE(tk, nullptr);
+  FG_ASSERT_OK_AND_ASSIGN(const text::ToolCatalog cat, text::ParseToolCatalog(kCatalog));
+  const TypoMender mender(*tk, CatalogTexts(cat));
+  // The app's words: known ones of 3 or more letters, lower case, once each ("is" is short,
+  // "Milo" is known and comes from an example, the "pet" of "pet's" touches an apostrophe).
+  EXPECT_THAT(mender.words(),
+              ElementsAre("canned", "dry", "evening", "feed", "feeds", "find", "food", "milo",
+                          "morning", "name", "now", "pet", "shows", "the", "times", "where"));
+  int n = -1;
+  EXPECT_EQ(mender.Mend("Feeed Coco", &n), "Feed Coco");  // the first letter's case kept
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(mender.Mend("fnid Daisy, then feeed her", &n), "find Daisy, then feed her");
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(mender.Mend("give her cannned food in the mornnig", &n),
+            "give her canned food in the morning");
+  EXPECT_EQ(n, 2);
+  // Left as written: a known word ("fond" is one edit from "find" and "food"; "then" from "the"),
+  // a name the vocabulary knows, a short word, an unknown word no app word is one edit from, a
+  // word with a capital inside or all capitals, a word touching a digit, an apostrophe or a
+  // non-ASCII letter.
+  for (const char* same :
+       {"I can't fond Milo", "then", "fed the pet", "serendipity", "feEed", "FEEED", "feeed2",
+        "2feeed", "feeed's", "o'feeed", "feeed\xC3\xA9", "\xC3\xA9"
+                                                     "feeed"}) {
+    EXPECT_EQ(mender.Mend(same, &n), same);
+    EXPECT_EQ(n, 0) << same;
+  }
+  // A vocabulary that knows a word in lower case or capitalized knows it as written.
+  EXPECT_EQ(mender.Mend("Where Is Daisy", &n), "Where Is Daisy");
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(mender.Mend("", nullptr), "");
+  // Two app words one edit away: no choice.
+  auto tk2 = WordTokenizer({"cart", "card"});
+  ASSERT_NE(tk2, nullptr);
+  const std::vector<std::string> texts = {"cart or card"};
+  const TypoMender two(*tk2, texts);
+  EXPECT_EQ(two.Mend("carx, carts, crad", &n), "carx, cart, card");
+  EXPECT_EQ(n, 2);
+}
+
+
+// FunctionCallerOptions::fix_typos: on (1), the caller reads the mended request, the same call
+// as the mended text read as written; off (0) and by default on a FunctionGemma vocabulary (the
+// tiny model's), the request as written; other values are refused.
+TEST(FunctionCaller, ReadsTheRequestWithItsTyposMended) {
+  auto spec = gguf::SyntheticPreset("tiny");
+  ASSERT_TRUE(spec.ok());
+  spec->context = 1024;
+  spec->vocab = 1024;  // the tiny preset's 640 tokens stop before the whole words
+  const std::string path = ::testing::TempDir() + "/typos_tiny.gguf";
+  FG_ASSERT_OK(gguf::WriteSyntheticGemma3(*spec, path));
+  FG_ASSERT_OK_AND_ASSIGN(std::shared_ptr<const CallModel> model, CallModel::Load(path));
+  // The tiny vocabulary knows "light" and "kitchen" as words (and "set", "room", "on", "off").
+  constexpr char kLights[] = R"([{"name": "set_light", "description": "Turns a light on or off.",
+    "parameters": {"type": "object", "properties": {
+      "room": {"type": "string", "enum": ["kitchen", "hall"]},
+      "state": {"type": "string", "enum": ["on", "off"]}}, "required": ["state"]}}])";
+  FunctionCallerOptions o;
+  o.max_tokens = 32;
+  o.threads = 1;
+  o.context = 1024;
+  auto make = [&](int fix) {
+    FunctionCallerOptions x = o;
+    x.fix_typos = fix;
+    auto c = FunctionCaller::Create(model, kLights, x);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  };
+  auto on = make(1), off = make(0), by_default = make(-1);
+  ASSERT_TRUE(on && off && by_default);
+  const std::string typo = "the ligth in the kitchn, off";
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult mended, on->Call(typo));
+  EXPECT_EQ(mended.mended_request, "the light in the kitchen, off");
+  EXPECT_EQ(mended.stats.mended_words, 2);
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult as_read, off->Call(mended.mended_request));
+  EXPECT_EQ(mended.tokens, as_read.tokens);
+  EXPECT_EQ(mended.text, as_read.text);
+  EXPECT_TRUE(as_read.mended_request.empty());
+  for (FunctionCaller* c : {off.get(), by_default.get()}) {
+    FG_ASSERT_OK_AND_ASSIGN(const CallResult r, c->Call(typo));
+    EXPECT_TRUE(r.mended_request.empty());
+    EXPECT_EQ(r.stats.mended_words, 0);
+  }
+  // Nothing to mend: the request as written, nothing reported.
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult plain, on->Call("the light, off"));
+  EXPECT_TRUE(plain.mended_request.empty());
+  EXPECT_EQ(plain.stats.mended_words, 0);
+  for (int bad : {-2, 2}) {
+    FunctionCallerOptions x = o;
+    x.fix_typos = bad;
+    EXPECT_THAT(FunctionCaller::Create(model, kLights, x).status(),
+                fg::testing::StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("fix_typos")));
+  }
+}
+
+}  // namespace
+}  // namespace fg::call
