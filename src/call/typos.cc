@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "src/call/logit_processors.h"  // LowerCase
+
 namespace fg::call {
 
 namespace {
@@ -13,12 +15,6 @@ bool Lower(char c) { return c >= 'a' && c <= 'z'; }
 // non-ASCII character ("Müller" is not "M" and "ller").
 bool Joins(char c) {
   return (c >= '0' && c <= '9') || c == '\'' || static_cast<unsigned char>(c) >= 0x80;
-}
-
-std::string LowerCase(std::string_view w) {
-  std::string s(w);
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 // The runs of ASCII letters of `text` that touch no Joins character, as (start, length).
