@@ -56,9 +56,10 @@ extern "C" {
 
 /* The ABI version this header describes. The major number changes only when an existing
  * function or struct changes incompatibly; new functions or trailing struct fields raise the
- * minor number (structs carry their size, see fg_caller_options). */
+ * minor number (structs carry their size, see fg_caller_options). 1.1 added fg_model_load_ex
+ * and fg_model_options; 1.2 added fg_caller_options.fix_typos. */
 #define FG_API_VERSION_MAJOR 1
-#define FG_API_VERSION_MINOR 1
+#define FG_API_VERSION_MINOR 2
 #define FG_API_VERSION ((FG_API_VERSION_MAJOR << 16) | FG_API_VERSION_MINOR)
 
 /* The ABI version of the loaded library (FG_API_VERSION of the header it was built with). A
@@ -191,6 +192,11 @@ typedef struct fg_caller_options {
                                  * call together, each token the app's adapter gives its first
                                  * choice under 97 % chosen by (1 - blend) log p(app) + blend
                                  * log p(prior's model); 0: off; below 1 */
+  int32_t fix_typos;            /* (1.2) -1: a request word the model's vocabulary does not know
+                                 * that is one edit from exactly one word of the catalog (names,
+                                 * descriptions, keys, enum members, examples) is read as that
+                                 * word, for a base Gemma 3 vocabulary; off for FunctionGemma;
+                                 * 0: off; 1: on. A struct of 1.1's size keeps -1 */
 } fg_caller_options;
 
 /* Sets struct_size and the defaults. Any thread. */

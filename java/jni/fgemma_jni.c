@@ -241,7 +241,8 @@ JNIEXPORT jlong JNICALL Java_org_fgemma_Native_callerCreate(
     jbyteArray constrain, jdouble temperature, jlong top_k, jdouble top_p, jlong seed,
     jint max_calls, jlong max_tokens, jlong context, jint threads, jbyteArray cache_dir,
     jbyteArray tool_map, jint draft_tokens, jboolean reuse, jdouble tool_channel,
-    jboolean argument_check, jdouble copy_bias, jboolean fill_arguments, jdouble blend) {
+    jboolean argument_check, jdouble copy_bias, jboolean fill_arguments, jdouble blend,
+    jint fix_typos) {
   (void)cls;
   fg_caller_options o;
   fg_caller_options_init(&o);
@@ -271,6 +272,7 @@ JNIEXPORT jlong JNICALL Java_org_fgemma_Native_callerCreate(
     o.copy_bias = copy_bias;
     o.fill_arguments = fill_arguments ? 1 : 0;
     if (blend != -1) o.blend = blend; /* -1: the library's default */
+    o.fix_typos = fix_typos;
     Check(env, fg_caller_create(H(fg_model, model), cat, &o, &caller));
   }
   free(cat);

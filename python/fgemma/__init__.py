@@ -246,13 +246,14 @@ class FunctionCaller(_Owned):
     Options are fg_caller_options' fields: dialect, constrain, temperature, top_k, top_p, seed,
     max_calls, max_tokens, context, threads, cache_dir, tool_map (JSON text or dict),
     draft_tokens, reuse_request_prefix, tool_channel, argument_check, copy_bias,
-    fill_arguments, blend."""
+    fill_arguments, blend, fix_typos (-1 the default: on for a base Gemma 3 vocabulary, 0 off,
+    1 on; needs C API 1.2)."""
 
     _free = "fg_caller_free"
     _FIELDS = {"dialect", "constrain", "temperature", "top_k", "top_p", "seed", "max_calls",
                "max_tokens", "context", "threads", "cache_dir", "tool_map", "draft_tokens",
                "reuse_request_prefix", "tool_channel", "argument_check", "copy_bias",
-               "fill_arguments", "blend"}
+               "fill_arguments", "blend", "fix_typos"}
 
     def __init__(self, model: Model, tools: Union[str, bytes, dict, list], **options: Any):
         lib = _capi.lib()
@@ -263,6 +264,10 @@ class FunctionCaller(_Owned):
         if isinstance(tools, (dict, list)):
             tools = json.dumps(tools)
         catalog = _bytes(tools, "catalog")
+        if "fix_typos" in options and api_version() < (1, 2):
+            major, minor = api_version()
+            raise FgemmaError(7, f"fix_typos needs C API 1.2; the loaded library has "
+                                 f"{major}.{minor}")
         o = _capi.fg_caller_options()
         lib.fg_caller_options_init(ctypes.byref(o))
         keep = []

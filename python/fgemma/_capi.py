@@ -55,6 +55,7 @@ class fg_caller_options(ctypes.Structure):
         ("copy_bias", ctypes.c_double),
         ("fill_arguments", ctypes.c_int32),
         ("blend", ctypes.c_double),
+        ("fix_typos", ctypes.c_int32),  # API 1.2
     ]
 
 

@@ -100,8 +100,25 @@ def test_bad_options_raise(model, catalog):
     with pytest.raises(fgemma.InvalidArgumentError, match="blend"):
         model.caller(catalog, blend=1.0)
     model.caller(catalog, blend=0.0).close()
+    for bad in (-2, 2):
+        with pytest.raises(fgemma.InvalidArgumentError, match="fix_typos"):
+            model.caller(catalog, fix_typos=bad)
     with pytest.raises(TypeError):
         model.caller(catalog, colour="blue")
+
+
+def test_fix_typos_reads_the_catalogs_words(model, catalog):
+    # The synthetic model's vocabulary knows "light" and "kitchen" whole, not "ligth" and
+    # "kitchn": fix_typos=1 reads the request as the mended text; 0 and the default (-1: off for
+    # this FunctionGemma vocabulary) read it as written. Free text: this random model's
+    # constrained call is the same for both texts.
+    kw = dict(threads=1, constrain="off", max_tokens=12)
+    with model.caller(catalog, fix_typos=1, **kw) as on, \
+            model.caller(catalog, fix_typos=0, **kw) as off, model.caller(catalog, **kw) as dflt:
+        typo, mended = "the ligth in the kitchn, off", "the light in the kitchen, off"
+        assert on.call_json(typo) == off.call_json(mended)
+        assert off.call_json(typo) != off.call_json(mended)
+        assert dflt.call_json(typo) == off.call_json(typo)
 
 
 def test_bad_requests_raise(model, catalog):

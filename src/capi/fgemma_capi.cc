@@ -7,6 +7,7 @@
 #include "fgemma/fgemma.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -172,18 +173,20 @@ char* CopyString(std::string_view s) {
   return p;
 }
 
-// Copies a struct that starts with `uint32_t struct_size` from the caller, accepting older
-// (shorter: not in 1.0) and newer (longer: the extra fields are ignored) layouts.
+// Copies a struct that starts with `uint32_t struct_size` from the caller over `out` (which
+// holds the defaults), accepting older layouts down to `oldest` bytes (the struct's size in the
+// first API version that had it: the fields appended since keep their defaults) and newer ones
+// (longer: the extra fields are ignored).
 template <typename T>
-Status CopyOptions(const T* in, T* out, const char* what) {
+Status CopyOptions(const T* in, T* out, const char* what, size_t oldest = sizeof(T)) {
   if (in == nullptr) return fg::OkStatus();  // defaults
-  if (in->struct_size < sizeof(T)) {
+  if (in->struct_size < oldest) {
     return fg::InvalidArgumentError(std::string(what) + ".struct_size is " +
                                     std::to_string(in->struct_size) + ", expected at least " +
-                                    std::to_string(sizeof(T)) + " (initialize it with " + what +
+                                    std::to_string(oldest) + " (initialize it with " + what +
                                     "_init)");
   }
-  std::memcpy(out, in, sizeof(T));
+  std::memcpy(out, in, std::min<size_t>(in->struct_size, sizeof(T)));
   out->struct_size = sizeof(T);
   return fg::OkStatus();
 }
@@ -360,6 +363,7 @@ void fg_caller_options_init(fg_caller_options* o) {
   o->copy_bias = d.copy_bias;
   o->fill_arguments = d.fill_arguments ? 1 : 0;
   o->blend = d.blend;
+  o->fix_typos = d.fix_typos;
 }
 
 fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
@@ -370,7 +374,9 @@ fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
     if (catalog_json == nullptr) return fg::InvalidArgumentError("null catalog");
     fg_caller_options o;
     fg_caller_options_init(&o);
-    FG_RETURN_IF_ERROR(CopyOptions(options, &o, "fg_caller_options"));
+    // API 1.1's layout ends before fix_typos.
+    FG_RETURN_IF_ERROR(
+        CopyOptions(options, &o, "fg_caller_options", offsetof(fg_caller_options, fix_typos)));
     fg::FunctionCallerOptions co;
     auto str = [](const char* s, const char* what, std::string* dst) -> Status {
       if (s == nullptr) return fg::OkStatus();  // keep the default
@@ -401,6 +407,7 @@ fg_status fg_caller_create(const fg_model* model, const char* catalog_json,
     co.copy_bias = o.copy_bias;
     co.fill_arguments = o.fill_arguments != 0;
     co.blend = o.blend;
+    co.fix_typos = o.fix_typos;
     if (o.context < 0) return fg::InvalidArgumentError("context must be >= 0");
     const int64_t trained = model->state->call_model->trained_context();
     if (o.context > 0 && trained > 0 && o.context > trained) {

@@ -10,6 +10,7 @@
  * Usage: c_api_test MODEL.gguf CATALOG.json PRIOR_MODEL.gguf PRIOR_LORA.gguf UNMARKED_LORA.gguf
  * Prints one line per check and "N passed, N failed" at the end; exit 0 when none failed. */
 #include <fgemma/fgemma.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +373,67 @@ int main(int argc, char** argv) {
     fg_caller_free(caller);
     CHECK_ERR(fg_caller_call(caller, "hi", &json, NULL), FG_INVALID_ARGUMENT); /* freed */
     fg_caller_free(caller); /* a double free is ignored */
+  }
+
+  /* Typo mending (1.2's fix_typos): 1 reads "ligth" and "kitchn" as the catalog's words (the
+   * model's 1,024-token vocabulary knows "light" and "kitchen" whole and neither typo), so the
+   * output equals that of the mended request read with mending off; 0 reads the typos as
+   * written, and so does -1 (the default) on this FunctionGemma vocabulary. A struct of 1.1's
+   * size (it ends before fix_typos) keeps the default. Unconstrained: this random model's
+   * constrained call is the same for both texts, its free text is not. */
+  {
+    const char* typo = "the ligth in the kitchn, off";
+    const char* mended = "the light in the kitchen, off";
+    fg_caller_options o;
+    fg_caller_options_init(&o);
+    CHECK(o.fix_typos == -1);
+    o.threads = 1;
+    o.constrain = "off";
+    o.max_tokens = 12;
+    fg_caller *on = NULL, *off = NULL, *by_default = NULL, *old_layout = NULL;
+    o.fix_typos = 1;
+    CHECK(fg_caller_create(model, catalog, &o, &on) == FG_OK);
+    o.fix_typos = 0;
+    CHECK(fg_caller_create(model, catalog, &o, &off) == FG_OK);
+    o.fix_typos = -1;
+    CHECK(fg_caller_create(model, catalog, &o, &by_default) == FG_OK);
+    o.fix_typos = 7; /* beyond a 1.1 struct: not read */
+    o.struct_size = (uint32_t)offsetof(fg_caller_options, fix_typos);
+    CHECK(fg_caller_create(model, catalog, &o, &old_layout) == FG_OK);
+    fg_caller_options_init(&o);
+    o.struct_size = (uint32_t)offsetof(fg_caller_options, fix_typos) - 1;
+    fg_caller* refused = NULL;
+    CHECK_ERR(fg_caller_create(model, catalog, &o, &refused), FG_INVALID_ARGUMENT);
+    fg_caller_options_init(&o);
+    o.fix_typos = 2;
+    CHECK_ERR(fg_caller_create(model, catalog, &o, &refused), FG_INVALID_ARGUMENT);
+    CHECK(strstr(fg_last_error(), "fix_typos") != NULL);
+    o.fix_typos = -2;
+    CHECK_ERR(fg_caller_create(model, catalog, &o, &refused), FG_INVALID_ARGUMENT);
+    CHECK(refused == NULL);
+    char *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL;
+    CHECK(fg_caller_call(on, typo, &a, NULL) == FG_OK);
+    CHECK(fg_caller_call(off, mended, &b, NULL) == FG_OK);
+    CHECK(fg_caller_call(off, typo, &c, NULL) == FG_OK);
+    CHECK(fg_caller_call(by_default, typo, &d, NULL) == FG_OK);
+    CHECK(fg_caller_call(old_layout, typo, &e, NULL) == FG_OK);
+    CHECK(a && b && c && d && e);
+    if (a && b && c && d && e) {
+      printf("typo mended: %s\nas written: %s\n", a, c);
+      CHECK(strcmp(a, b) == 0);
+      CHECK(strcmp(a, c) != 0); /* the mending changed this call */
+      CHECK(strcmp(c, d) == 0);
+      CHECK(strcmp(c, e) == 0);
+    }
+    fg_free(a);
+    fg_free(b);
+    fg_free(c);
+    fg_free(d);
+    fg_free(e);
+    fg_caller_free(on);
+    fg_caller_free(off);
+    fg_caller_free(by_default);
+    fg_caller_free(old_layout);
   }
 
   /* Generation. */

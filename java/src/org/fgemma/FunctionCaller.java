@@ -42,6 +42,12 @@ public final class FunctionCaller implements AutoCloseable {
      * (0.4), 0 off.
      */
     public double blend = -1;
+    /**
+     * Typo mending: a request word the vocabulary does not know, one edit from exactly one word
+     * of the catalog, is read as that word. -1 the library's default (on for a base Gemma 3
+     * vocabulary, off for FunctionGemma), 0 off, 1 on. Needs C API 1.2.
+     */
+    public int fixTypos = -1;
   }
 
   private long handle;
@@ -57,7 +63,7 @@ public final class FunctionCaller implements AutoCloseable {
       handle = Native.callerCreate(model.handle(), catalog, dialect, constrain, o.temperature,
           o.topK, o.topP, o.seed, o.maxCalls, o.maxTokens, o.context, o.threads, cacheDir, toolMap,
           o.draftTokens, o.reuseRequestPrefix, o.toolChannel, o.argumentCheck, o.copyBias,
-          o.fillArguments, o.blend);
+          o.fillArguments, o.blend, o.fixTypos);
     }
   }
 
@@ -71,7 +77,7 @@ public final class FunctionCaller implements AutoCloseable {
       handle = Native.callerCreate(model.handle(), Fgemma.cBytes(catalog, "catalog"), null, null,
           o.temperature, o.topK, o.topP, o.seed, o.maxCalls, o.maxTokens, o.context, o.threads,
           null, null, o.draftTokens, o.reuseRequestPrefix, o.toolChannel, o.argumentCheck,
-          o.copyBias, o.fillArguments, o.blend);
+          o.copyBias, o.fillArguments, o.blend, o.fixTypos);
     }
   }
 

@@ -28,7 +28,7 @@ final class Native {
       double temperature, long topK, double topP, long seed, int maxCalls, long maxTokens,
       long context, int threads, byte[] cacheDir, byte[] toolMapJson, int draftTokens,
       boolean reuseRequestPrefix, double toolChannel, boolean argumentCheck, double copyBias,
-      boolean fillArguments, double blend);
+      boolean fillArguments, double blend, int fixTypos);
 
   static native void callerFree(long caller);
 

@@ -171,6 +171,29 @@ public final class FgemmaTest {
       FunctionCaller.Options badBlend = new FunctionCaller.Options();
       badBlend.blend = 1.5;
       expectError(FgemmaException.INVALID_ARGUMENT, "blend", () -> model.caller(catalog, badBlend));
+      FunctionCaller.Options badTypos = new FunctionCaller.Options();
+      badTypos.fixTypos = 2;
+      expectError(
+          FgemmaException.INVALID_ARGUMENT, "fix_typos", () -> model.caller(catalog, badTypos));
+      // Typo mending: the vocabulary knows "light" and "kitchen" whole, not "ligth" and
+      // "kitchn". Free text: this random model's constrained call is the same for both texts.
+      FunctionCaller.Options mend = new FunctionCaller.Options();
+      mend.threads = 1;
+      mend.constrain = "off";
+      mend.maxTokens = 12;
+      mend.fixTypos = 1;
+      FunctionCaller.Options asWritten = new FunctionCaller.Options();
+      asWritten.threads = 1;
+      asWritten.constrain = "off";
+      asWritten.maxTokens = 12;
+      asWritten.fixTypos = 0;
+      try (FunctionCaller on = model.caller(catalog, mend);
+           FunctionCaller off = model.caller(catalog, asWritten)) {
+        String typo = "the ligth in the kitchn, off";
+        String mended = "the light in the kitchen, off";
+        check(on.call(typo).equals(off.call(mended)), "fixTypos 1 reads the mended text");
+        check(!off.call(typo).equals(off.call(mended)), "fixTypos 0 reads the typos");
+      }
       FunctionCaller.Options noFill = new FunctionCaller.Options();
       noFill.threads = 1;
       noFill.fillArguments = false;
