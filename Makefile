@@ -144,19 +144,23 @@ fuzz-text:
 	cd $(BUILD_FUZZ) && ./text_call_grammar_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=512 \
 	  -print_final_stats=1 corpus/text_call_grammar
 
-# Untrusted JSON the CLI and the server take: `fgemma serve`'s request bodies (chat and
-# completions, under small limits) and `fgemma tune`'s training data (JSONL, with and without a
-# catalog for short-form lines).
+# Untrusted input the CLI and the server take: `fgemma serve`'s request bodies (chat and
+# completions, under small limits), `fgemma tune`'s training data (JSONL, with and without a
+# catalog for short-form lines), and a request's words as the typo mender rewrites them.
 fuzz-input:
 	$(FUZZ_CONFIGURE)
-	cmake --build $(BUILD_FUZZ) --target serve_openai_fuzz call_training_data_fuzz -j $(JOBS)
-	mkdir -p $(BUILD_FUZZ)/corpus/serve_openai $(BUILD_FUZZ)/corpus/call_training_data
+	cmake --build $(BUILD_FUZZ) --target serve_openai_fuzz call_training_data_fuzz \
+	  call_typos_fuzz -j $(JOBS)
+	mkdir -p $(BUILD_FUZZ)/corpus/serve_openai $(BUILD_FUZZ)/corpus/call_training_data \
+	  $(BUILD_FUZZ)/corpus/call_typos
 	cd $(BUILD_FUZZ) && ./serve_openai_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -dict=$(abspath fuzz/json.dict) -print_final_stats=1 \
 	  corpus/serve_openai $(abspath fuzz/corpus/serve_openai)
 	cd $(BUILD_FUZZ) && ./call_training_data_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -dict=$(abspath fuzz/json.dict) -print_final_stats=1 \
 	  corpus/call_training_data $(abspath fuzz/corpus/call_training_data)
+	cd $(BUILD_FUZZ) && ./call_typos_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=1024 \
+	  -print_final_stats=1 corpus/call_typos $(abspath fuzz/corpus/call_typos)
 
 # Cross builds of every module, the CLI and the tests, running the CROSS_LABELS tests: aarch64 and
 # armv7 (NEON) under qemu user-mode emulation (the toolchain's CMAKE_CROSSCOMPILING_EMULATOR, which

@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "src/gguf_tools/synthetic.h"
 #include "src/text/tokenizer.h"
 #include "src/text/tool_catalog.h"
+#include "tests/testing/typo_invariants.h"
 
 namespace fg::call {
 namespace {
@@ -110,6 +113,62 @@ TEST(TypoMender, MendsUnknownWordsIntoTheAppsOwn) {
   EXPECT_EQ(n, 2);
 }
 
+// Random requests of app words, some with one edit (a letter swapped, dropped, doubled or
+// changed), others' words, names, digits, apostrophes, UTF-8 letters and punctuation between
+// them, in every case: whatever Mend does keeps tests/testing/typo_invariants.h's invariants
+// (what fuzz/call_typos_fuzz.cc checks on arbitrary bytes), and it does mend and leave alone.
+TEST(TypoMender, RandomRequestsChangeOnlyTheMendedLetters) {
+  const std::vector<std::string> known = {"feed",    "Feeds", "find",  "pet",  "the",    "then",
+                                          "Milo",    "fond",  "where", "dry",  "canned", "morning",
+                                          "evening", "Shows", "now",   "name", "times",  "food"};
+  auto tk = WordTokenizer(known);
+  ASSERT_NE(tk, nullptr);
+  FG_ASSERT_OK_AND_ASSIGN(const text::ToolCatalog cat, text::ParseToolCatalog(kCatalog));
+  const TypoMender mender(*tk, CatalogTexts(cat));
+  const std::vector<std::string> glue = {" ", ", ", "! ",           "'",    "2", " 3 ", "\xC3\xA9",
+                                         "-", "  ", "\xE2\x96\x81", "\xFF", "."};
+  std::mt19937 rng(7);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  int mended_requests = 0, as_written = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string request;
+    const size_t n_words = 1 + pick(6);
+    for (size_t w = 0; w < n_words; ++w) {
+      if (w > 0 || pick(4) == 0) request += glue[pick(glue.size())];
+      std::string word =
+          pick(5) == 0 ? std::string("Xyzzy").substr(0, 2 + pick(4)) : known[pick(known.size())];
+      if (pick(2) == 0 && word.size() > 1) {
+        const size_t at = pick(word.size() - 1);
+        switch (pick(4)) {
+          case 0:
+            std::swap(word[at], word[at + 1]);
+            break;
+          case 1:
+            word.erase(at, 1);
+            break;
+          case 2:
+            word.insert(at, 1, word[at]);
+            break;
+          default:
+            word[at] = static_cast<char>('a' + pick(26));
+            break;
+        }
+      }
+      if (pick(3) == 0) word[0] = static_cast<char>(std::toupper(word[0]));
+      if (pick(10) == 0) {
+        for (char& c : word) c = static_cast<char>(std::toupper(c));
+      }
+      request += word;
+    }
+    int n = -1;
+    const std::string out = mender.Mend(request, &n);
+    EXPECT_EQ(fg::testing::TypoMendViolation(request, out, n, mender.words()), "")
+        << request << " -> " << out;
+    (n > 0 ? mended_requests : as_written) += 1;
+  }
+  EXPECT_GT(mended_requests, 300);
+  EXPECT_GT(as_written, 300);
+}
 
 // FunctionCallerOptions::fix_typos: on (1), the caller reads the mended request, the same call
 // as the mended text read as written; off (0) and by default on a FunctionGemma vocabulary (the
