@@ -119,7 +119,7 @@ struct FunctionCallerOptions {
   // word of the app's own text (the catalog's names, descriptions and enum members, the tools'
   // examples, tool_examples) one edit away ("Feed", "subtitles"), before anything reads the
   // request (src/call/typos.h; CallResult::mended_request, CallStats::mended_words). Known words
-  // and names stay as written; a conversation's turns (CallConversation) are read as written.
+  // and names stay as written. CallConversation mends each user turn so.
   // -1: on for a base Gemma 3 vocabulary (a base model taught by an adapter; docs/tuning.md has
   // the measurements), off for FunctionGemma; 0: off; 1: on.
   int fix_typos = -1;
@@ -258,8 +258,8 @@ struct CallResult {
   // output was not a valid call: possible without a grammar, or when max_tokens cut it short).
   Status validity;
   CallStats stats;
-  // FunctionCallerOptions::fix_typos: the request as read, when a word of it was mended (else
-  // empty).
+  // FunctionCallerOptions::fix_typos: the request (CallConversation: the last turn, when it is
+  // the user's) as read, when a word of it was mended (else empty).
   std::string mended_request;
 
   // The JSON `fgemma call` prints (see README): with max_calls 1 and one valid call, the call

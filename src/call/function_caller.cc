@@ -784,10 +784,30 @@ StatusOr<std::vector<int32_t>> FunctionCaller::ConversationTokens(
 
 StatusOr<CallResult> FunctionCaller::CallConversation(const std::vector<ChatTurn>& turns,
                                                       const CallControl& control) {
-  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, impl_->ConversationRest(turns));
+  // Each user turn is read as Call reads a request, its misspelt words mended (a copy of the
+  // turns only when a word is).
+  std::vector<ChatTurn> mended;
+  int words = 0;
+  for (size_t i = 0; impl_->mender != nullptr && i < turns.size(); ++i) {
+    if (turns[i].role != ChatTurn::Role::kUser) continue;
+    int n = 0;
+    std::string text = impl_->mender->Mend(turns[i].text, &n);
+    if (n == 0) continue;
+    if (mended.empty()) mended = turns;
+    mended[i].text = std::move(text);
+    words += n;
+  }
+  const std::vector<ChatTurn>& read = words > 0 ? mended : turns;
+  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, impl_->ConversationRest(read));
   // The tool prior scores the last turn when it is the user's.
-  const bool user_last = !turns.empty() && turns.back().role == ChatTurn::Role::kUser;
-  return impl_->Run(std::move(rest), control, user_last ? turns.back().text : std::string_view());
+  const bool user_last = !read.empty() && read.back().role == ChatTurn::Role::kUser;
+  FG_ASSIGN_OR_RETURN(CallResult r, impl_->Run(std::move(rest), control,
+                                               user_last ? read.back().text : std::string_view()));
+  if (words > 0) {
+    r.stats.mended_words = words;
+    if (user_last && read.back().text != turns.back().text) r.mended_request = read.back().text;
+  }
+  return r;
 }
 
 namespace {

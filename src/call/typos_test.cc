@@ -170,34 +170,54 @@ TEST(TypoMender, RandomRequestsChangeOnlyTheMendedLetters) {
   EXPECT_GT(as_written, 300);
 }
 
-// FunctionCallerOptions::fix_typos: on (1), the caller reads the mended request, the same call
-// as the mended text read as written; off (0) and by default on a FunctionGemma vocabulary (the
-// tiny model's), the request as written; other values are refused.
-TEST(FunctionCaller, ReadsTheRequestWithItsTyposMended) {
-  auto spec = gguf::SyntheticPreset("tiny");
-  ASSERT_TRUE(spec.ok());
-  spec->context = 1024;
-  spec->vocab = 1024;  // the tiny preset's 640 tokens stop before the whole words
-  const std::string path = ::testing::TempDir() + "/typos_tiny.gguf";
-  FG_ASSERT_OK(gguf::WriteSyntheticGemma3(*spec, path));
-  FG_ASSERT_OK_AND_ASSIGN(std::shared_ptr<const CallModel> model, CallModel::Load(path));
-  // The tiny vocabulary knows "light" and "kitchen" as words (and "set", "room", "on", "off").
-  constexpr char kLights[] = R"([{"name": "set_light", "description": "Turns a light on or off.",
-    "parameters": {"type": "object", "properties": {
-      "room": {"type": "string", "enum": ["kitchen", "hall"]},
-      "state": {"type": "string", "enum": ["on", "off"]}}, "required": ["state"]}}])";
+// The tiny synthetic model with a 1,024-token vocabulary (the tiny preset's 640 tokens stop
+// before the whole words), which knows "light" and "kitchen" as words (and "set", "room", "on",
+// "off"), made once.
+std::shared_ptr<const CallModel> WordModel() {
+  static const std::shared_ptr<const CallModel> model = [] {
+    std::shared_ptr<const CallModel> m;
+    auto spec = gguf::SyntheticPreset("tiny");
+    EXPECT_TRUE(spec.ok());
+    if (!spec.ok()) return m;
+    spec->context = 1024;
+    spec->vocab = 1024;
+    const std::string path = ::testing::TempDir() + "/typos_tiny.gguf";
+    const Status written = gguf::WriteSyntheticGemma3(*spec, path);
+    EXPECT_TRUE(written.ok()) << written.ToString();
+    auto loaded = CallModel::Load(path);
+    EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+    if (loaded.ok()) m = std::move(*loaded);
+    return m;
+  }();
+  return model;
+}
+
+constexpr char kLights[] = R"([{"name": "set_light", "description": "Turns a light on or off.",
+  "parameters": {"type": "object", "properties": {
+    "room": {"type": "string", "enum": ["kitchen", "hall"]},
+    "state": {"type": "string", "enum": ["on", "off"]}}, "required": ["state"]}}])";
+
+// A caller of kLights on WordModel() with fix_typos = `fix` (and `constrain`).
+std::unique_ptr<FunctionCaller> LightsCaller(int fix,
+                                             ConstrainMode constrain = ConstrainMode::kCall) {
   FunctionCallerOptions o;
   o.max_tokens = 32;
   o.threads = 1;
   o.context = 1024;
-  auto make = [&](int fix) {
-    FunctionCallerOptions x = o;
-    x.fix_typos = fix;
-    auto c = FunctionCaller::Create(model, kLights, x);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(*c) : nullptr;
-  };
-  auto on = make(1), off = make(0), by_default = make(-1);
+  o.fix_typos = fix;
+  o.constrain = constrain;
+  auto model = WordModel();
+  if (model == nullptr) return nullptr;
+  auto c = FunctionCaller::Create(model, kLights, o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+// FunctionCallerOptions::fix_typos: on (1), the caller reads the mended request, the same call
+// as the mended text read as written; off (0) and by default on a FunctionGemma vocabulary (the
+// tiny model's), the request as written; other values are refused.
+TEST(FunctionCaller, ReadsTheRequestWithItsTyposMended) {
+  auto on = LightsCaller(1), off = LightsCaller(0), by_default = LightsCaller(-1);
   ASSERT_TRUE(on && off && by_default);
   const std::string typo = "the ligth in the kitchn, off";
   FG_ASSERT_OK_AND_ASSIGN(const CallResult mended, on->Call(typo));
@@ -217,11 +237,59 @@ TEST(FunctionCaller, ReadsTheRequestWithItsTyposMended) {
   EXPECT_TRUE(plain.mended_request.empty());
   EXPECT_EQ(plain.stats.mended_words, 0);
   for (int bad : {-2, 2}) {
-    FunctionCallerOptions x = o;
+    FunctionCallerOptions x;
     x.fix_typos = bad;
-    EXPECT_THAT(FunctionCaller::Create(model, kLights, x).status(),
-                fg::testing::StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("fix_typos")));
+    EXPECT_THAT(
+        FunctionCaller::Create(WordModel(), kLights, x).status(),
+        fg::testing::StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("fix_typos")));
   }
+}
+
+// CallConversation reads each user turn as Call reads a request: one user turn gives Call's
+// answer and mended_request, bit for bit; in a longer conversation every user turn is mended
+// (the answer is that of the mended turns read as written) and mended_request is the last one.
+// Unconstrained: this random model's constrained call is the same for both texts, its free text
+// is not.
+TEST(FunctionCaller, ReadsAConversationsUserTurnsWithTheirTyposMended) {
+  auto on = LightsCaller(1, ConstrainMode::kOff), off = LightsCaller(0, ConstrainMode::kOff);
+  ASSERT_TRUE(on && off);
+  const std::string typo = "the ligth in the kitchn, off", read = "the light in the kitchen, off";
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult call, on->Call(typo));
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult one,
+                          on->CallConversation({ChatTurn{ChatTurn::Role::kUser, typo, {}}}));
+  EXPECT_EQ(one.tokens, call.tokens);
+  EXPECT_EQ(one.text, call.text);
+  EXPECT_EQ(one.mended_request, read);
+  EXPECT_EQ(one.stats.mended_words, 2);
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult as_written, off->Call(typo));
+  EXPECT_NE(as_written.text, call.text);  // the mending changed this answer
+
+  ChatTurn model_turn;
+  model_turn.role = ChatTurn::Role::kModel;
+  model_turn.exchanges.push_back(
+      {"set_light", nlohmann::json{{"state", "on"}}, nlohmann::json{{"ok", true}}});
+  const std::vector<ChatTurn> typos = {{ChatTurn::Role::kUser, "the kitchn ligth, on", {}},
+                                       model_turn,
+                                       {ChatTurn::Role::kUser, typo, {}}};
+  const std::vector<ChatTurn> mended = {{ChatTurn::Role::kUser, "the kitchen light, on", {}},
+                                        model_turn,
+                                        {ChatTurn::Role::kUser, read, {}}};
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult a, on->CallConversation(typos));
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult b, off->CallConversation(mended));
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.text, b.text);
+  EXPECT_EQ(a.stats.mended_words, 4);
+  EXPECT_EQ(a.mended_request, read);
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult c, off->CallConversation(typos));
+  EXPECT_EQ(c.stats.mended_words, 0);
+  EXPECT_TRUE(c.mended_request.empty());
+  // Only an earlier turn mended: counted, but the last turn is read as given.
+  std::vector<ChatTurn> first_only = typos;
+  first_only.back().text = read;
+  FG_ASSERT_OK_AND_ASSIGN(const CallResult d, on->CallConversation(first_only));
+  EXPECT_EQ(d.stats.mended_words, 2);
+  EXPECT_TRUE(d.mended_request.empty());
+  EXPECT_EQ(d.text, b.text);
 }
 
 }  // namespace
