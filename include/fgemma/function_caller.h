@@ -325,10 +325,11 @@ class FunctionCaller {
   // for a conversation that cannot be rendered so, Unimplemented for the compact dialect.
   StatusOr<CallResult> CallConversation(const std::vector<ChatTurn>& turns,
                                         const CallControl& control = {});
-  // Its prompt tokens (BOS first).
+  // Its prompt tokens (BOS first), its user turns read as CallConversation reads them.
   StatusOr<std::vector<int32_t>> ConversationTokens(const std::vector<ChatTurn>& turns) const;
 
-  // Prompt tokens of a request (BOS first), and how many of them are the cached prefix.
+  // Prompt tokens of a request (BOS first) as Call reads it (fix_typos), and how many of them
+  // are the cached prefix.
   StatusOr<std::vector<int32_t>> PromptTokens(std::string_view request) const;
   int64_t prefix_tokens() const;
   // The context actually used.

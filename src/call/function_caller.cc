@@ -238,6 +238,27 @@ struct FunctionCaller::Impl {
   // Mends the request's misspelt words (options.fix_typos); null when off, and in a partner,
   // which reads the request its parent mended.
   std::unique_ptr<call::TypoMender> mender;
+  // `request` as the caller reads it: mended when `mender` is on; `*words` the words mended.
+  std::string Read(std::string_view request, int* words) const {
+    *words = 0;
+    return mender != nullptr ? mender->Mend(request, words) : std::string(request);
+  }
+  // The turns as the caller reads them, each user turn's text Read: `turns` itself when no word
+  // is mended, else `*mended` (a copy); `*words` the words mended.
+  const std::vector<ChatTurn>& ReadTurns(const std::vector<ChatTurn>& turns,
+                                         std::vector<ChatTurn>* mended, int* words) const {
+    *words = 0;
+    for (size_t i = 0; mender != nullptr && i < turns.size(); ++i) {
+      if (turns[i].role != ChatTurn::Role::kUser) continue;
+      int n = 0;
+      std::string text = mender->Mend(turns[i].text, &n);
+      if (n == 0) continue;
+      if (mended->empty()) *mended = turns;
+      (*mended)[i].text = std::move(text);
+      *words += n;
+    }
+    return *words > 0 ? *mended : turns;
+  }
   double blend = 0;  // FunctionCallerOptions::blend with `partner`; 0: off
   // Both models' adapters apply after the prefix: the prefix K/V are the base model's in both,
   // and the partner takes them from this caller's session instead of prefilling its own.
@@ -554,8 +575,10 @@ StatusOr<std::unique_ptr<FunctionCaller::Impl>> FunctionCaller::Impl::Make(
 }
 
 StatusOr<std::vector<int32_t>> FunctionCaller::PromptTokens(std::string_view request) const {
+  int words = 0;
+  const std::string read = impl_->Read(request, &words);
   FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest,
-                      call::RequestTokens(*impl_->tk, request, impl_->suffix));
+                      call::RequestTokens(*impl_->tk, read, impl_->suffix));
   std::vector<int32_t> all = impl_->prefix;
   all.insert(all.end(), rest.begin(), rest.end());
   return all;
@@ -654,18 +677,14 @@ StatusOr<CallResult> FunctionCaller::Call(std::string_view request) {
 }
 
 StatusOr<CallResult> FunctionCaller::Call(std::string_view request, const CallControl& control) {
-  std::string mended;
   int words = 0;
-  if (impl_->mender != nullptr) {
-    mended = impl_->mender->Mend(request, &words);
-    if (words > 0) request = mended;
-  }
+  std::string read = impl_->Read(request, &words);
   FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest,
-                      call::RequestTokens(*impl_->tk, request, impl_->suffix));
-  FG_ASSIGN_OR_RETURN(CallResult r, impl_->Run(std::move(rest), control, request));
+                      call::RequestTokens(*impl_->tk, read, impl_->suffix));
+  FG_ASSIGN_OR_RETURN(CallResult r, impl_->Run(std::move(rest), control, read));
   if (words > 0) {
     r.stats.mended_words = words;
-    r.mended_request = std::move(mended);
+    r.mended_request = std::move(read);
   }
   return r;
 }
@@ -776,7 +795,10 @@ StatusOr<std::vector<int32_t>> FunctionCaller::Impl::ConversationRest(
 
 StatusOr<std::vector<int32_t>> FunctionCaller::ConversationTokens(
     const std::vector<ChatTurn>& turns) const {
-  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, impl_->ConversationRest(turns));
+  std::vector<ChatTurn> mended;
+  int words = 0;
+  FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest,
+                      impl_->ConversationRest(impl_->ReadTurns(turns, &mended, &words)));
   std::vector<int32_t> all = impl_->prefix;
   all.insert(all.end(), rest.begin(), rest.end());
   return all;
@@ -784,20 +806,10 @@ StatusOr<std::vector<int32_t>> FunctionCaller::ConversationTokens(
 
 StatusOr<CallResult> FunctionCaller::CallConversation(const std::vector<ChatTurn>& turns,
                                                       const CallControl& control) {
-  // Each user turn is read as Call reads a request, its misspelt words mended (a copy of the
-  // turns only when a word is).
+  // Each user turn is read as Call reads a request, its misspelt words mended.
   std::vector<ChatTurn> mended;
   int words = 0;
-  for (size_t i = 0; impl_->mender != nullptr && i < turns.size(); ++i) {
-    if (turns[i].role != ChatTurn::Role::kUser) continue;
-    int n = 0;
-    std::string text = impl_->mender->Mend(turns[i].text, &n);
-    if (n == 0) continue;
-    if (mended.empty()) mended = turns;
-    mended[i].text = std::move(text);
-    words += n;
-  }
-  const std::vector<ChatTurn>& read = words > 0 ? mended : turns;
+  const std::vector<ChatTurn>& read = impl_->ReadTurns(turns, &mended, &words);
   FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest, impl_->ConversationRest(read));
   // The tool prior scores the last turn when it is the user's.
   const bool user_last = !read.empty() && read.back().role == ChatTurn::Role::kUser;

@@ -247,7 +247,8 @@ TEST(FunctionCaller, ReadsTheRequestWithItsTyposMended) {
 
 // CallConversation reads each user turn as Call reads a request: one user turn gives Call's
 // answer and mended_request, bit for bit; in a longer conversation every user turn is mended
-// (the answer is that of the mended turns read as written) and mended_request is the last one.
+// (the answer is that of the mended turns read as written) and mended_request is the last one;
+// PromptTokens and ConversationTokens give the tokens read.
 // Unconstrained: this random model's constrained call is the same for both texts, its free text
 // is not.
 TEST(FunctionCaller, ReadsAConversationsUserTurnsWithTheirTyposMended) {
@@ -290,6 +291,17 @@ TEST(FunctionCaller, ReadsAConversationsUserTurnsWithTheirTyposMended) {
   EXPECT_EQ(d.stats.mended_words, 2);
   EXPECT_TRUE(d.mended_request.empty());
   EXPECT_EQ(d.text, b.text);
+  // The prompt tokens the callers report are the ones they read.
+  FG_ASSERT_OK_AND_ASSIGN(const std::vector<int32_t> p_on, on->PromptTokens(typo));
+  FG_ASSERT_OK_AND_ASSIGN(const std::vector<int32_t> p_read, off->PromptTokens(read));
+  FG_ASSERT_OK_AND_ASSIGN(const std::vector<int32_t> p_off, off->PromptTokens(typo));
+  EXPECT_EQ(p_on, p_read);
+  EXPECT_NE(p_off, p_read);
+  FG_ASSERT_OK_AND_ASSIGN(const std::vector<int32_t> c_on, on->ConversationTokens(typos));
+  FG_ASSERT_OK_AND_ASSIGN(const std::vector<int32_t> c_read, off->ConversationTokens(mended));
+  FG_ASSERT_OK_AND_ASSIGN(const std::vector<int32_t> c_off, off->ConversationTokens(typos));
+  EXPECT_EQ(c_on, c_read);
+  EXPECT_NE(c_off, c_read);
 }
 
 }  // namespace
