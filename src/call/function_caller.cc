@@ -238,16 +238,18 @@ struct FunctionCaller::Impl {
   // Mends the request's misspelt words (options.fix_typos); null when off, and in a partner,
   // which reads the request its parent mended.
   std::unique_ptr<call::TypoMender> mender;
-  // `request` as the caller reads it: mended when `mender` is on; `*words` the words mended.
-  std::string Read(std::string_view request, int* words) const {
-    *words = 0;
+  // `request` as the caller reads it: mended when `mender` is on; `*words` (may be null) the
+  // words mended.
+  std::string Read(std::string_view request, int* words = nullptr) const {
+    if (words != nullptr) *words = 0;
     return mender != nullptr ? mender->Mend(request, words) : std::string(request);
   }
   // The turns as the caller reads them, each user turn's text Read: `turns` itself when no word
-  // is mended, else `*mended` (a copy); `*words` the words mended.
+  // is mended, else `*mended` (a copy); `*words` (may be null) the words mended.
   const std::vector<ChatTurn>& ReadTurns(const std::vector<ChatTurn>& turns,
-                                         std::vector<ChatTurn>* mended, int* words) const {
-    *words = 0;
+                                         std::vector<ChatTurn>* mended,
+                                         int* words = nullptr) const {
+    int total = 0;
     for (size_t i = 0; mender != nullptr && i < turns.size(); ++i) {
       if (turns[i].role != ChatTurn::Role::kUser) continue;
       int n = 0;
@@ -255,9 +257,10 @@ struct FunctionCaller::Impl {
       if (n == 0) continue;
       if (mended->empty()) *mended = turns;
       (*mended)[i].text = std::move(text);
-      *words += n;
+      total += n;
     }
-    return *words > 0 ? *mended : turns;
+    if (words != nullptr) *words = total;
+    return total > 0 ? *mended : turns;
   }
   double blend = 0;  // FunctionCallerOptions::blend with `partner`; 0: off
   // Both models' adapters apply after the prefix: the prefix K/V are the base model's in both,
@@ -575,10 +578,8 @@ StatusOr<std::unique_ptr<FunctionCaller::Impl>> FunctionCaller::Impl::Make(
 }
 
 StatusOr<std::vector<int32_t>> FunctionCaller::PromptTokens(std::string_view request) const {
-  int words = 0;
-  const std::string read = impl_->Read(request, &words);
   FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest,
-                      call::RequestTokens(*impl_->tk, read, impl_->suffix));
+                      call::RequestTokens(*impl_->tk, impl_->Read(request), impl_->suffix));
   std::vector<int32_t> all = impl_->prefix;
   all.insert(all.end(), rest.begin(), rest.end());
   return all;
@@ -796,9 +797,8 @@ StatusOr<std::vector<int32_t>> FunctionCaller::Impl::ConversationRest(
 StatusOr<std::vector<int32_t>> FunctionCaller::ConversationTokens(
     const std::vector<ChatTurn>& turns) const {
   std::vector<ChatTurn> mended;
-  int words = 0;
   FG_ASSIGN_OR_RETURN(std::vector<int32_t> rest,
-                      impl_->ConversationRest(impl_->ReadTurns(turns, &mended, &words)));
+                      impl_->ConversationRest(impl_->ReadTurns(turns, &mended)));
   std::vector<int32_t> all = impl_->prefix;
   all.insert(all.end(), rest.begin(), rest.end());
   return all;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/call/logit_processors.h"  // LowerCase
 #include "src/call/typos.h"
 
 namespace fg::testing {
@@ -24,13 +25,6 @@ namespace fg::testing {
 inline std::string TypoMendViolation(std::string_view request, std::string_view out, int mended,
                                      const std::vector<std::string>& words) {
   auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
-  auto lower = [](std::string_view s) {
-    std::string o(s);
-    for (char& c : o) {
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    }
-    return o;
-  };
   auto without_letters = [&](std::string_view s) {
     std::string o;
     for (char c : s) {
@@ -61,7 +55,7 @@ inline std::string TypoMendViolation(std::string_view request, std::string_view 
   for (size_t i = 0; i < before.size(); ++i) {
     if (before[i] == after[i]) continue;
     ++changed;
-    const std::string a = lower(before[i]), b = lower(after[i]);
+    const std::string a = call::LowerCase(before[i]), b = call::LowerCase(after[i]);
     if (!call::OneEditApart(a, b)) return "'" + a + "' -> '" + b + "' is not one edit";
     if (!std::binary_search(words.begin(), words.end(), b)) return "'" + b + "' is no app word";
   }
