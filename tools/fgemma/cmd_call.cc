@@ -181,12 +181,7 @@ int CmdCall(int argc, char** argv) {
   o.cache_dir = cache_dir;
   o.fast_head = !full_head;
   o.reuse_request_prefix = !no_reuse;
-  o.tool_channel = common.ToolChannel();
-  o.argument_check = common.ArgumentCheck();
-  o.fill_arguments = common.ArgumentFill();
-  o.fix_typos = common.FixTypos();
-  o.blend = common.Blend(o.blend);
-  o.copy_bias = common.CopyBias();
+  common.ApplyCallFlags(o);
   // What is left to check (the sampling parameters), with FunctionCaller::Create's messages.
   if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());
 

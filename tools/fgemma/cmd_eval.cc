@@ -96,12 +96,7 @@ int CmdEval(int argc, char** argv) {
   FunctionCallerOptions o;
   o.max_tokens = max_tokens;
   o.threads = common.ThreadsOrZero();
-  o.tool_channel = common.ToolChannel();
-  o.argument_check = common.ArgumentCheck();
-  o.fill_arguments = common.ArgumentFill();
-  o.fix_typos = common.FixTypos();
-  o.blend = common.Blend(o.blend);
-  o.copy_bias = common.CopyBias();
+  common.ApplyCallFlags(o);
   if (Status s = ValidateOptions(o); !s.ok()) return usage(s.message());
 
   std::vector<std::vector<Example>> sets;

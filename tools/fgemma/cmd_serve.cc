@@ -132,12 +132,7 @@ int CmdServeMain(int argc, char** argv) {
                    : std::max(1, ThreadPool::DefaultThreads() / static_cast<int>(parallel));
   so.context = common.ContextOrZero();
   so.draft_tokens = static_cast<int>(draft);
-  so.tool_channel = common.ToolChannel();
-  so.argument_check = common.ArgumentCheck();
-  so.fill_arguments = common.ArgumentFill();
-  so.fix_typos = common.FixTypos();
-  so.blend = common.Blend(so.blend);
-  so.copy_bias = common.CopyBias();
+  common.ApplyCallFlags(so);
   so.timeout_s = static_cast<double>(timeout);
   so.limits.max_body_bytes = static_cast<size_t>(max_body);
   so.limits.max_messages = static_cast<size_t>(max_messages);

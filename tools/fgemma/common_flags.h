@@ -91,6 +91,18 @@ class CommonFlags {
   double Blend(double fallback) const { return blend_ >= 0 ? blend_ : fallback; }
   // --copy-bias as given, -1 (the caller's default) when not.
   double CopyBias() const { return copy_bias_; }
+  // Sets the fields the kToolChannel flags give (tool_channel, argument_check, fill_arguments,
+  // fix_typos, blend, copy_bias) in a FunctionCallerOptions or a serve::ServiceOptions, which
+  // share their names: one place for call, eval and serve, and for the next such flag.
+  template <class Options>
+  void ApplyCallFlags(Options& o) const {
+    o.tool_channel = ToolChannel();
+    o.argument_check = ArgumentCheck();
+    o.fill_arguments = ArgumentFill();
+    o.fix_typos = FixTypos();
+    o.blend = Blend(o.blend);
+    o.copy_bias = CopyBias();
+  }
   // With --prepack: the calling model's matmul panels (runtime::Model::PrepackPanels, which the
   // tool prior's model shares), packed on -t threads; without it nothing.
   Status Prepack(const CallModel& model) const;
