@@ -197,6 +197,9 @@ typedef struct fg_caller_options {
                                  * descriptions, keys, enum members, examples) is read as that
                                  * word, for a base Gemma 3 vocabulary; off for FunctionGemma;
                                  * 0: off; 1: on. A struct of 1.1's size keeps -1 */
+  /* A field appended here must be 8-byte aligned (int64_t, uint64_t, double or a pointer): on
+   * LP64 a 4-byte one would sit in the padding after fix_typos, the struct's size would not
+   * change, and a 1.2 program's padding bytes would be read as its value. */
 } fg_caller_options;
 
 /* Sets struct_size and the defaults. Any thread. */
