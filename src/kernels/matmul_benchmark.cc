@@ -17,6 +17,7 @@
 #include <benchmark/benchmark.h>
 
 #include "src/base/thread_pool.h"
+#include "src/kernels/kernel_set.h"
 #include "src/kernels/matmul.h"
 #include "src/kernels/quant.h"
 
@@ -74,14 +75,32 @@ const Weights& GetWeights(DType t, int64_t rows, int64_t cols) {
   return *(cache[key] = std::move(w));
 }
 
-void BM_MatMul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t m) {
+// `prepacked`: with the matrix's panels packed once (PackPanels, as fgemma serve and call
+// --prepack run), so that only the products are timed, not the packing each call does.
+void MatMulLoop(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t m,
+                bool prepacked) {
   const int threads = static_cast<int>(state.range(0));
   const Weights& w = GetWeights(t, rows, cols);
   const std::vector<float> x = Random(m * cols, 2);
   std::vector<float> y(static_cast<size_t>(m * rows));
   ThreadPool& pool = Pool(threads);
+  WeightMatrix wm = w.w;
+  std::vector<uint8_t> panels;
+  if (prepacked) {
+    const KernelSet& ks = ActiveKernelSet();
+    const size_t bytes = PanelBytes(ks, wm);
+    if (bytes == 0) {
+      state.SkipWithError("this kernel set packs no panels for this type");
+      return;
+    }
+    panels.resize(bytes + 64);
+    uint8_t* aligned = panels.data() + (64 - reinterpret_cast<uintptr_t>(panels.data()) % 64) % 64;
+    PackPanels(ks, wm, aligned, &pool);
+    wm.panels = aligned;
+    wm.panel_set = PanelSetOf(ks, wm);
+  }
   for (auto _ : state) {
-    MatMul(w.w, x.data(), m, y.data(), rows, &pool);
+    MatMul(wm, x.data(), m, y.data(), rows, &pool);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -90,6 +109,13 @@ void BM_MatMul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * static_cast<double>(m * rows * cols),
                                                  benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(IsaName(ActiveIsa())));
+}
+
+void BM_MatMul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t m) {
+  MatMulLoop(state, t, rows, cols, m, false);
+}
+void BM_MatMulPrepacked(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t m) {
+  MatMulLoop(state, t, rows, cols, m, true);
 }
 
 // Sum of a 512 MiB buffer: the read bandwidth a matvec can reach at best.
@@ -147,6 +173,12 @@ bool Registered() {
   // The LM head over a training example's loss rows (~15 in a per-app tune).
   benchmark::RegisterBenchmark("MatMul/Q8_0/262144x640/m16", BM_MatMul, DType::kQ8_0,
                                int64_t{262144}, int64_t{640}, int64_t{16})
+      ->ArgName("threads")
+      ->Arg(1)
+      ->Arg(2)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("MatMul/Q8_0/262144x640/m16/prepacked", BM_MatMulPrepacked,
+                               DType::kQ8_0, int64_t{262144}, int64_t{640}, int64_t{16})
       ->ArgName("threads")
       ->Arg(1)
       ->Arg(2)
