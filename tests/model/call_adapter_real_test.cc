@@ -205,28 +205,31 @@ TEST(CallAdapterRealTest, ArgumentCheckReplacesAnEnumValueTheRequestNames) {
 }
 
 // A word the vocabulary does not know is read as the catalog's word one edit away: "epispde"
-// as "episode", which the adapter reads as a whole series (a held-out tv_box request; without
-// the mending it records one show); --no-typo-fix reads the request as written.
+// as "episode", which the adapter reads as a whole series (a held-out tv_box request);
+// --no-typo-fix reads the request as written. The mended request gives the very call the
+// corrected one does. (Without the mending the call records one show on an AVX2 CPU, and the
+// whole series with the AVX-512 kernels, whose rounding differs: not asserted.)
 TEST(CallAdapterRealTest, AMisspeltWordIsReadAsTheCatalogsWord) {
   if (ModelPath().empty()) GTEST_SKIP() << "FGEMMA_MODEL is not set (make test sets it)";
   const std::string call = "call -m " + ModelPath() + " --lora " + Adapter() + " --tools " +
-                           std::string(FG_SOURCE_DIR) +
-                           "/data/calls/catalogs/tv_box.json -t 2 \"Record every epispde of "
-                           "Breaking Bad.\"";
-  auto mended = testing::RunFgemma(call + " --stats", /*with_stderr=*/true);
-  auto as_written = testing::RunFgemma(call + " --no-typo-fix --stats", /*with_stderr=*/true);
+                           std::string(FG_SOURCE_DIR) + "/data/calls/catalogs/tv_box.json -t 2 ";
+  const std::string typo = "\"Record every epispde of Breaking Bad.\"";
+  auto mended = testing::RunFgemma(call + typo + " --stats", /*with_stderr=*/true);
+  auto as_written = testing::RunFgemma(call + typo + " --no-typo-fix --stats", /*with_stderr=*/true);
+  auto corrected = testing::RunFgemma(call + "\"Record every episode of Breaking Bad.\"", false);
   ASSERT_EQ(mended.rc, 0) << mended.out;
   ASSERT_EQ(as_written.rc, 0) << as_written.out;
+  ASSERT_EQ(corrected.rc, 0) << corrected.out;
   EXPECT_THAT(mended.out, ::testing::HasSubstr("read as: Record every episode of Breaking Bad.\n"));
   EXPECT_THAT(mended.out, ::testing::HasSubstr("| typos 1 mended |"));
-  EXPECT_THAT(mended.out,
-              ::testing::HasSubstr(R"({"arguments":{"series":true,"show":"Breaking Bad"},)"
-                                   R"("name":"record_program"})"));
+  const std::string want = R"({"arguments":{"series":true,"show":"Breaking Bad"},)"
+                           R"("name":"record_program"})"
+                           "\n";
+  EXPECT_EQ(corrected.out, want);
+  EXPECT_THAT(mended.out, ::testing::EndsWith("\n" + want));
   EXPECT_THAT(as_written.out, ::testing::Not(::testing::HasSubstr("read as:")));
   EXPECT_THAT(as_written.out, ::testing::HasSubstr("| typos 0 mended |"));
-  EXPECT_THAT(
-      as_written.out,
-      ::testing::HasSubstr(R"({"arguments":{"show":"Breaking Bad"},"name":"record_program"})"));
+  EXPECT_THAT(as_written.out, ::testing::HasSubstr(R"("name":"record_program"})"));
 }
 
 // A measure the request says in another unit than the argument's. The adapter writes "for
