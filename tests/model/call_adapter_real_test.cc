@@ -215,7 +215,8 @@ TEST(CallAdapterRealTest, AMisspeltWordIsReadAsTheCatalogsWord) {
                            std::string(FG_SOURCE_DIR) + "/data/calls/catalogs/tv_box.json -t 2 ";
   const std::string typo = "\"Record every epispde of Breaking Bad.\"";
   auto mended = testing::RunFgemma(call + typo + " --stats", /*with_stderr=*/true);
-  auto as_written = testing::RunFgemma(call + typo + " --no-typo-fix --stats", /*with_stderr=*/true);
+  auto as_written =
+      testing::RunFgemma(call + typo + " --no-typo-fix --stats", /*with_stderr=*/true);
   auto corrected = testing::RunFgemma(call + "\"Record every episode of Breaking Bad.\"", false);
   ASSERT_EQ(mended.rc, 0) << mended.out;
   ASSERT_EQ(as_written.rc, 0) << as_written.out;
