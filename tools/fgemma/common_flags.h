@@ -79,29 +79,19 @@ class CommonFlags {
   // (fgemma.lora.channel = "adapted": an app's adapter tuned on its calls), --no-lora is not
   // given and the model is the default one, the shipped call adapter if it learnt the prior.
   std::vector<LoraAdapterFile> PriorAdapters() const;
-  // --tool-channel as given, -1 (the caller's default) when not.
-  double ToolChannel() const { return tool_channel_; }
-  // FunctionCallerOptions::argument_check: false with --no-arg-check.
-  bool ArgumentCheck() const { return !no_argument_check_; }
-  // FunctionCallerOptions::fill_arguments: false with --no-arg-fill.
-  bool ArgumentFill() const { return !no_argument_fill_; }
-  // FunctionCallerOptions::fix_typos: 0 with --no-typo-fix, else -1 (the caller's default).
-  int FixTypos() const { return no_typo_fix_ ? 0 : -1; }
-  // FunctionCallerOptions::blend: --blend as given, else `fallback` (the caller's default).
-  double Blend(double fallback) const { return blend_ >= 0 ? blend_ : fallback; }
-  // --copy-bias as given, -1 (the caller's default) when not.
-  double CopyBias() const { return copy_bias_; }
-  // Sets the fields the kToolChannel flags give (tool_channel, argument_check, fill_arguments,
-  // fix_typos, blend, copy_bias) in a FunctionCallerOptions or a serve::ServiceOptions, which
-  // share their names: one place for call, eval and serve, and for the next such flag.
+  // Sets the fields the kToolChannel flags give in a FunctionCallerOptions or a
+  // serve::ServiceOptions, which share their names (one place for call, eval and serve):
+  // tool_channel and copy_bias as given, else -1 (the caller's default); argument_check and
+  // fill_arguments false with --no-arg-check / --no-arg-fill; fix_typos 0 with --no-typo-fix,
+  // else -1 (the caller's default); blend as given, else the struct's own default.
   template <class Options>
   void ApplyCallFlags(Options& o) const {
-    o.tool_channel = ToolChannel();
-    o.argument_check = ArgumentCheck();
-    o.fill_arguments = ArgumentFill();
-    o.fix_typos = FixTypos();
-    o.blend = Blend(o.blend);
-    o.copy_bias = CopyBias();
+    o.tool_channel = tool_channel_;
+    o.argument_check = !no_argument_check_;
+    o.fill_arguments = !no_argument_fill_;
+    o.fix_typos = no_typo_fix_ ? 0 : -1;
+    if (blend_ >= 0) o.blend = blend_;
+    o.copy_bias = copy_bias_;
   }
   // With --prepack: the calling model's matmul panels (runtime::Model::PrepackPanels, which the
   // tool prior's model shares), packed on -t threads; without it nothing.
